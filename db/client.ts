@@ -1,0 +1,40 @@
+import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import { getConfig } from "@/lib/config";
+import * as schema from "./schema";
+
+export type Database = PostgresJsDatabase<typeof schema> & { $client: postgres.Sql };
+
+export type DatabaseOptions = {
+  /** Pool size of this process. */
+  max?: number;
+  /** A name shown in pg_stat_activity. */
+  applicationName?: string;
+};
+
+/** A Drizzle database over its own postgres.js pool. Close it with `closeDatabase`. */
+export function createDatabase(url: string, options: DatabaseOptions = {}): Database {
+  const client = postgres(url, {
+    max: options.max ?? 10,
+    onnotice: () => {},
+    connection: { application_name: options.applicationName ?? "sponsorship" },
+    // Timestamps are timestamptz(3): postgres.js returns them as Date.
+  });
+  return drizzle({ client, schema }) as Database;
+}
+
+export async function closeDatabase(db: Database): Promise<void> {
+  await db.$client.end({ timeout: 5 });
+}
+
+let shared: Database | undefined;
+
+/** The process-wide database, from DATABASE_URL (set by `npm start` when the embedded server is used). */
+export function getDb(): Database {
+  if (!shared) {
+    const url = getConfig().databaseUrl;
+    if (!url) throw new Error("DATABASE_URL is not set: start the service with `npm start`, which provides it");
+    shared = createDatabase(url, { applicationName: "sponsorship-web" });
+  }
+  return shared;
+}

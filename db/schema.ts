@@ -1,0 +1,300 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  check,
+  index,
+  integer,
+  jsonb,
+  numeric,
+  pgEnum,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
+
+/**
+ * The whole schema. The database holds the truth: invariants that matter are enforced here (checks, partial
+ * unique indexes, foreign keys) and by the triggers of migration 0001 (legal status transitions, audit trail).
+ * Timestamps are timestamptz with millisecond precision, the precision of the wire format.
+ */
+
+const ts = (name: string) => timestamp(name, { withTimezone: true, precision: 3, mode: "date" });
+const wei = (name: string) => numeric(name, { precision: 78, scale: 0, mode: "bigint" });
+
+/* ------------------------------------------------------------------ enums */
+
+export const requestStatus = pgEnum("request_status", ["pending", "approved", "relayed", "completed", "rejected", "failed"]);
+export type RequestStatus = (typeof requestStatus.enumValues)[number];
+export const OPEN_REQUEST_STATUSES = ["pending", "approved", "relayed"] as const satisfies readonly RequestStatus[];
+export const TERMINAL_REQUEST_STATUSES = ["completed", "rejected", "failed"] as const satisfies readonly RequestStatus[];
+
+export const eligibilityReason = pgEnum("eligibility_reason", ["eligible", "wallet_blocked", "already_sponsored"]);
+export type EligibilityReason = (typeof eligibilityReason.enumValues)[number];
+
+export const relayStatus = pgEnum("relay_status", ["queued", "submitted", "confirmed", "failed"]);
+export type RelayStatus = (typeof relayStatus.enumValues)[number];
+
+export const blockSubject = pgEnum("block_subject", ["wallet", "ip"]);
+export type BlockSubject = (typeof blockSubject.enumValues)[number];
+
+export const blockKind = pgEnum("block_kind", ["automatic", "admin"]);
+export type BlockKind = (typeof blockKind.enumValues)[number];
+
+export const rateLimitScope = pgEnum("rate_limit_scope", ["sponsorship_ip", "sponsorship_wallet", "register_ip", "admin_sign_in"]);
+export type RateLimitScope = (typeof rateLimitScope.enumValues)[number];
+
+/* ---------------------------------------------------------------- wallets */
+
+export const wallets = pgTable(
+  "wallets",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    walletAddress: text("wallet_address").notNull(),
+    firstSeenAt: ts("first_seen_at").notNull().defaultNow(),
+    lastSeenAt: ts("last_seen_at").notNull().defaultNow(),
+    /** Sponsorship requests ever created (201) for the wallet. */
+    sponsorshipCount: integer("sponsorship_count").notNull().default(0),
+  },
+  (t) => [
+    uniqueIndex("wallets_wallet_address_key").on(t.walletAddress),
+    check("wallets_wallet_address_lowercase", sql`${t.walletAddress} ~ '^0x[0-9a-f]{40}$'`),
+    check("wallets_sponsorship_count_non_negative", sql`${t.sponsorshipCount} >= 0`),
+  ],
+);
+export type Wallet = typeof wallets.$inferSelect;
+export type NewWallet = typeof wallets.$inferInsert;
+
+/* ----------------------------------------------------- abuse: blocks, limits */
+
+/**
+ * Blocks of a wallet or an IP. Automatic blocks (rate limiting) expire at `expiresAt`; administrator blocks have
+ * no expiry until lifted. A wallet `isBlocked` while it has a block that is not lifted and not expired.
+ */
+export const blocks = pgTable(
+  "blocks",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    subjectType: blockSubject("subject_type").notNull(),
+    /** A lowercase wallet address or an IP address. */
+    subject: text("subject").notNull(),
+    kind: blockKind("kind").notNull(),
+    reason: text("reason").notNull(),
+    /** `rate_limiter`, or `admin` plus the session that acted. */
+    createdBy: text("created_by").notNull(),
+    createdAt: ts("created_at").notNull().defaultNow(),
+    expiresAt: ts("expires_at"),
+    liftedAt: ts("lifted_at"),
+    liftedBy: text("lifted_by"),
+    liftReason: text("lift_reason"),
+  },
+  (t) => [
+    index("blocks_active_subject_idx").on(t.subjectType, t.subject).where(sql`${t.liftedAt} IS NULL`),
+    check("blocks_automatic_expires", sql`${t.kind} <> 'automatic' OR ${t.expiresAt} IS NOT NULL`),
+    check("blocks_wallet_subject_lowercase", sql`${t.subjectType} <> 'wallet' OR ${t.subject} ~ '^0x[0-9a-f]{40}$'`),
+    check("blocks_lift_complete", sql`(${t.liftedAt} IS NULL) = (${t.liftedBy} IS NULL)`),
+  ],
+);
+export type Block = typeof blocks.$inferSelect;
+export type NewBlock = typeof blocks.$inferInsert;
+
+/** One row per counted hit; a rolling-hour limit counts the rows of the last hour. Old rows are pruned. */
+export const rateLimitHits = pgTable(
+  "rate_limit_hits",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    scope: rateLimitScope("scope").notNull(),
+    key: text("key").notNull(),
+    createdAt: ts("created_at").notNull().defaultNow(),
+  },
+  (t) => [index("rate_limit_hits_scope_key_created_idx").on(t.scope, t.key, t.createdAt)],
+);
+export type RateLimitHit = typeof rateLimitHits.$inferSelect;
+
+/* ------------------------------------------------- sponsorship requests */
+
+export const sponsorshipRequests = pgTable(
+  "sponsorship_requests",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    walletId: uuid("wallet_id")
+      .notNull()
+      .references(() => wallets.id, { onDelete: "restrict" }),
+    walletAddress: text("wallet_address").notNull(),
+    status: requestStatus("status").notNull().default("pending"),
+    eligibilityReason: eligibilityReason("eligibility_reason"),
+    ipAddress: text("ip_address").notNull(),
+    userAgent: text("user_agent"),
+    requestedAt: ts("requested_at").notNull().defaultNow(),
+    approvedAt: ts("approved_at"),
+    rejectedAt: ts("rejected_at"),
+    relayedAt: ts("relayed_at"),
+    completedAt: ts("completed_at"),
+    failedAt: ts("failed_at"),
+    /** Why the request failed, in plain words (set with `failed`). */
+    failureReason: text("failure_reason"),
+    /** The worker does not look at the row again before this time (backoff, waiting for funds). */
+    availableAt: ts("available_at").notNull().defaultNow(),
+    updatedAt: ts("updated_at").notNull().defaultNow(),
+    /**
+     * Who made the latest status change (`api`, `worker:<id>`, `admin:<session>`) and why. Every UPDATE that
+     * changes `status` sets both; the audit trigger copies them into `request_events`.
+     */
+    statusActor: text("status_actor").notNull().default("api"),
+    statusReason: text("status_reason"),
+  },
+  (t) => [
+    // One non-terminal request per wallet, under any concurrency (decisions: "Enforce it in the database").
+    uniqueIndex("sponsorship_requests_one_open_per_wallet")
+      .on(t.walletId)
+      .where(sql`${t.status} IN ('pending', 'approved', 'relayed')`),
+    // History: newest first, keyset on (requested_at, id).
+    index("sponsorship_requests_wallet_history_idx").on(t.walletId, t.requestedAt.desc(), t.id.desc()),
+    // The worker's queue: open requests by stage.
+    index("sponsorship_requests_queue_idx")
+      .on(t.status, t.availableAt)
+      .where(sql`${t.status} IN ('pending', 'approved', 'relayed')`),
+    // Dashboard listing and time ranges.
+    index("sponsorship_requests_requested_at_idx").on(t.requestedAt.desc(), t.id.desc()),
+    check("sponsorship_requests_wallet_address_lowercase", sql`${t.walletAddress} ~ '^0x[0-9a-f]{40}$'`),
+    check(
+      "sponsorship_requests_timestamps_match_status",
+      sql`(${t.status} <> 'approved' OR ${t.approvedAt} IS NOT NULL)
+        AND (${t.status} <> 'rejected' OR ${t.rejectedAt} IS NOT NULL)
+        AND (${t.status} <> 'relayed' OR ${t.relayedAt} IS NOT NULL)
+        AND (${t.status} <> 'completed' OR ${t.completedAt} IS NOT NULL)
+        AND (${t.status} <> 'failed' OR ${t.failedAt} IS NOT NULL)`,
+    ),
+  ],
+);
+export type SponsorshipRequest = typeof sponsorshipRequests.$inferSelect;
+export type NewSponsorshipRequest = typeof sponsorshipRequests.$inferInsert;
+
+/** The audit trail: one row per status change (and one for creation), written by a trigger. */
+export const requestEvents = pgTable(
+  "request_events",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    sponsorshipRequestId: uuid("sponsorship_request_id")
+      .notNull()
+      .references(() => sponsorshipRequests.id, { onDelete: "cascade" }),
+    fromStatus: requestStatus("from_status"),
+    toStatus: requestStatus("to_status").notNull(),
+    actor: text("actor").notNull(),
+    reason: text("reason"),
+    createdAt: ts("created_at").notNull().defaultNow(),
+  },
+  (t) => [index("request_events_request_idx").on(t.sponsorshipRequestId, t.id)],
+);
+export type RequestEvent = typeof requestEvents.$inferSelect;
+
+/* ---------------------------------------------------- relay transactions */
+
+/**
+ * One row per submission attempt (1..MAX_RELAY_ATTEMPTS). The signed raw transaction and its hash are stored
+ * before broadcast, so a worker that dies at any instant can find, re-broadcast or confirm what it sent.
+ * A replacement of a stuck transaction is the next attempt, at the same nonce with higher fees.
+ */
+export const relayTransactions = pgTable(
+  "relay_transactions",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    sponsorshipRequestId: uuid("sponsorship_request_id")
+      .notNull()
+      .references(() => sponsorshipRequests.id, { onDelete: "restrict" }),
+    relayAttempt: integer("relay_attempt").notNull(),
+    status: relayStatus("status").notNull().default("queued"),
+    relayerAddress: text("relayer_address"),
+    nonce: bigint("nonce", { mode: "number" }),
+    transactionHash: text("transaction_hash"),
+    rawTransaction: text("raw_transaction"),
+    maxFeePerGas: wei("max_fee_per_gas"),
+    maxPriorityFeePerGas: wei("max_priority_fee_per_gas"),
+    gasLimit: wei("gas_limit"),
+    createdAt: ts("created_at").notNull().defaultNow(),
+    submittedAt: ts("submitted_at"),
+    confirmedAt: ts("confirmed_at"),
+    failedAt: ts("failed_at"),
+    failureReason: text("failure_reason"),
+    blockNumber: bigint("block_number", { mode: "number" }),
+    gasUsed: wei("gas_used"),
+    updatedAt: ts("updated_at").notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex("relay_transactions_attempt_key").on(t.sponsorshipRequestId, t.relayAttempt),
+    uniqueIndex("relay_transactions_hash_key").on(t.transactionHash),
+    index("relay_transactions_open_idx")
+      .on(t.status, t.relayerAddress, t.nonce)
+      .where(sql`${t.status} IN ('queued', 'submitted')`),
+    index("relay_transactions_relayer_nonce_idx").on(t.relayerAddress, t.nonce),
+    check("relay_transactions_attempt_positive", sql`${t.relayAttempt} >= 1`),
+    check("relay_transactions_hash_format", sql`${t.transactionHash} IS NULL OR ${t.transactionHash} ~ '^0x[0-9a-f]{64}$'`),
+    check("relay_transactions_relayer_lowercase", sql`${t.relayerAddress} IS NULL OR ${t.relayerAddress} ~ '^0x[0-9a-f]{40}$'`),
+    check("relay_transactions_failed_has_reason", sql`${t.status} <> 'failed' OR (${t.failedAt} IS NOT NULL AND ${t.failureReason} IS NOT NULL)`),
+  ],
+);
+export type RelayTransaction = typeof relayTransactions.$inferSelect;
+export type NewRelayTransaction = typeof relayTransactions.$inferInsert;
+
+/** A relayer account's nonce sequence, leased to exactly one worker at a time. */
+export const relayerAccounts = pgTable(
+  "relayer_accounts",
+  {
+    address: text("address").primaryKey(),
+    chainId: integer("chain_id").notNull(),
+    /** The next nonce this service will assign for the account. */
+    nextNonce: bigint("next_nonce", { mode: "number" }).notNull().default(0),
+    leaseOwner: text("lease_owner"),
+    leaseExpiresAt: ts("lease_expires_at"),
+    updatedAt: ts("updated_at").notNull().defaultNow(),
+  },
+  (t) => [check("relayer_accounts_address_lowercase", sql`${t.address} ~ '^0x[0-9a-f]{40}$'`)],
+);
+export type RelayerAccount = typeof relayerAccounts.$inferSelect;
+
+/** Liveness of worker processes; feeds `/health` and the dashboard. */
+export const workerHeartbeats = pgTable("worker_heartbeats", {
+  workerId: text("worker_id").primaryKey(),
+  hostname: text("hostname").notNull(),
+  pid: integer("pid").notNull(),
+  startedAt: ts("started_at").notNull().defaultNow(),
+  lastBeatAt: ts("last_beat_at").notNull().defaultNow(),
+  details: jsonb("details").$type<Record<string, unknown>>().notNull().default({}),
+});
+export type WorkerHeartbeat = typeof workerHeartbeats.$inferSelect;
+
+/* ---------------------------------------------------------- administration */
+
+export const adminSessions = pgTable(
+  "admin_sessions",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    /** SHA-256 of the session cookie's secret; the secret itself is never stored. */
+    tokenHash: text("token_hash").notNull(),
+    createdAt: ts("created_at").notNull().defaultNow(),
+    expiresAt: ts("expires_at").notNull(),
+    revokedAt: ts("revoked_at"),
+    ipAddress: text("ip_address"),
+    userAgent: text("user_agent"),
+  },
+  (t) => [uniqueIndex("admin_sessions_token_hash_key").on(t.tokenHash)],
+);
+export type AdminSession = typeof adminSessions.$inferSelect;
+
+/** Every administrator action (sign-in, sign-out, block, unblock), with time and reason. */
+export const adminActions = pgTable(
+  "admin_actions",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    action: text("action").notNull(),
+    subject: text("subject"),
+    reason: text("reason"),
+    sessionId: uuid("session_id"),
+    ipAddress: text("ip_address"),
+    details: jsonb("details").$type<Record<string, unknown>>().notNull().default({}),
+    createdAt: ts("created_at").notNull().defaultNow(),
+  },
+  (t) => [index("admin_actions_created_idx").on(t.createdAt.desc()), index("admin_actions_subject_idx").on(t.subject)],
+);
+export type AdminAction = typeof adminActions.$inferSelect;

@@ -1,0 +1,199 @@
+import path from "node:path";
+import { z } from "zod";
+
+/**
+ * Every environment variable of the service, parsed once (decisions.md, "Configuration").
+ * Nothing else in the code base reads `process.env` for settings: import `getConfig()`.
+ */
+
+/** Anvil's well-known development accounts (mnemonic "test test ... junk"). Never use them on a real network. */
+export const LOCAL_DEV_KEYS = [
+  "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+  "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+  "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+  "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+  "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
+] as const satisfies readonly `0x${string}`[];
+
+/** On the local chain, account 0 deploys and owns the contracts; accounts 1-4 relay. */
+export const LOCAL_DEPLOYER_KEY = LOCAL_DEV_KEYS[0];
+export const LOCAL_RELAYER_KEYS = LOCAL_DEV_KEYS.slice(1);
+
+const privateKey = z
+  .string()
+  .trim()
+  .regex(/^0x[0-9a-fA-F]{64}$/, "must be 0x followed by 64 hex characters")
+  .transform((k) => k.toLowerCase() as `0x${string}`);
+
+const address = z
+  .string()
+  .trim()
+  .regex(/^0x[0-9a-fA-F]{40}$/, "must be 0x followed by 40 hex characters")
+  .transform((a) => a.toLowerCase() as `0x${string}`);
+
+const empty = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
+const optional = <T extends z.ZodType>(schema: T) => z.preprocess(empty, schema.optional());
+
+const integer = (min: number, max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+
+const withDefault = <T extends z.ZodType>(schema: T, fallback: string) => z.preprocess((v) => empty(v) ?? fallback, schema);
+
+const url = z
+  .string()
+  .trim()
+  .refine((v) => {
+    try {
+      new URL(v);
+      return true;
+    } catch {
+      return false;
+    }
+  }, "must be a URL");
+
+const list = <T extends z.ZodType>(item: T) =>
+  z.preprocess(
+    (v) =>
+      typeof v === "string"
+        ? v
+            .split(",")
+            .map((s) => s.trim())
+            .filter((s) => s !== "")
+        : [],
+    z.array(item),
+  );
+
+const origin = url.transform((v) => new URL(v).origin);
+
+const envSchema = z.object({
+  PORT: withDefault(integer(1, 65535), "3000"),
+  DATABASE_URL: optional(url),
+  RPC_URL: optional(url),
+  CHAIN_ID: optional(integer(1, Number.MAX_SAFE_INTEGER)),
+  RELAYER_PRIVATE_KEYS: list(privateKey),
+  DEPLOYER_PRIVATE_KEY: optional(privateKey),
+  REGISTRY_ADDRESS: optional(address),
+  TREASURY_ADDRESS: optional(address),
+  SPONSOR_AMOUNT_WEI: withDefault(
+    z
+      .string()
+      .trim()
+      .regex(/^\d+$/, "must be a whole number of wei")
+      .transform((v) => BigInt(v))
+      .refine((v) => v > 0n, "must be greater than 0"),
+    "10000000000000000",
+  ),
+  WORKER_INTERVAL_MS: withDefault(integer(10, 3_600_000), "5000"),
+  RATE_LIMIT_IP_PER_HOUR: withDefault(integer(1, 1_000_000_000), "10"),
+  RATE_LIMIT_WALLET_PER_HOUR: withDefault(integer(1, 1_000_000_000), "5"),
+  REGISTER_LIMIT_IP_PER_HOUR: withDefault(integer(1, 1_000_000_000), "100"),
+  AUTO_BLOCK_MINUTES: withDefault(integer(1, 525_600), "15"),
+  REPLAY_WINDOW_MS: withDefault(integer(0, 3_600_000), "5000"),
+  MAX_RELAY_ATTEMPTS: withDefault(integer(1, 100), "5"),
+  RELAY_TIMEOUT_MS: withDefault(integer(100, 86_400_000), "60000"),
+  TRUST_PROXY: withDefault(integer(0, 32), "0"),
+  CORS_ORIGINS: list(origin),
+  ADMIN_TOKEN: optional(z.string().min(16, "must be at least 16 characters")),
+  DATA_DIR: withDefault(z.string().trim().min(1), ".data"),
+  EMBEDDED_PG_PORT: withDefault(integer(1, 65535), "54329"),
+  LOCAL_CHAIN_PORT: withDefault(integer(1, 65535), "8545"),
+  LOCAL_BLOCK_TIME: withDefault(integer(0, 3600), "1"),
+  METRICS_PORT: optional(integer(0, 65535)),
+  EXPLORER_URL: optional(url),
+  LOG_LEVEL: withDefault(z.enum(["debug", "info", "warn", "error", "silent"]), "info"),
+});
+
+export type Config = Readonly<{
+  port: number;
+  /** Unset: `npm start` starts an embedded PostgreSQL and sets it for its children. */
+  databaseUrl: string | undefined;
+  /** Unset: `npm start` starts a local anvil chain and sets it for its children. */
+  rpcUrl: string | undefined;
+  chainId: number | undefined;
+  relayerPrivateKeys: readonly `0x${string}`[];
+  deployerPrivateKey: `0x${string}` | undefined;
+  registryAddress: `0x${string}` | undefined;
+  treasuryAddress: `0x${string}` | undefined;
+  sponsorAmountWei: bigint;
+  workerIntervalMs: number;
+  rateLimitIpPerHour: number;
+  rateLimitWalletPerHour: number;
+  registerLimitIpPerHour: number;
+  autoBlockMinutes: number;
+  replayWindowMs: number;
+  maxRelayAttempts: number;
+  relayTimeoutMs: number;
+  trustProxy: number;
+  corsOrigins: readonly string[];
+  adminToken: string | undefined;
+  /** Absolute path. */
+  dataDir: string;
+  embeddedPgPort: number;
+  localChainPort: number;
+  localBlockTime: number;
+  metricsPort: number | undefined;
+  explorerUrl: string | undefined;
+  logLevel: "debug" | "info" | "warn" | "error" | "silent";
+}>;
+
+/** A configuration error: its message is one line that names the variable. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+export function parseConfig(env: Record<string, string | undefined>): Config {
+  const result = envSchema.safeParse(env);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const variable = issue?.path.join(".") ?? "environment";
+    throw new ConfigError(`Invalid configuration: ${variable} ${issue?.message ?? "is invalid"}`);
+  }
+  const e = result.data;
+  return Object.freeze({
+    port: e.PORT,
+    databaseUrl: e.DATABASE_URL,
+    rpcUrl: e.RPC_URL,
+    chainId: e.CHAIN_ID,
+    relayerPrivateKeys: Object.freeze(e.RELAYER_PRIVATE_KEYS.length > 0 ? e.RELAYER_PRIVATE_KEYS : e.RPC_URL ? [] : [...LOCAL_RELAYER_KEYS]),
+    deployerPrivateKey: e.DEPLOYER_PRIVATE_KEY,
+    registryAddress: e.REGISTRY_ADDRESS,
+    treasuryAddress: e.TREASURY_ADDRESS,
+    sponsorAmountWei: e.SPONSOR_AMOUNT_WEI,
+    workerIntervalMs: e.WORKER_INTERVAL_MS,
+    rateLimitIpPerHour: e.RATE_LIMIT_IP_PER_HOUR,
+    rateLimitWalletPerHour: e.RATE_LIMIT_WALLET_PER_HOUR,
+    registerLimitIpPerHour: e.REGISTER_LIMIT_IP_PER_HOUR,
+    autoBlockMinutes: e.AUTO_BLOCK_MINUTES,
+    replayWindowMs: e.REPLAY_WINDOW_MS,
+    maxRelayAttempts: e.MAX_RELAY_ATTEMPTS,
+    relayTimeoutMs: e.RELAY_TIMEOUT_MS,
+    trustProxy: e.TRUST_PROXY,
+    corsOrigins: Object.freeze(e.CORS_ORIGINS),
+    adminToken: e.ADMIN_TOKEN,
+    dataDir: path.resolve(e.DATA_DIR),
+    embeddedPgPort: e.EMBEDDED_PG_PORT,
+    localChainPort: e.LOCAL_CHAIN_PORT,
+    localBlockTime: e.LOCAL_BLOCK_TIME,
+    metricsPort: e.METRICS_PORT,
+    explorerUrl: e.EXPLORER_URL,
+    logLevel: e.LOG_LEVEL,
+  });
+}
+
+let cached: Config | undefined;
+
+/** The process's configuration, parsed from `process.env` on first use. */
+export function getConfig(): Config {
+  cached ??= parseConfig(process.env);
+  return cached;
+}
+
+/** Tests that change `process.env` call this so the next `getConfig()` parses again. */
+export function resetConfigForTests(): void {
+  cached = undefined;
+}
