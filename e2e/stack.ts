@@ -1,0 +1,22 @@
+import path from "node:path";
+
+/**
+ * The stack the Playwright suite runs against: `npm start` (embedded PostgreSQL, local anvil, web server, worker)
+ * on its own ports and its own data directory, so it never meets a developer's running service.
+ */
+export const E2E = {
+  port: Number(process.env.E2E_PORT ?? 3310),
+  pgPort: Number(process.env.E2E_PG_PORT ?? 55439),
+  chainPort: Number(process.env.E2E_CHAIN_PORT ?? 8555),
+  dataDir: path.resolve(process.env.E2E_DATA_DIR ?? ".data/e2e"),
+  adminToken: "e2e-admin-token-0123456789abcdef",
+  get baseURL() {
+    return `http://127.0.0.1:${this.port}`;
+  },
+  get databaseUrl() {
+    return `postgres://postgres:postgres@127.0.0.1:${this.pgPort}/sponsorship`;
+  },
+  get rpcUrl() {
+    return `http://127.0.0.1:${this.chainPort}`;
+  },
+} as const;
