@@ -1,0 +1,199 @@
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import postgres from "postgres";
+import { ensureLocalChain } from "@/contracts/local-chain";
+import { startEmbeddedPostgres } from "@/db/embedded";
+import { applyMigrations } from "@/db/migrate";
+import { ConfigError, getConfig, type Config } from "@/lib/config";
+import { createLogger } from "@/lib/log";
+import { buildIfStale } from "./build-if-stale";
+import { supervise, type Supervised } from "./supervisor";
+
+/**
+ * `npm start`: the whole service on embedded defaults. With DATABASE_URL unset it starts an embedded PostgreSQL
+ * under DATA_DIR; with RPC_URL unset a local anvil with the contracts deployed and funded. It applies the
+ * migrations, builds the web app when its sources changed, then runs the web server and the worker as child
+ * processes, restarting either when it dies (with backoff). Ctrl-C / SIGTERM stops everything cleanly.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+const logger = createLogger({ component: "supervisor" });
+const cleanups: Array<() => Promise<void>> = [];
+let shuttingDown = false;
+
+function fail(message: string): never {
+  console.error(message);
+  process.exit(1);
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** One `npm start` per data directory. */
+function claimDataDir(dataDir: string): void {
+  mkdirSync(dataDir, { recursive: true });
+  const pidFile = path.join(dataDir, "supervisor.pid");
+  if (existsSync(pidFile)) {
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    if (Number.isInteger(pid) && pid !== process.pid && processAlive(pid)) {
+      fail(`Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR.`);
+    }
+  }
+  writeFileSync(pidFile, String(process.pid));
+  cleanups.push(async () => rmSync(pidFile, { force: true }));
+}
+
+async function checkDatabase(url: string): Promise<void> {
+  const sql = postgres(url, { max: 1, connect_timeout: 10, onnotice: () => {} });
+  try {
+    const [row] = await sql<{ v: number }[]>`SELECT current_setting('server_version_num')::int AS v`;
+    if (!row || row.v < 150000) throw new ConfigError(`Invalid configuration: DATABASE_URL is PostgreSQL ${row?.v}; 15 or later is required`);
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ConfigError(`Invalid configuration: DATABASE_URL cannot be reached (${reason})`);
+  } finally {
+    await sql.end({ timeout: 2 }).catch(() => {});
+  }
+}
+
+/** ADMIN_TOKEN unset in local development: generate one, keep it in DATA_DIR, print it once. */
+function adminToken(config: Config): string {
+  if (config.adminToken) return config.adminToken;
+  const file = path.join(config.dataDir, "admin-token");
+  if (existsSync(file)) {
+    logger.info("administrator token (ADMIN_TOKEN unset) is in the data directory", { file });
+    return readFileSync(file, "utf8").trim();
+  }
+  const token = randomBytes(24).toString("base64url");
+  writeFileSync(file, token + "\n", { mode: 0o600 });
+  chmodSync(file, 0o600);
+  process.stdout.write(`\nADMIN_TOKEN was not set; generated an administrator token for /dashboard:\n\n    ${token}\n\n(kept in ${file})\n\n`);
+  return token;
+}
+
+async function shutdown(reason: string, code: number): Promise<never> {
+  if (shuttingDown) return new Promise<never>(() => {});
+  shuttingDown = true;
+  logger.info("shutting down", { reason });
+  for (const cleanup of cleanups.reverse()) {
+    try {
+      await cleanup();
+    } catch (error) {
+      logger.error("error during shutdown", { error });
+    }
+  }
+  logger.info("stopped");
+  process.exit(code);
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = getConfig();
+  } catch (error) {
+    fail(error instanceof Error ? error.message : String(error));
+  }
+
+  process.on("SIGINT", () => void shutdown("SIGINT", 0));
+  process.on("SIGTERM", () => void shutdown("SIGTERM", 0));
+  claimDataDir(config.dataDir);
+  const logsDir = path.join(config.dataDir, "logs");
+  mkdirSync(logsDir, { recursive: true });
+
+  // Build while the database and the chain come up: the build is the slow part of a first start.
+  const build = buildIfStale(logger);
+  build.catch(() => {});
+
+  let databaseUrl = config.databaseUrl;
+  if (databaseUrl) {
+    await checkDatabase(databaseUrl);
+  } else {
+    const pg = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, logger });
+    cleanups.push(pg.stop);
+    databaseUrl = pg.url;
+    logger.info("embedded PostgreSQL ready", { port: config.embeddedPgPort, dataDir: path.join(config.dataDir, "postgres") });
+  }
+  await applyMigrations(databaseUrl);
+
+  const chainEnv: Record<string, string> = {};
+  if (config.rpcUrl) {
+    chainEnv.RPC_URL = config.rpcUrl;
+  } else {
+    const chain = await ensureLocalChain({ config, logger });
+    cleanups.push(chain.stop);
+    Object.assign(chainEnv, {
+      RPC_URL: chain.rpcUrl,
+      CHAIN_ID: String(chain.chainId),
+      REGISTRY_ADDRESS: chain.registryAddress,
+      TREASURY_ADDRESS: chain.treasuryAddress,
+    });
+    logger.info("local chain ready", { rpcUrl: chain.rpcUrl, registry: chain.registryAddress, treasury: chain.treasuryAddress });
+  }
+
+  const childEnv: NodeJS.ProcessEnv = {
+    ...process.env,
+    ...chainEnv,
+    NODE_ENV: "production",
+    NEXT_TELEMETRY_DISABLED: "1",
+    DATABASE_URL: databaseUrl,
+    DATA_DIR: config.dataDir,
+    ADMIN_TOKEN: adminToken(config),
+    RELAYER_PRIVATE_KEYS: config.relayerPrivateKeys.join(","),
+  };
+
+  await build;
+
+  const pids: Record<string, number> = { supervisor: process.pid };
+  const processFile = path.join(config.dataDir, "processes.json");
+  const recordPid = (name: string) => (pid: number) => {
+    pids[name] = pid;
+    writeFileSync(processFile, JSON.stringify(pids, null, 2));
+  };
+  cleanups.push(async () => rmSync(processFile, { force: true }));
+
+  const node = process.execPath;
+  const children: Supervised[] = [
+    supervise({
+      name: "worker",
+      command: node,
+      args: ["--import", "tsx", path.join(ROOT, "worker", "index.ts")],
+      env: childEnv,
+      cwd: ROOT,
+      logger,
+      logFile: path.join(logsDir, "worker.log"),
+      onStart: recordPid("worker"),
+    }),
+    supervise({
+      name: "web",
+      command: node,
+      args: ["--import", "tsx", path.join(ROOT, "server.ts")],
+      env: childEnv,
+      cwd: ROOT,
+      logger,
+      logFile: path.join(logsDir, "web.log"),
+      onStart: recordPid("web"),
+    }),
+  ];
+  // Children stop first (the web server drains, the worker finishes its step), then the chain, then PostgreSQL.
+  cleanups.push(async () => {
+    await Promise.all(children.map((c) => c.stop()));
+  });
+  logger.info("service starting", { url: `http://localhost:${config.port}`, request: "/request", dashboard: "/dashboard" });
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError) {
+    console.error(error.message);
+  } else {
+    logger.error("start-up failed", { error });
+  }
+  void shutdown("start-up failed", 1);
+});

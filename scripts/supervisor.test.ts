@@ -1,0 +1,93 @@
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger } from "@/lib/log";
+import { describeExit, supervise } from "./supervisor";
+
+const logger = createLogger({ test: "supervisor" });
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), "supervisor-test-"));
+});
+afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+async function until<T>(probe: () => T | undefined | Promise<T | undefined>, ms = 15_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe("supervise", () => {
+  it("restarts a child killed with SIGKILL and logs why", async () => {
+    const pids: number[] = [];
+    const child = supervise({
+      name: "sleeper",
+      command: process.execPath,
+      args: ["-e", "setInterval(() => {}, 1000)"],
+      env: process.env,
+      cwd: dir,
+      logger,
+      minBackoffMs: 50,
+      onStart: (pid) => pids.push(pid),
+    });
+    const first = await until(() => pids[0]);
+    process.kill(first, "SIGKILL");
+    const second = await until(() => pids[1]);
+    expect(second).not.toBe(first);
+    expect(child.restarts).toBe(1);
+    await child.stop();
+    expect(child.pid).toBeUndefined();
+  });
+
+  it("backs off exponentially while a child keeps crashing, then stops cleanly", async () => {
+    const starts: number[] = [];
+    const child = supervise({
+      name: "crasher",
+      command: process.execPath,
+      args: ["-e", "process.exit(3)"],
+      env: process.env,
+      cwd: dir,
+      logger,
+      minBackoffMs: 40,
+      maxBackoffMs: 400,
+      onStart: () => starts.push(Date.now()),
+    });
+    await until(() => (starts.length >= 4 ? true : undefined));
+    await child.stop();
+    const gaps = starts.slice(1).map((t, i) => t - starts[i]!);
+    // Each wait is at least the backoff for that restart: 40, 80, 160 ms.
+    expect(gaps[0]).toBeGreaterThanOrEqual(40);
+    expect(gaps[1]).toBeGreaterThanOrEqual(80);
+    expect(gaps[2]).toBeGreaterThanOrEqual(160);
+    const count = starts.length;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(starts.length).toBe(count);
+  });
+
+  it("asks a child to stop with SIGTERM and writes its output to the log file", async () => {
+    const logFile = path.join(dir, "graceful.log");
+    const child = supervise({
+      name: "graceful",
+      command: process.execPath,
+      args: ["-e", "console.log('ready'); process.on('SIGTERM', () => { console.log('drained'); process.exit(0); }); setInterval(() => {}, 1000)"],
+      env: process.env,
+      cwd: dir,
+      logger,
+      logFile,
+    });
+    await until(async () => ((await readFile(logFile, "utf8").catch(() => "")).includes("ready") ? true : undefined));
+    await child.stop();
+    expect(await readFile(logFile, "utf8")).toContain("drained");
+    expect(child.restarts).toBe(0);
+  });
+
+  it("describes how a process ended", () => {
+    expect(describeExit(null, "SIGKILL")).toBe("killed by SIGKILL");
+    expect(describeExit(2, null)).toBe("exited with code 2");
+  });
+});
