@@ -20,13 +20,17 @@ const chromiumArgs = [
 
 export default defineConfig({
   testDir: "./e2e",
-  outputDir: "./test-results",
+  outputDir: "./test-results/playwright-output",
   fullyParallel: false,
   workers: 1,
   retries: 0,
   timeout: 90_000,
   expect: { timeout: 30_000 },
-  reporter: [["list"], ["html", { open: "never", outputFolder: "playwright-report" }]],
+  reporter: [
+    ["list"],
+    ["html", { open: "never", outputFolder: "playwright-report" }],
+    ["json", { outputFile: "test-results/playwright.json" }],
+  ],
   use: {
     baseURL: E2E.baseURL,
     trace: "retain-on-failure",

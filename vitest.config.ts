@@ -13,5 +13,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     env: { LOG_LEVEL: "silent" },
+    // CI also writes a JSON report, from which .ci/run prints one closing line for the whole run.
+    reporters: process.env.CI ? ["default", "json"] : ["default"],
+    outputFile: { json: "test-results/vitest.json" },
   },
 });
