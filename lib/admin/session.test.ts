@@ -1,0 +1,118 @@
+import { eq } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { adminActions, adminSessions } from "@/db/schema";
+import { createTestDatabase, type TestDatabase } from "@/test/db";
+import { sha256Hex, tokensMatch } from "./secrets";
+import { authenticateAdminSession, signInAdministrator, signOutAdministrator } from "./session";
+
+const ADMIN_TOKEN = "correct-horse-battery-staple-42";
+let t: TestDatabase;
+let ipCounter = 0;
+/** Each test signs in from its own IP, so the per-IP counter of one test never meets another's. */
+const freshIp = () => `198.51.100.${++ipCounter}`;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => t?.drop());
+
+describe("administrator sign-in", () => {
+  it("compares tokens by digest, so equal tokens match and any difference does not", () => {
+    expect(tokensMatch(ADMIN_TOKEN, ADMIN_TOKEN)).toBe(true);
+    expect(tokensMatch(ADMIN_TOKEN.slice(0, -1), ADMIN_TOKEN)).toBe(false);
+    expect(tokensMatch("", ADMIN_TOKEN)).toBe(false);
+    expect(tokensMatch(ADMIN_TOKEN + "x", ADMIN_TOKEN)).toBe(false);
+  });
+
+  it("opens a session with the right token and stores only the SHA-256 of its secret", async () => {
+    const result = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: freshIp(), userAgent: "test" });
+    if (result.kind !== "signed_in") throw new Error(`expected signed_in, got ${result.kind}`);
+    const [row] = await t.db.select().from(adminSessions).where(eq(adminSessions.id, result.session.id));
+    expect(row?.tokenHash).toBe(sha256Hex(result.secret));
+    expect(row?.tokenHash).not.toContain(result.secret);
+    expect(await authenticateAdminSession(t.db, result.secret)).toMatchObject({ id: result.session.id });
+    const audit = await t.db.select().from(adminActions).where(eq(adminActions.sessionId, result.session.id));
+    expect(audit.map((a) => a.action)).toEqual(["sign_in"]);
+  });
+
+  it("refuses every sign-in when ADMIN_TOKEN is not configured", async () => {
+    const result = await signInAdministrator(t.db, { token: "", adminToken: undefined, ipAddress: freshIp(), userAgent: null });
+    expect(result.kind).toBe("not_configured");
+  });
+
+  it("refuses a wrong token and audits the failure with the client IP", async () => {
+    const ip = freshIp();
+    const result = await signInAdministrator(t.db, { token: "wrong-token-0000000000", adminToken: ADMIN_TOKEN, ipAddress: ip, userAgent: null });
+    expect(result.kind).toBe("invalid_token");
+    const audit = await t.db.select().from(adminActions).where(eq(adminActions.ipAddress, ip));
+    expect(audit.map((a) => [a.action, a.reason])).toEqual([["sign_in_failed", "wrong administrator token"]]);
+  });
+
+  it("rate limits failed sign-ins per IP, even with the right token, and tells when to retry", async () => {
+    const ip = freshIp();
+    const limits = { maxFailures: 3, windowMs: 60_000 };
+    const start = new Date("2026-01-01T10:00:00.000Z");
+    for (let i = 0; i < 3; i++) {
+      const r = await signInAdministrator(t.db, {
+        token: `wrong-${i}`,
+        adminToken: ADMIN_TOKEN,
+        ipAddress: ip,
+        userAgent: null,
+        now: new Date(start.getTime() + i * 1000),
+        limits,
+      });
+      expect(r.kind).toBe("invalid_token");
+    }
+    const at = new Date(start.getTime() + 10_000);
+    const refused = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: ip, userAgent: null, now: at, limits });
+    // The oldest failure (at start) leaves the window at start + 60 s, 50 s from now.
+    expect(refused).toEqual({ kind: "rate_limited", retryAfterSeconds: 50 });
+
+    // Another IP is not affected.
+    const other = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: freshIp(), userAgent: null, now: at, limits });
+    expect(other.kind).toBe("signed_in");
+
+    // Refused attempts do not extend the lock-out: once the oldest failure has left the window, it opens again.
+    const later = new Date(start.getTime() + 60_001);
+    const again = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: ip, userAgent: null, now: later, limits });
+    expect(again.kind).toBe("signed_in");
+  });
+
+  it("does not let concurrent guesses slip past the limit", async () => {
+    const ip = freshIp();
+    const limits = { maxFailures: 3, windowMs: 60_000 };
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        signInAdministrator(t.db, { token: `guess-${i}`, adminToken: ADMIN_TOKEN, ipAddress: ip, userAgent: null, limits }),
+      ),
+    );
+    expect(results.filter((r) => r.kind === "invalid_token").length).toBeLessThanOrEqual(3);
+    expect(results.filter((r) => r.kind === "rate_limited").length).toBeGreaterThanOrEqual(9);
+  });
+});
+
+describe("administrator sessions", () => {
+  it("ignores absent, malformed and unknown cookie values", async () => {
+    expect(await authenticateAdminSession(t.db, undefined)).toBeNull();
+    expect(await authenticateAdminSession(t.db, "not a secret")).toBeNull();
+    expect(await authenticateAdminSession(t.db, "A".repeat(43))).toBeNull();
+  });
+
+  it("ends a session at its expiry", async () => {
+    const now = new Date("2026-01-01T00:00:00.000Z");
+    const result = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: freshIp(), userAgent: null, now });
+    if (result.kind !== "signed_in") throw new Error(result.kind);
+    expect(await authenticateAdminSession(t.db, result.secret, new Date(result.expiresAt.getTime() - 1))).not.toBeNull();
+    expect(await authenticateAdminSession(t.db, result.secret, result.expiresAt)).toBeNull();
+  });
+
+  it("signs out: the session no longer authenticates and the sign-out is audited", async () => {
+    const ip = freshIp();
+    const result = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: ip, userAgent: null });
+    if (result.kind !== "signed_in") throw new Error(result.kind);
+    await signOutAdministrator(t.db, result.session, { ipAddress: ip });
+    expect(await authenticateAdminSession(t.db, result.secret)).toBeNull();
+    const audit = await t.db.select().from(adminActions).where(eq(adminActions.sessionId, result.session.id));
+    expect(audit.map((a) => a.action).sort()).toEqual(["sign_in", "sign_out"]);
+  });
+});

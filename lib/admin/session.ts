@@ -1,0 +1,142 @@
+import type { Database } from "@/db/client";
+import {
+  countRateLimitHits,
+  deleteRateLimitHit,
+  findActiveAdminSession,
+  insertAdminAction,
+  insertAdminSession,
+  insertRateLimitHit,
+  nthRateLimitHitSince,
+  revokeAdminSession,
+} from "@/db/queries/admin";
+import type { AdminSession } from "@/db/schema";
+import { createLogger } from "@/lib/log";
+import { generateSessionSecret, isWellFormedSessionSecret, sha256Hex, tokensMatch } from "./secrets";
+
+/**
+ * Administrator sessions (decisions.md, "Dashboard and administration"): sign-in with ADMIN_TOKEN, a session
+ * whose secret lives only in an HttpOnly SameSite=Strict cookie (the database keeps its SHA-256), sign-out.
+ * Failed sign-ins are limited per client IP through `rate_limit_hits` (scope `admin_sign_in`).
+ * Everything here is plain functions over the database, so it is tested without a browser.
+ */
+
+const logger = createLogger({ component: "admin" });
+
+export const ADMIN_SESSION_COOKIE = "admin_session";
+/** A session lasts a working day; signing in again is cheap. */
+export const ADMIN_SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+
+export type SignInLimits = {
+  /** Failed sign-ins allowed per client IP within `windowMs`. */
+  maxFailures: number;
+  windowMs: number;
+};
+/** Five wrong tokens per IP per 15 minutes. ADMIN_TOKEN has at least 16 characters, so this only slows guessing. */
+export const DEFAULT_SIGN_IN_LIMITS: SignInLimits = { maxFailures: 5, windowMs: 15 * 60 * 1000 };
+
+export type SignInInput = {
+  /** What the administrator typed. */
+  token: string;
+  /** The configured ADMIN_TOKEN; undefined refuses every sign-in. */
+  adminToken: string | undefined;
+  ipAddress: string;
+  userAgent: string | null;
+  now?: Date;
+  limits?: SignInLimits;
+};
+
+export type SignInResult =
+  | { kind: "signed_in"; session: AdminSession; secret: string; expiresAt: Date }
+  | { kind: "invalid_token" }
+  | { kind: "rate_limited"; retryAfterSeconds: number }
+  | { kind: "not_configured" };
+
+export async function signInAdministrator(db: Database, input: SignInInput): Promise<SignInResult> {
+  const now = input.now ?? new Date();
+  const limits = input.limits ?? DEFAULT_SIGN_IN_LIMITS;
+  if (!input.adminToken) {
+    logger.warn("administrator sign-in refused: ADMIN_TOKEN is not configured", { ip: input.ipAddress });
+    return { kind: "not_configured" };
+  }
+
+  // Count this attempt first, then look at the window: concurrent guesses cannot all slip under the limit.
+  const since = new Date(now.getTime() - limits.windowMs);
+  const hitId = await insertRateLimitHit(db, "admin_sign_in", input.ipAddress, now);
+  const { count } = await countRateLimitHits(db, "admin_sign_in", input.ipAddress, since);
+  if (count > limits.maxFailures) {
+    // A refused attempt is not a failure: it does not extend the lock-out.
+    await deleteRateLimitHit(db, hitId);
+    // Room again once the (count - max)-th oldest remaining failure leaves the window.
+    const freedAt = await nthRateLimitHitSince(db, "admin_sign_in", input.ipAddress, since, count - limits.maxFailures);
+    const retryAfterMs = freedAt ? freedAt.getTime() + limits.windowMs - now.getTime() : limits.windowMs;
+    logger.warn("administrator sign-in rate limited", { ip: input.ipAddress });
+    return { kind: "rate_limited", retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) };
+  }
+
+  if (!tokensMatch(input.token, input.adminToken)) {
+    await insertAdminAction(db, {
+      action: "sign_in_failed",
+      ipAddress: input.ipAddress,
+      reason: "wrong administrator token",
+      details: { userAgent: input.userAgent },
+      createdAt: now,
+    });
+    logger.warn("administrator sign-in failed", { ip: input.ipAddress });
+    return { kind: "invalid_token" };
+  }
+
+  // A success is not a failure: it leaves the counter as it was.
+  await deleteRateLimitHit(db, hitId);
+  const secret = generateSessionSecret();
+  const expiresAt = new Date(now.getTime() + ADMIN_SESSION_TTL_MS);
+  const session = await insertAdminSession(db, {
+    tokenHash: sha256Hex(secret),
+    expiresAt,
+    ipAddress: input.ipAddress,
+    userAgent: input.userAgent,
+  });
+  await insertAdminAction(db, {
+    action: "sign_in",
+    sessionId: session.id,
+    ipAddress: input.ipAddress,
+    details: { userAgent: input.userAgent },
+    createdAt: now,
+  });
+  logger.info("administrator signed in", { sessionId: session.id, ip: input.ipAddress });
+  return { kind: "signed_in", session, secret, expiresAt };
+}
+
+/** The active session for a cookie value, or null (absent, malformed, unknown, revoked or expired). */
+export async function authenticateAdminSession(db: Database, secret: string | undefined, now: Date = new Date()): Promise<AdminSession | null> {
+  if (!secret || !isWellFormedSessionSecret(secret)) return null;
+  return (await findActiveAdminSession(db, sha256Hex(secret), now)) ?? null;
+}
+
+export async function signOutAdministrator(
+  db: Database,
+  session: AdminSession,
+  context: { ipAddress: string | null; now?: Date },
+): Promise<void> {
+  const now = context.now ?? new Date();
+  const revoked = await revokeAdminSession(db, session.id, now);
+  if (revoked) {
+    await insertAdminAction(db, { action: "sign_out", sessionId: session.id, ipAddress: context.ipAddress, createdAt: now });
+    logger.info("administrator signed out", { sessionId: session.id });
+  }
+}
+
+/** How the session cookie is set: HttpOnly, SameSite=Strict, whole site, Secure over HTTPS. */
+export function sessionCookieOptions(expiresAt: Date, secure: boolean) {
+  return {
+    httpOnly: true,
+    sameSite: "strict" as const,
+    path: "/",
+    secure,
+    expires: expiresAt,
+  };
+}
+
+/** The actor recorded on blocks and status changes made by a session. */
+export function adminActor(session: Pick<AdminSession, "id">): string {
+  return `admin:${session.id}`;
+}
