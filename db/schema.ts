@@ -253,6 +253,40 @@ export const relayerAccounts = pgTable(
 );
 export type RelayerAccount = typeof relayerAccounts.$inferSelect;
 
+/**
+ * Transactions that fill a relayer nonce without sponsoring anything (a zero-value transfer to itself): they
+ * cancel the last attempt of a request that ran out of attempts while still unmined, or fill a nonce whose
+ * stored transaction the node refused, so later nonces are not held back. Stored before broadcast, like relays.
+ */
+export const relayerNonceFills = pgTable(
+  "relayer_nonce_fills",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    relayerAddress: text("relayer_address").notNull(),
+    nonce: bigint("nonce", { mode: "number" }).notNull(),
+    /** The request whose unmined attempt this fill cancels, if any. */
+    sponsorshipRequestId: uuid("sponsorship_request_id").references(() => sponsorshipRequests.id, { onDelete: "restrict" }),
+    status: relayStatus("status").notNull().default("queued"),
+    reason: text("reason").notNull(),
+    transactionHash: text("transaction_hash").notNull(),
+    rawTransaction: text("raw_transaction").notNull(),
+    maxFeePerGas: wei("max_fee_per_gas").notNull(),
+    maxPriorityFeePerGas: wei("max_priority_fee_per_gas").notNull(),
+    createdAt: ts("created_at").notNull().defaultNow(),
+    submittedAt: ts("submitted_at"),
+    resolvedAt: ts("resolved_at"),
+    blockNumber: bigint("block_number", { mode: "number" }),
+    updatedAt: ts("updated_at").notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex("relayer_nonce_fills_hash_key").on(t.transactionHash),
+    index("relayer_nonce_fills_relayer_nonce_idx").on(t.relayerAddress, t.nonce),
+    check("relayer_nonce_fills_relayer_lowercase", sql`${t.relayerAddress} ~ '^0x[0-9a-f]{40}$'`),
+    check("relayer_nonce_fills_hash_format", sql`${t.transactionHash} ~ '^0x[0-9a-f]{64}$'`),
+  ],
+);
+export type RelayerNonceFill = typeof relayerNonceFills.$inferSelect;
+
 /** Liveness of worker processes; feeds `/health` and the dashboard. */
 export const workerHeartbeats = pgTable("worker_heartbeats", {
   workerId: text("worker_id").primaryKey(),
