@@ -1,0 +1,15 @@
+import { sql } from "drizzle-orm";
+import type { Transaction } from "./executor";
+
+/**
+ * Serialises transactions that work on the same keys (an IP's or a wallet's counters and blocks) until the
+ * transaction ends. Keys are taken in sorted order, so two transactions never wait on each other in a cycle.
+ * One round trip. Call it in its own statement, before reading what it protects: in READ COMMITTED a later
+ * statement sees everything the previous holder committed.
+ */
+export async function lockKeys(tx: Transaction, keys: readonly string[]): Promise<void> {
+  const sorted = [...new Set(keys)].sort();
+  if (sorted.length === 0) return;
+  const locks = sorted.map((key) => sql`pg_advisory_xact_lock(hashtextextended(${key}, 0))`);
+  await tx.execute(sql`SELECT ${sql.join(locks, sql`, `)}`);
+}
