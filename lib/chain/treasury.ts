@@ -1,0 +1,74 @@
+import { BaseError, ContractFunctionRevertedError, parseEventLogs, type Log, type PublicClient } from "viem";
+import { treasuryAbi } from "@/contracts/generated/treasury";
+import { bytes16ToUuid } from "./ids";
+
+/** Reads of the SponsorshipTreasury and of account balances, for the worker, health and the dashboard. */
+
+type Address = `0x${string}`;
+export type TreasuryReader = Pick<PublicClient, "readContract" | "getBalance">;
+
+export type TreasuryState = {
+  /** Native balance held by the treasury, in wei. */
+  balance: bigint;
+  /** Wei paid per sponsorship. */
+  amount: bigint;
+  paused: boolean;
+};
+
+/** Balance, amount and pause flag; the three reads leave together (one batched JSON-RPC request). */
+export async function readTreasuryState(client: TreasuryReader, treasury: Address): Promise<TreasuryState> {
+  const [balance, amount, paused] = await Promise.all([
+    client.getBalance({ address: treasury }),
+    client.readContract({ address: treasury, abi: treasuryAbi, functionName: "amount" }),
+    client.readContract({ address: treasury, abi: treasuryAbi, functionName: "paused" }),
+  ]);
+  return { balance, amount, paused };
+}
+
+/** Native balances of many accounts (relayers), keyed by lowercase address; one batched JSON-RPC request. */
+export async function readAccountBalances(
+  client: Pick<PublicClient, "getBalance">,
+  addresses: readonly Address[],
+): Promise<Map<string, bigint>> {
+  const unique = [...new Set(addresses.map((a) => a.toLowerCase() as Address))];
+  const balances = await Promise.all(unique.map((address) => client.getBalance({ address })));
+  return new Map(unique.map((address, i) => [address, balances[i]!]));
+}
+
+export async function readIsRelayer(client: Pick<PublicClient, "readContract">, treasury: Address, account: Address): Promise<boolean> {
+  return client.readContract({ address: treasury, abi: treasuryAbi, functionName: "isRelayer", args: [account] });
+}
+
+/**
+ * The treasury's custom error behind a failed call or simulation (`"AlreadySponsored"`, `"TreasuryPaused"`,
+ * `"InsufficientBalance"`, ...), or undefined when the failure was not a revert with a known error.
+ */
+export function treasuryErrorName(error: unknown): string | undefined {
+  if (!(error instanceof BaseError)) return undefined;
+  const revert = error.walk((e) => e instanceof ContractFunctionRevertedError);
+  return revert instanceof ContractFunctionRevertedError ? revert.data?.errorName : undefined;
+}
+
+export type SponsoredEvent = {
+  wallet: Address;
+  /** The request's UUID (decoded from the event's bytes16). */
+  requestId: string;
+  amount: bigint;
+  relayer: Address;
+  transactionHash: `0x${string}` | null;
+  logIndex: number | null;
+};
+
+/** The `Sponsored` events among a receipt's logs (only those emitted by `treasury`). */
+export function parseSponsoredEvents(logs: readonly Log[], treasury: Address): SponsoredEvent[] {
+  return parseEventLogs({ abi: treasuryAbi, eventName: "Sponsored", logs: [...logs] })
+    .filter((log) => log.address.toLowerCase() === treasury.toLowerCase())
+    .map((log) => ({
+      wallet: log.args.wallet.toLowerCase() as Address,
+      requestId: bytes16ToUuid(log.args.requestId),
+      amount: log.args.amount,
+      relayer: log.args.relayer.toLowerCase() as Address,
+      transactionHash: log.transactionHash,
+      logIndex: log.logIndex,
+    }));
+}
