@@ -1,0 +1,208 @@
+import type { PublicClient } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import type { Database } from "@/db/client";
+import {
+  countRequestsByStatus,
+  countWallets,
+  getCompletionLatency,
+  getOutcomeSeries,
+  getQueueDepth,
+  listRelayerAccounts,
+  listWorkerHeartbeats,
+  type CompletionLatency,
+  type OutcomeBucket,
+  type QueueStage,
+  type StatusCounts,
+} from "@/db/queries/dashboard";
+import type { WorkerHeartbeat } from "@/db/schema";
+import { readAccountBalances, readTreasuryState } from "@/lib/chain/treasury";
+import { createLogger } from "@/lib/log";
+
+/**
+ * Everything the dashboard's overview shows, gathered on the server: database reads through db/queries, chain
+ * reads through lib/chain. A chain that does not answer within a few seconds leaves its panels with an error
+ * message instead of holding the whole page.
+ */
+
+const logger = createLogger({ component: "dashboard" });
+
+type Address = `0x${string}`;
+
+export const OVERVIEW_RANGES = {
+  "1h": { label: "Last hour", ms: 3600_000, bucketSeconds: 120 },
+  "24h": { label: "Last 24 hours", ms: 24 * 3600_000, bucketSeconds: 3600 },
+  "7d": { label: "Last 7 days", ms: 7 * 24 * 3600_000, bucketSeconds: 6 * 3600 },
+} as const;
+export type OverviewRange = keyof typeof OVERVIEW_RANGES;
+
+export function parseOverviewRange(value: unknown): OverviewRange {
+  return typeof value === "string" && value in OVERVIEW_RANGES ? (value as OverviewRange) : "24h";
+}
+
+export type HeartbeatView = WorkerHeartbeat & { ageMs: number; healthy: boolean };
+
+export type TreasuryView =
+  | { kind: "ok"; address: Address; balance: bigint; amount: bigint; paused: boolean; covers: bigint }
+  | { kind: "unavailable"; address: Address | null; error: string }
+  | { kind: "not_configured" };
+
+export type RelayerView = {
+  address: Address;
+  /** The next nonce the service will assign (relayer_accounts), null before the worker first leased it. */
+  nextNonce: number | null;
+  inFlight: number;
+  leaseOwner: string | null;
+  balance: bigint | null;
+  /** Transactions mined from the account (nonce at the latest block). */
+  chainNonce: number | null;
+  /** Including the node's pending pool. */
+  pendingNonce: number | null;
+};
+
+export type DashboardOverview = {
+  generatedAt: Date;
+  range: OverviewRange;
+  statusCounts: StatusCounts;
+  walletCount: number;
+  series: { buckets: OutcomeBucket[]; bucketSeconds: number; since: Date; until: Date };
+  latency: CompletionLatency;
+  queue: QueueStage[];
+  heartbeats: HeartbeatView[];
+  treasury: TreasuryView;
+  relayers: RelayerView[];
+  /** Set when the chain could not be read for the relayer balances and nonces. */
+  relayersError: string | null;
+};
+
+export type OverviewChain = {
+  client: Pick<PublicClient, "getBalance" | "readContract" | "getTransactionCount">;
+  treasuryAddress: Address | null;
+};
+
+export type OverviewOptions = {
+  range?: OverviewRange;
+  now?: Date;
+  /** The chain to read, or null when none is configured. */
+  chain: OverviewChain | null;
+  /** Relayer keys from the configuration: their accounts are listed even before the worker used them. */
+  relayerPrivateKeys?: readonly `0x${string}`[];
+  /** A heartbeat older than this is shown as stale. */
+  heartbeatStaleMs: number;
+  /** How long chain reads may take before their panels give up. */
+  chainTimeoutMs?: number;
+};
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${Math.round(ms / 1000)} s`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+function describe(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  // viem's messages run over many lines; the first says what happened.
+  return message.split("\n")[0]!.slice(0, 200);
+}
+
+async function readTreasury(chain: OverviewChain | null, timeoutMs: number): Promise<TreasuryView> {
+  if (!chain?.treasuryAddress) return { kind: "not_configured" };
+  const address = chain.treasuryAddress;
+  try {
+    const state = await withTimeout(readTreasuryState(chain.client, address), timeoutMs, "the chain");
+    return { kind: "ok", address, ...state, covers: state.amount > 0n ? state.balance / state.amount : 0n };
+  } catch (error) {
+    logger.warn("dashboard could not read the treasury", { error });
+    return { kind: "unavailable", address, error: describe(error) };
+  }
+}
+
+async function readRelayers(
+  db: Database,
+  chain: OverviewChain | null,
+  keys: readonly `0x${string}`[],
+  timeoutMs: number,
+): Promise<{ relayers: RelayerView[]; error: string | null }> {
+  const accounts = await listRelayerAccounts(db);
+  const byAddress = new Map<Address, RelayerView>();
+  for (const a of accounts) {
+    byAddress.set(a.address as Address, {
+      address: a.address as Address,
+      nextNonce: a.nextNonce,
+      inFlight: a.inFlight,
+      leaseOwner: a.leaseOwner,
+      balance: null,
+      chainNonce: null,
+      pendingNonce: null,
+    });
+  }
+  for (const key of keys) {
+    const address = privateKeyToAccount(key).address.toLowerCase() as Address;
+    if (!byAddress.has(address)) {
+      byAddress.set(address, { address, nextNonce: null, inFlight: 0, leaseOwner: null, balance: null, chainNonce: null, pendingNonce: null });
+    }
+  }
+  const relayers = [...byAddress.values()].sort((a, b) => a.address.localeCompare(b.address));
+  if (!chain || relayers.length === 0) return { relayers, error: chain ? null : "no chain configured" };
+  try {
+    const addresses = relayers.map((r) => r.address);
+    const [balances, latest, pending] = await withTimeout(
+      Promise.all([
+        readAccountBalances(chain.client, addresses),
+        Promise.all(addresses.map((address) => chain.client.getTransactionCount({ address, blockTag: "latest" }))),
+        Promise.all(addresses.map((address) => chain.client.getTransactionCount({ address, blockTag: "pending" }))),
+      ]),
+      timeoutMs,
+      "the chain",
+    );
+    relayers.forEach((r, i) => {
+      r.balance = balances.get(r.address) ?? null;
+      r.chainNonce = latest[i] ?? null;
+      r.pendingNonce = pending[i] ?? null;
+    });
+    return { relayers, error: null };
+  } catch (error) {
+    logger.warn("dashboard could not read relayer accounts", { error });
+    return { relayers, error: describe(error) };
+  }
+}
+
+export async function loadDashboardOverview(db: Database, options: OverviewOptions): Promise<DashboardOverview> {
+  const now = options.now ?? new Date();
+  const range = options.range ?? "24h";
+  const { ms, bucketSeconds } = OVERVIEW_RANGES[range];
+  const bucketMs = bucketSeconds * 1000;
+  // Whole buckets: the last one ends at the next boundary after now.
+  const until = new Date(Math.floor(now.getTime() / bucketMs) * bucketMs + bucketMs);
+  const since = new Date(until.getTime() - ms);
+  const timeoutMs = options.chainTimeoutMs ?? 3000;
+
+  const [statusCounts, walletCount, buckets, latency, queue, heartbeats, treasury, relayers] = await Promise.all([
+    countRequestsByStatus(db),
+    countWallets(db),
+    getOutcomeSeries(db, { since, until, bucketSeconds }),
+    getCompletionLatency(db, new Date(now.getTime() - ms)),
+    getQueueDepth(db, now),
+    listWorkerHeartbeats(db),
+    readTreasury(options.chain, timeoutMs),
+    readRelayers(db, options.chain, options.relayerPrivateKeys ?? [], timeoutMs),
+  ]);
+
+  return {
+    generatedAt: now,
+    range,
+    statusCounts,
+    walletCount,
+    series: { buckets, bucketSeconds, since, until },
+    latency,
+    queue,
+    heartbeats: heartbeats.map((h) => {
+      const ageMs = Math.max(0, now.getTime() - h.lastBeatAt.getTime());
+      return { ...h, ageMs, healthy: ageMs <= options.heartbeatStaleMs };
+    }),
+    treasury,
+    relayers: relayers.relayers,
+    relayersError: relayers.error,
+  };
+}
