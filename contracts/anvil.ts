@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, existsSync, mkdirSync } from "node:fs";
+import { createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 
@@ -7,6 +7,11 @@ import path from "node:path";
  * A real local chain: the anvil binary shipped by npm `@foundry-rs/anvil`, spawned directly (not through npx,
  * which leaves an orphan child) and stopped by its pid. History is pruned so memory and disk stay bounded; any
  * cache anvil keeps lives under the given data directory, never in ~/.foundry.
+ *
+ * Bounded growth (measured, docs/contracts.md): anvil keeps every transaction with its traces (about 4 KB each)
+ * and every block header (about 1.7 KB) in memory and in its state dump. `--transaction-block-keeper` drops the
+ * transactions of old blocks; old block headers are dropped from the dump before each start (`compactStateFile`).
+ * Anvil logs one line per RPC call unless quiet, so it runs with `--quiet` (errors still reach the log).
  */
 
 export type AnvilOptions = {
@@ -20,6 +25,12 @@ export type AnvilOptions = {
   chainId?: number;
   gasLimit?: bigint;
   extraArgs?: string[];
+  /** Blocks whose transactions and receipts stay queryable (older ones are dropped). Default 10,000. */
+  keepBlocks?: number;
+  /** Written with anvil's pid as soon as it is spawned, so a crash of ours cannot leave an unknown anvil. */
+  pidFile?: string;
+  /** Default true: no per-request log lines (they grow without bound under load); errors are still written. */
+  quiet?: boolean;
 };
 
 export type Anvil = {
@@ -35,6 +46,41 @@ export function anvilBinary(): string {
   const bin = path.join(pkg, "bin", "anvil");
   if (!existsSync(bin)) throw new Error(`anvil binary not found at ${bin}: run npm install`);
   return bin;
+}
+
+export const DEFAULT_KEEP_BLOCKS = 10_000;
+
+type StateDump = {
+  best_block_number?: number;
+  blocks?: { header?: { number?: string } }[];
+  transactions?: { block_number?: number }[];
+};
+
+/**
+ * Drops from an anvil state dump the blocks (and their transactions) older than the last `keepBlocks`, so the
+ * dump, anvil's memory and its load time stay bounded across restarts. Accounts, storage and the head are kept:
+ * the chain continues where it stopped. A dump that cannot be parsed (a crash while writing) is moved aside as
+ * `state.json.corrupt`; the chain then starts empty and the local deployment is redone. Returns what it did.
+ */
+export function compactStateFile(file: string, keepBlocks: number): "absent" | "kept" | "compacted" | "corrupt" {
+  if (!existsSync(file)) return "absent";
+  let state: StateDump;
+  try {
+    state = JSON.parse(readFileSync(file, "utf8")) as StateDump;
+  } catch {
+    renameSync(file, `${file}.corrupt`);
+    return "corrupt";
+  }
+  const best = state.best_block_number;
+  const blocks = state.blocks ?? [];
+  if (typeof best !== "number" || blocks.length <= keepBlocks) return "kept";
+  const oldest = best - keepBlocks + 1;
+  state.blocks = blocks.filter((b) => Number.parseInt(b.header?.number ?? "0x0", 16) >= oldest);
+  state.transactions = (state.transactions ?? []).filter((t) => (t.block_number ?? 0) >= oldest);
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(state));
+  renameSync(tmp, file);
+  return "compacted";
 }
 
 async function rpcReady(rpcUrl: string): Promise<boolean> {
@@ -54,6 +100,7 @@ async function rpcReady(rpcUrl: string): Promise<boolean> {
 export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
   const dir = path.resolve(options.dataDir);
   mkdirSync(dir, { recursive: true });
+  const keepBlocks = options.keepBlocks ?? DEFAULT_KEEP_BLOCKS;
   const args = [
     "--host", "127.0.0.1",
     "--port", String(options.port),
@@ -63,13 +110,20 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
     "--gas-limit", String(options.gasLimit ?? 30_000_000n),
     "--accounts", "10",
     "--balance", "1000000",
+    "--transaction-block-keeper", String(keepBlocks),
   ];
+  if (options.quiet ?? true) args.push("--quiet");
   if (options.blockTime > 0) args.push("--block-time", String(options.blockTime));
-  if (options.persistState) args.push("--state", path.join(dir, "state.json"), "--state-interval", "10");
+  if (options.persistState) {
+    const stateFile = path.join(dir, "state.json");
+    compactStateFile(stateFile, keepBlocks);
+    args.push("--state", stateFile, "--state-interval", "10");
+  }
   args.push(...(options.extraArgs ?? []));
 
   const log = createWriteStream(path.join(dir, "anvil.log"), { flags: "a" });
   const child = spawn(anvilBinary(), args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, HOME: dir } });
+  if (options.pidFile && child.pid) writeFileSync(options.pidFile, String(child.pid));
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);
   const rpcUrl = `http://127.0.0.1:${options.port}`;

@@ -1,0 +1,170 @@
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { createPublicClient, getAddress, http, parseEther } from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { registryAbi } from "@/contracts/generated/registry";
+import { treasuryAbi } from "@/contracts/generated/treasury";
+import { createChainClients } from "@/lib/chain/clients";
+import { readLocalDeployment } from "@/lib/chain/deployment";
+import { uuidToBytes16 } from "@/lib/chain/ids";
+import { ConfigError, LOCAL_RELAYER_KEYS, parseConfig } from "@/lib/config";
+import { createLogger } from "@/lib/log";
+import { freePort } from "@/test/ports";
+import { ensureLocalChain, type LocalChain } from "./local-chain";
+
+const logger = createLogger();
+let dataDir: string;
+let port: number;
+const running: LocalChain[] = [];
+
+function configFor(env: Record<string, string> = {}) {
+  return parseConfig({ DATA_DIR: dataDir, LOCAL_CHAIN_PORT: String(port), LOCAL_BLOCK_TIME: "0", ...env });
+}
+
+async function start(env: Record<string, string> = {}): Promise<LocalChain> {
+  const chain = await ensureLocalChain({ config: configFor(env), logger });
+  running.push(chain);
+  return chain;
+}
+
+async function stop(chain: LocalChain): Promise<void> {
+  await chain.stop();
+  running.splice(running.indexOf(chain), 1);
+}
+
+function independentClient(rpcUrl: string) {
+  return createPublicClient({ transport: http(rpcUrl), pollingInterval: 50 });
+}
+
+async function sponsorOnce(chain: LocalChain, wallet: `0x${string}`) {
+  const clients = createChainClients({ rpcUrl: chain.rpcUrl, chainId: chain.chainId, pollingIntervalMs: 50 });
+  const hash = await clients.walletClient(LOCAL_RELAYER_KEYS[0]!).writeContract({
+    address: chain.treasuryAddress,
+    abi: treasuryAbi,
+    functionName: "sponsor",
+    args: [wallet, uuidToBytes16(crypto.randomUUID())],
+  });
+  expect((await clients.waitForTransactionReceipt({ hash })).status).toBe("success");
+}
+
+const freshWallet = () => privateKeyToAccount(generatePrivateKey()).address;
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(path.join(tmpdir(), "sponsorship-local-chain-"));
+  port = await freePort();
+});
+
+afterEach(async () => {
+  for (const chain of running.splice(0)) await chain.stop();
+});
+
+afterAll(async () => {
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+describe("ensureLocalChain", () => {
+  it("comes up with the contracts deployed, funded and the relayers authorised; isSponsored is false for a fresh address", async () => {
+    const chain = await start();
+    expect(chain.deployed).toBe(true);
+    expect(chain.chainId).toBe(31337);
+
+    const client = independentClient(chain.rpcUrl);
+    expect(await client.readContract({ address: chain.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [freshWallet()] })).toBe(false);
+    expect(await client.getBalance({ address: chain.treasuryAddress })).toBe(parseEther("10000"));
+    expect(await client.readContract({ address: chain.treasuryAddress, abi: treasuryAbi, functionName: "amount" })).toBe(10n ** 16n);
+    for (const key of LOCAL_RELAYER_KEYS) {
+      const relayer = privateKeyToAccount(key).address;
+      expect(await client.readContract({ address: chain.treasuryAddress, abi: treasuryAbi, functionName: "isRelayer", args: [relayer] })).toBe(true);
+    }
+    expect(getAddress(await client.readContract({ address: chain.treasuryAddress, abi: treasuryAbi, functionName: "registry" }))).toBe(
+      getAddress(chain.registryAddress),
+    );
+
+    const record = readLocalDeployment(dataDir);
+    expect(record).toMatchObject({
+      chainId: 31337,
+      rpcUrl: chain.rpcUrl,
+      registryAddress: chain.registryAddress,
+      treasuryAddress: chain.treasuryAddress,
+      blockNumber: chain.deployBlock,
+    });
+    expect(existsSync(path.join(dataDir, "anvil", "anvil.pid"))).toBe(true);
+  });
+
+  it("a restart reuses the recorded deployment and keeps the chain's state", async () => {
+    const first = await start();
+    const wallet = freshWallet();
+    await sponsorOnce(first, wallet);
+    await stop(first);
+    expect(existsSync(path.join(dataDir, "anvil", "anvil.pid"))).toBe(false);
+
+    const second = await start();
+    expect(second.deployed).toBe(false);
+    expect(second.treasuryAddress).toBe(first.treasuryAddress);
+    expect(second.registryAddress).toBe(first.registryAddress);
+    const client = independentClient(second.rpcUrl);
+    expect(await client.readContract({ address: second.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(true);
+  });
+
+  it("a reset chain (state gone) gets a fresh deployment", async () => {
+    const first = await start();
+    const wallet = freshWallet();
+    await sponsorOnce(first, wallet);
+    await stop(first);
+    rmSync(path.join(dataDir, "anvil", "state.json"));
+
+    const second = await start();
+    expect(second.deployed).toBe(true);
+    const client = independentClient(second.rpcUrl);
+    expect(await client.getBytecode({ address: second.treasuryAddress })).toMatch(/^0x[0-9a-f]{100,}/);
+    expect(await client.readContract({ address: second.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(false);
+    expect(readLocalDeployment(dataDir)?.blockNumber).toBe(second.deployBlock);
+  });
+
+  it("an anvil left running by a killed start is stopped by its pid and the chain comes back", async () => {
+    const orphan = await start();
+    const pid = orphan.pid;
+    const wallet = freshWallet();
+    await sponsorOnce(orphan, wallet);
+    // The supervisor died without cleanup: the orphan still runs and the pid file still names it.
+    running.splice(running.indexOf(orphan), 1);
+    expect(readFileSync(path.join(dataDir, "anvil", "anvil.pid"), "utf8")).toBe(String(pid));
+
+    const next = await start();
+    expect(next.pid).not.toBe(pid);
+    expect(() => process.kill(pid, 0)).toThrow();
+    expect(next.deployed).toBe(false);
+    const client = independentClient(next.rpcUrl);
+    expect(await client.readContract({ address: next.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(true);
+  });
+
+  it("custom relayer keys are credited and authorised on the local chain", async () => {
+    const key = generatePrivateKey();
+    const relayer = privateKeyToAccount(key).address;
+    const chain = await start({ RELAYER_PRIVATE_KEYS: key, SPONSOR_AMOUNT_WEI: "12345" });
+    const client = independentClient(chain.rpcUrl);
+    expect(await client.readContract({ address: chain.treasuryAddress, abi: treasuryAbi, functionName: "isRelayer", args: [relayer] })).toBe(true);
+    expect(await client.getBalance({ address: relayer })).toBeGreaterThan(0n);
+    expect(await client.readContract({ address: chain.treasuryAddress, abi: treasuryAbi, functionName: "amount" })).toBe(12345n);
+  });
+
+  it("refuses with one line naming LOCAL_CHAIN_PORT when the port is taken by another process", async () => {
+    const busyPort = await freePort();
+    const server = createServer().listen(busyPort, "127.0.0.1");
+    await new Promise((r) => server.once("listening", r));
+    try {
+      const error = await ensureLocalChain({ config: configFor({ LOCAL_CHAIN_PORT: String(busyPort), DATA_DIR: path.join(dataDir, "busy") }), logger }).catch(
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toMatch(/^Invalid configuration: LOCAL_CHAIN_PORT \d+ is already in use/);
+      expect((error as Error).message).not.toContain("\n");
+    } finally {
+      server.close();
+    }
+  });
+});

@@ -1,0 +1,256 @@
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { connect } from "node:net";
+import path from "node:path";
+import { createTestClient, http, parseEther } from "viem";
+import { anvilBinary, startAnvil, type Anvil } from "@/contracts/anvil";
+import {
+  TREASURY_INIT_CODE_HASH,
+  addressOfKey,
+  authoriseRelayers,
+  deployContracts,
+  ensureSponsorAmount,
+  fundTreasury,
+  readCodeHash,
+  treasuryAdmin,
+} from "@/contracts/deploy-lib";
+import { createChainClients, type ChainClients } from "@/lib/chain/clients";
+import { readLocalDeployment, writeLocalDeployment, type LocalDeploymentRecord } from "@/lib/chain/deployment";
+import { ConfigError, LOCAL_DEPLOYER_KEY, type Config } from "@/lib/config";
+import type { Logger } from "@/lib/log";
+
+/**
+ * The embedded chain of `npm start` when RPC_URL is unset: anvil under `<DATA_DIR>/anvil` (its state persisted,
+ * so a restart keeps the chain), the contracts deployed, funded and the relayers authorised, the deployment
+ * recorded in `<DATA_DIR>/deployment.json`. A restart reuses a recorded deployment whose code is still on the
+ * chain, and redeploys when the chain was reset or the contracts changed.
+ */
+
+type Address = `0x${string}`;
+
+export type LocalChain = {
+  rpcUrl: string;
+  chainId: number;
+  registryAddress: Address;
+  treasuryAddress: Address;
+  /** Block of the deployment transaction. */
+  deployBlock: number;
+  /** True when this start deployed the contracts, false when it reused the recorded deployment. */
+  deployed: boolean;
+  pid: number;
+  /** Stops anvil (SIGTERM, so it writes its state) and removes the pid file. */
+  stop: () => Promise<void>;
+};
+
+export type EnsureLocalChainOptions = {
+  config: Config;
+  logger: Logger;
+  /** Treasury's opening balance and the level it is topped up to on restart. Default 10,000 native tokens. */
+  treasuryFundWei?: bigint;
+};
+
+export const LOCAL_CHAIN_ID = 31337;
+const DEFAULT_TREASURY_FUND = parseEther("10000");
+/** Relayers below this balance (custom RELAYER_PRIVATE_KEYS) are credited on the local chain. */
+const RELAYER_MIN_BALANCE = parseEther("100");
+const RELAYER_CREDIT = parseEther("10000");
+
+export function anvilDir(dataDir: string): string {
+  return path.join(dataDir, "anvil");
+}
+
+function pidFileOf(dataDir: string): string {
+  return path.join(anvilDir(dataDir), "anvil.pid");
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The pid is an anvil (its command line names the anvil binary), not a process that reused the number. */
+function isAnvil(pid: number): boolean {
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    return cmdline[0] === anvilBinary() || path.basename(cmdline[0] ?? "") === "anvil";
+  } catch {
+    return false;
+  }
+}
+
+async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return true;
+}
+
+/**
+ * A previous start killed without cleanup (SIGKILL) may have left its anvil running: stop it by the pid recorded
+ * in DATA_DIR (SIGTERM first, so it writes its state), never by name.
+ */
+export async function stopStaleAnvil(dataDir: string, logger: Logger): Promise<void> {
+  const pidFile = pidFileOf(dataDir);
+  if (!existsSync(pidFile)) return;
+  const pid = Number(readFileSync(pidFile, "utf8").trim());
+  if (Number.isInteger(pid) && pid > 0 && alive(pid) && isAnvil(pid)) {
+    logger.warn("stopping the anvil left running by a previous start", { pid });
+    process.kill(pid, "SIGTERM");
+    if (!(await waitUntil(() => !alive(pid), 10_000))) {
+      process.kill(pid, "SIGKILL");
+      await waitUntil(() => !alive(pid), 5_000);
+    }
+  }
+  rmSync(pidFile, { force: true });
+}
+
+async function portInUse(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: "127.0.0.1", port });
+    socket.once("connect", () => (socket.destroy(), resolve(true)));
+    socket.once("error", () => resolve(false));
+    socket.setTimeout(1_000, () => (socket.destroy(), resolve(false)));
+  });
+}
+
+async function launch(config: Config, logger: Logger): Promise<Anvil> {
+  const dir = anvilDir(config.dataDir);
+  const options = {
+    port: config.localChainPort,
+    blockTime: config.localBlockTime,
+    dataDir: dir,
+    persistState: true,
+    chainId: LOCAL_CHAIN_ID,
+    pidFile: pidFileOf(config.dataDir),
+  };
+  try {
+    return await startAnvil(options);
+  } catch (error) {
+    // A state file anvil refuses (written halfway by a crash) must not stop the service: start afresh.
+    const state = path.join(dir, "state.json");
+    if (!existsSync(state)) throw error;
+    const aside = `${state}.rejected-${Date.now()}`;
+    renameSync(state, aside);
+    logger.warn("anvil refused its saved state; starting a fresh chain", { movedTo: aside, error });
+    return startAnvil(options);
+  }
+}
+
+/** Whether the recorded deployment is the one on this chain, built from today's contracts; else why not. */
+async function reusable(clients: ChainClients, chainId: number, record: LocalDeploymentRecord | undefined): Promise<true | string> {
+  if (!record) return "no deployment recorded";
+  if (record.chainId !== chainId) return `recorded chain id ${record.chainId} differs from ${chainId}`;
+  if (record.treasuryInitCodeHash !== TREASURY_INIT_CODE_HASH) return "the contracts changed since the recorded deployment";
+  const [treasuryCode, registryCode] = await Promise.all([
+    readCodeHash(clients, record.treasuryAddress),
+    readCodeHash(clients, record.registryAddress),
+  ]);
+  if (treasuryCode === undefined || registryCode === undefined) return "no code at the recorded addresses (the chain was reset)";
+  if (treasuryCode !== record.treasuryCodeHash || registryCode !== record.registryCodeHash) return "other code at the recorded addresses";
+  return true;
+}
+
+export async function ensureLocalChain(options: EnsureLocalChainOptions): Promise<LocalChain> {
+  const { config } = options;
+  const logger = options.logger.child({ component: "local-chain" });
+  const fundWei = options.treasuryFundWei ?? DEFAULT_TREASURY_FUND;
+  const dir = anvilDir(config.dataDir);
+  mkdirSync(dir, { recursive: true });
+
+  await stopStaleAnvil(config.dataDir, logger);
+  if (await portInUse(config.localChainPort)) {
+    throw new ConfigError(`Invalid configuration: LOCAL_CHAIN_PORT ${config.localChainPort} is already in use on 127.0.0.1 (set another port, or RPC_URL to use a running chain)`);
+  }
+
+  const anvil = await launch(config, logger);
+  const pidFile = pidFileOf(config.dataDir);
+  let stopping = false;
+  anvil.process.once("exit", (code, signal) => {
+    if (!stopping) logger.error("anvil exited unexpectedly", { code, signal, log: path.join(dir, "anvil.log") });
+  });
+  const stop = async () => {
+    stopping = true;
+    await anvil.stop();
+    rmSync(pidFile, { force: true });
+  };
+
+  try {
+    const probe = createChainClients({ rpcUrl: anvil.rpcUrl });
+    const chainId = await probe.getChainId();
+    const clients = createChainClients({ rpcUrl: anvil.rpcUrl, chainId });
+    const relayers = config.relayerPrivateKeys.map(addressOfKey);
+    const deployerKey = LOCAL_DEPLOYER_KEY;
+
+    // Relayers from custom keys start empty on a fresh chain: credit them (the chain is ours).
+    const balances = await Promise.all(relayers.map((address) => clients.getBalance({ address })));
+    const testClient = createTestClient({ mode: "anvil", transport: http(anvil.rpcUrl) });
+    for (const [i, address] of relayers.entries()) {
+      if (balances[i]! < RELAYER_MIN_BALANCE) {
+        await testClient.setBalance({ address, value: RELAYER_CREDIT });
+        logger.info("credited a relayer on the local chain", { relayer: address });
+      }
+    }
+
+    const record = readLocalDeployment(config.dataDir);
+    const verdict = await reusable(clients, chainId, record);
+    let result: LocalDeploymentRecord;
+    let deployed: boolean;
+    if (verdict === true && record) {
+      const admin = treasuryAdmin(clients, deployerKey, record.treasuryAddress);
+      const added = await authoriseRelayers(admin, relayers);
+      const amountChanged = await ensureSponsorAmount(admin, config.sponsorAmountWei);
+      const balance = await clients.getBalance({ address: record.treasuryAddress });
+      if (balance < fundWei / 10n) await fundTreasury(clients, deployerKey, record.treasuryAddress, fundWei - balance);
+      result = { ...record, rpcUrl: anvil.rpcUrl };
+      deployed = false;
+      logger.info("reusing the recorded local deployment", {
+        treasury: record.treasuryAddress,
+        registry: record.registryAddress,
+        relayersAdded: added.length,
+        amountChanged,
+      });
+    } else {
+      logger.info("deploying the contracts on the local chain", { reason: verdict });
+      const d = await deployContracts({ rpcUrl: anvil.rpcUrl, deployerKey, relayers, sponsorAmountWei: config.sponsorAmountWei, fundWei });
+      const [treasuryCodeHash, registryCodeHash] = await Promise.all([
+        readCodeHash(clients, d.treasuryAddress),
+        readCodeHash(clients, d.registryAddress),
+      ]);
+      result = {
+        chainId: d.chainId,
+        rpcUrl: anvil.rpcUrl,
+        registryAddress: d.registryAddress,
+        treasuryAddress: d.treasuryAddress,
+        deployer: d.deployer,
+        blockNumber: Number(d.blockNumber),
+        transactionHash: d.transactionHash,
+        registryCodeHash: registryCodeHash!,
+        treasuryCodeHash: treasuryCodeHash!,
+        treasuryInitCodeHash: TREASURY_INIT_CODE_HASH,
+        deployedAt: new Date().toISOString(),
+      };
+      deployed = true;
+      logger.info("contracts deployed on the local chain", { treasury: d.treasuryAddress, registry: d.registryAddress, block: Number(d.blockNumber), gasUsed: d.gasUsed });
+    }
+    writeLocalDeployment(config.dataDir, result);
+
+    return {
+      rpcUrl: anvil.rpcUrl,
+      chainId,
+      registryAddress: result.registryAddress,
+      treasuryAddress: result.treasuryAddress,
+      deployBlock: result.blockNumber,
+      deployed,
+      pid: anvil.pid,
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
