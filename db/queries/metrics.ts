@@ -1,0 +1,65 @@
+import { sql } from "drizzle-orm";
+import type { Database } from "@/db/client";
+import { relayStatus, requestStatus, type RelayStatus, type RequestStatus } from "@/db/schema";
+
+/**
+ * Read-only queries behind the Prometheus metrics that describe the whole service (lib/metrics/service.ts).
+ * They run on each scrape, so each one is a single statement; the one that scans the requests table
+ * (`countRequestsByStatus`) is cached by its caller.
+ */
+
+export type ServiceSnapshot = {
+  requestsByStatus: Record<RequestStatus, number>;
+  /** Seconds since the oldest request still in each open status was created; absent when none is open. */
+  oldestOpenSeconds: Partial<Record<"pending" | "approved" | "relayed", number>>;
+  relaysByStatus: Record<RelayStatus, number>;
+  heartbeats: { workerId: string; ageSeconds: number }[];
+  relayers: { address: `0x${string}`; nextNonce: number }[];
+};
+
+const zeroes = <K extends string>(keys: readonly K[]) => Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
+
+/** Requests per status (a scan of the table: the caller caches it). */
+export async function countRequestsByStatus(db: Database): Promise<Record<RequestStatus, number>> {
+  const rows = await db.execute<{ status: RequestStatus; n: number }>(
+    sql`SELECT status, count(*)::int AS n FROM sponsorship_requests GROUP BY status`,
+  );
+  const out = zeroes(requestStatus.enumValues);
+  for (const r of rows) out[r.status] = Number(r.n);
+  return out;
+}
+
+/** Age of the oldest open request per open status (uses the partial queue index: open rows only). */
+export async function measureOldestOpenRequests(db: Database): Promise<ServiceSnapshot["oldestOpenSeconds"]> {
+  const rows = await db.execute<{ status: "pending" | "approved" | "relayed"; age: number }>(sql`
+    SELECT status, extract(epoch FROM now() - min(requested_at))::float8 AS age
+    FROM sponsorship_requests
+    WHERE status IN ('pending', 'approved', 'relayed')
+    GROUP BY status`);
+  const out: ServiceSnapshot["oldestOpenSeconds"] = {};
+  for (const r of rows) out[r.status] = Math.max(0, Number(r.age));
+  return out;
+}
+
+export async function countRelayTransactionsByStatus(db: Database): Promise<Record<RelayStatus, number>> {
+  const rows = await db.execute<{ status: RelayStatus; n: number }>(
+    sql`SELECT status, count(*)::int AS n FROM relay_transactions GROUP BY status`,
+  );
+  const out = zeroes(relayStatus.enumValues);
+  for (const r of rows) out[r.status] = Number(r.n);
+  return out;
+}
+
+export async function listWorkerHeartbeatAges(db: Database): Promise<ServiceSnapshot["heartbeats"]> {
+  const rows = await db.execute<{ worker_id: string; age: number }>(sql`
+    SELECT worker_id, extract(epoch FROM now() - last_beat_at)::float8 AS age
+    FROM worker_heartbeats ORDER BY worker_id`);
+  return rows.map((r) => ({ workerId: r.worker_id, ageSeconds: Math.max(0, Number(r.age)) }));
+}
+
+export async function listRelayerNextNonces(db: Database): Promise<ServiceSnapshot["relayers"]> {
+  const rows = await db.execute<{ address: `0x${string}`; next_nonce: number | string }>(
+    sql`SELECT address, next_nonce FROM relayer_accounts ORDER BY address`,
+  );
+  return rows.map((r) => ({ address: r.address, nextNonce: Number(r.next_nonce) }));
+}

@@ -1,0 +1,235 @@
+import { Counter, Gauge, type Registry } from "prom-client";
+import type { Database } from "@/db/client";
+import {
+  countRelayTransactionsByStatus,
+  countRequestsByStatus,
+  listRelayerNextNonces,
+  listWorkerHeartbeatAges,
+  measureOldestOpenRequests,
+  type ServiceSnapshot,
+} from "@/db/queries/metrics";
+
+/**
+ * Series that describe the whole service rather than one process, read from PostgreSQL and the chain when
+ * Prometheus scrapes: requests per status, queue age, relays per status, worker heartbeat age, nonce lag per
+ * relayer, relayer and treasury balances. Every instance reports the same values: aggregate them with `max`,
+ * not `sum`.
+ */
+
+/** What the collectors need from the chain; `createViemChainReader` (chain-reader.ts) implements it with viem. */
+export type ChainReader = {
+  /** Native-token balance in wei. */
+  getBalance(address: `0x${string}`): Promise<bigint>;
+  /** Transactions of `address` mined so far (the `latest` nonce). */
+  getMinedNonce(address: `0x${string}`): Promise<number>;
+  /** The treasury's amount per sponsorship, in wei. */
+  getSponsorAmount(treasury: `0x${string}`): Promise<bigint>;
+};
+
+export type ServiceSources = {
+  db: Database;
+  chain?: ChainReader;
+  treasuryAddress?: `0x${string}`;
+  /** The configured amount, used when the treasury's own `amount()` cannot be read. */
+  sponsorAmountWei?: bigint;
+};
+
+export type ServiceMetricsOptions = {
+  /** Resolved on each scrape, so a process can register the collectors before its database or chain is up. */
+  sources: () => ServiceSources;
+  /** Scrapes within this many milliseconds share one snapshot (protects the database from scrape storms). */
+  cacheMs?: number;
+  /** Each source (database, chain) gets this long before the scrape goes on without it. */
+  timeoutMs?: number;
+};
+
+type ChainSnapshot = {
+  treasuryBalance?: bigint;
+  sponsorAmount?: bigint;
+  relayers: Map<string, { minedNonce: number; balance: bigint }>;
+};
+
+type Snapshot = { db?: ServiceSnapshot; chain?: ChainSnapshot };
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** wei as a float for a gauge (exact below 2^53 wei, within a few ulps above: fine for monitoring). */
+const weiToNumber = (wei: bigint) => Number(wei);
+
+export function registerServiceMetrics(registry: Registry, options: ServiceMetricsOptions): { snapshot(): Promise<Snapshot> } {
+  const cacheMs = options.cacheMs ?? 1000;
+  const timeoutMs = options.timeoutMs ?? 3000;
+  const registers = [registry];
+
+  const errors = new Counter({
+    name: "sponsorship_metrics_collect_errors_total",
+    help: "Scrapes during which a source of the service-wide series (database, chain) failed or timed out",
+    labelNames: ["source"] as const,
+    registers,
+  });
+
+  async function readDb(db: Database): Promise<ServiceSnapshot> {
+    const [requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers] = await Promise.all([
+      countRequestsByStatus(db),
+      measureOldestOpenRequests(db),
+      countRelayTransactionsByStatus(db),
+      listWorkerHeartbeatAges(db),
+      listRelayerNextNonces(db),
+    ]);
+    return { requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers };
+  }
+
+  async function readChain(sources: ServiceSources, relayers: readonly `0x${string}`[]): Promise<ChainSnapshot | undefined> {
+    const { chain, treasuryAddress: treasury, sponsorAmountWei } = sources;
+    if (!chain) return undefined;
+    const [treasuryBalance, sponsorAmount, perRelayer] = await Promise.all([
+      treasury ? chain.getBalance(treasury) : Promise.resolve(undefined),
+      treasury ? chain.getSponsorAmount(treasury).catch(() => sponsorAmountWei) : Promise.resolve(sponsorAmountWei),
+      Promise.all(
+        relayers.map(async (address) => {
+          const [minedNonce, balance] = await Promise.all([chain.getMinedNonce(address), chain.getBalance(address)]);
+          return [address.toLowerCase(), { minedNonce, balance }] as const;
+        }),
+      ),
+    ]);
+    return { treasuryBalance, sponsorAmount, relayers: new Map(perRelayer) };
+  }
+
+  // A scrape's gauges share one snapshot: in flight, or settled less than `cacheMs` ago.
+  let cached: { settledAt?: number; value: Promise<Snapshot> } | undefined;
+  async function take(): Promise<Snapshot> {
+    const snapshot: Snapshot = {};
+    let sources: ServiceSources;
+    try {
+      sources = options.sources();
+    } catch {
+      errors.inc({ source: "database" });
+      return snapshot;
+    }
+    try {
+      snapshot.db = await withTimeout(readDb(sources.db), timeoutMs, "database");
+    } catch {
+      errors.inc({ source: "database" });
+    }
+    try {
+      snapshot.chain = await withTimeout(readChain(sources, snapshot.db?.relayers.map((r) => r.address) ?? []), timeoutMs, "chain");
+    } catch {
+      errors.inc({ source: "chain" });
+    }
+    return snapshot;
+  }
+  function snapshot(): Promise<Snapshot> {
+    const fresh = cached && (cached.settledAt === undefined || Date.now() - cached.settledAt < cacheMs);
+    if (!fresh) {
+      const entry: NonNullable<typeof cached> = {
+        value: take().finally(() => {
+          entry.settledAt = Date.now();
+        }),
+      };
+      cached = entry;
+    }
+    return cached!.value;
+  }
+
+  new Gauge({
+    name: "sponsorship_requests",
+    help: "Sponsorship requests in the database, by status",
+    labelNames: ["status"] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const s = (await snapshot()).db;
+      if (s) for (const [status, n] of Object.entries(s.requestsByStatus)) this.set({ status }, n);
+    },
+  });
+  new Gauge({
+    name: "sponsorship_queue_oldest_seconds",
+    help: "Age of the oldest request still in each open status (pending, approved, relayed); absent when none",
+    labelNames: ["status"] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const s = (await snapshot()).db;
+      if (s) for (const [status, age] of Object.entries(s.oldestOpenSeconds)) this.set({ status }, age);
+    },
+  });
+  new Gauge({
+    name: "sponsorship_relay_transactions",
+    help: "Relay transactions in the database, by status",
+    labelNames: ["status"] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const s = (await snapshot()).db;
+      if (s) for (const [status, n] of Object.entries(s.relaysByStatus)) this.set({ status }, n);
+    },
+  });
+  new Gauge({
+    name: "sponsorship_worker_heartbeat_age_seconds",
+    help: "Seconds since each worker's last heartbeat",
+    labelNames: ["worker"] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const s = (await snapshot()).db;
+      if (s) for (const h of s.heartbeats) this.set({ worker: h.workerId }, h.ageSeconds);
+    },
+  });
+  new Gauge({
+    name: "sponsorship_relayer_nonce_lag",
+    help: "Nonces the service has assigned to a relayer account that the chain has not mined yet (next nonce in the database minus the account's mined transaction count)",
+    labelNames: ["relayer"] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const { db, chain } = await snapshot();
+      if (!db || !chain) return;
+      for (const r of db.relayers) {
+        const onChain = chain.relayers.get(r.address.toLowerCase());
+        if (onChain) this.set({ relayer: r.address.toLowerCase() }, r.nextNonce - onChain.minedNonce);
+      }
+    },
+  });
+  new Gauge({
+    name: "sponsorship_relayer_balance_wei",
+    help: "Native-token balance of each relayer account (it pays the gas), in wei",
+    labelNames: ["relayer"] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const chain = (await snapshot()).chain;
+      if (chain) for (const [relayer, r] of chain.relayers) this.set({ relayer }, weiToNumber(r.balance));
+    },
+  });
+  new Gauge({
+    name: "sponsorship_treasury_balance_wei",
+    help: "Native-token balance of the treasury contract, in wei",
+    registers,
+    async collect() {
+      this.reset();
+      const chain = (await snapshot()).chain;
+      if (chain?.treasuryBalance !== undefined) this.set(weiToNumber(chain.treasuryBalance));
+    },
+  });
+  new Gauge({
+    name: "sponsorship_treasury_sponsorships_left",
+    help: "Sponsorships the treasury's balance still covers at its current amount",
+    registers,
+    async collect() {
+      this.reset();
+      const chain = (await snapshot()).chain;
+      if (chain?.treasuryBalance !== undefined && chain.sponsorAmount && chain.sponsorAmount > 0n) {
+        this.set(Number(chain.treasuryBalance / chain.sponsorAmount));
+      }
+    },
+  });
+
+  return { snapshot };
+}
