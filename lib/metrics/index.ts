@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Registry } from "prom-client";
 import { createDatabase, type Database } from "@/db/client";
+import { resolveDeployment } from "@/lib/chain/deployment";
 import { getConfig, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
 import { createViemChainReader } from "./chain-reader";
@@ -43,7 +44,7 @@ function defaultSources(config: Config = getConfig()): ServiceSources {
     state.sources = {
       db,
       chain: config.rpcUrl ? createViemChainReader(config.rpcUrl) : undefined,
-      treasuryAddress: config.treasuryAddress,
+      treasuryAddress: resolveDeployment(config)?.treasuryAddress,
       sponsorAmountWei: config.sponsorAmountWei,
     };
   }
