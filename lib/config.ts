@@ -89,6 +89,10 @@ const envSchema = z.object({
     "10000000000000000",
   ),
   WORKER_INTERVAL_MS: withDefault(integer(10, 3_600_000), "5000"),
+  /** Requests per stage batch of the worker (review, relay). */
+  WORKER_BATCH_SIZE: withDefault(integer(1, 1_000), "200"),
+  /** Test hook only: the worker kills itself (SIGKILL) right after its N-th accepted broadcast. */
+  WORKER_TEST_CRASH_AFTER_BROADCASTS: optional(integer(1, 1_000_000)),
   RATE_LIMIT_IP_PER_HOUR: withDefault(integer(1, 1_000_000_000), "10"),
   RATE_LIMIT_WALLET_PER_HOUR: withDefault(integer(1, 1_000_000_000), "5"),
   REGISTER_LIMIT_IP_PER_HOUR: withDefault(integer(1, 1_000_000_000), "100"),
@@ -121,6 +125,9 @@ export type Config = Readonly<{
   treasuryAddress: `0x${string}` | undefined;
   sponsorAmountWei: bigint;
   workerIntervalMs: number;
+  workerBatchSize: number;
+  /** Test hook: SIGKILL the worker right after its N-th accepted broadcast (before it records the broadcast). */
+  workerTestCrashAfterBroadcasts: number | undefined;
   rateLimitIpPerHour: number;
   rateLimitWalletPerHour: number;
   registerLimitIpPerHour: number;
@@ -165,6 +172,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     treasuryAddress: e.TREASURY_ADDRESS,
     sponsorAmountWei: e.SPONSOR_AMOUNT_WEI,
     workerIntervalMs: e.WORKER_INTERVAL_MS,
+    workerBatchSize: e.WORKER_BATCH_SIZE,
+    workerTestCrashAfterBroadcasts: e.WORKER_TEST_CRASH_AFTER_BROADCASTS,
     rateLimitIpPerHour: e.RATE_LIMIT_IP_PER_HOUR,
     rateLimitWalletPerHour: e.RATE_LIMIT_WALLET_PER_HOUR,
     registerLimitIpPerHour: e.REGISTER_LIMIT_IP_PER_HOUR,
