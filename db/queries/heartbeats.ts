@@ -1,0 +1,44 @@
+import { sql } from "drizzle-orm";
+import type { Executor } from "./executor";
+
+/**
+ * Worker liveness (worker_heartbeats). Each worker upserts its row every few seconds with `details` (see
+ * docs/worker.md for the shape); /health and the dashboard read it. A worker is alive while its last beat is
+ * recent; a graceful stop deletes the row.
+ */
+
+export type HeartbeatInput = {
+  workerId: string;
+  hostname: string;
+  pid: number;
+  startedAt: Date;
+  details: Record<string, unknown>;
+};
+
+export async function upsertHeartbeat(db: Executor, beat: HeartbeatInput): Promise<void> {
+  await db.execute(sql`
+    INSERT INTO worker_heartbeats (worker_id, hostname, pid, started_at, last_beat_at, details)
+    VALUES (${beat.workerId}, ${beat.hostname}, ${beat.pid}, ${beat.startedAt.toISOString()}::timestamptz, now(), ${JSON.stringify(beat.details)}::jsonb)
+    ON CONFLICT (worker_id) DO UPDATE SET last_beat_at = now(), details = EXCLUDED.details`);
+}
+
+export async function deleteHeartbeat(db: Executor, workerId: string): Promise<void> {
+  await db.execute(sql`DELETE FROM worker_heartbeats WHERE worker_id = ${workerId}`);
+}
+
+export type WorkerPresence = { workerId: string; hostname: string; pid: number; lastBeatAgeMs: number };
+
+/** Every heartbeat row with its age (database clock). */
+export async function listWorkerPresence(db: Executor): Promise<WorkerPresence[]> {
+  const rows = await db.execute<{ worker_id: string; hostname: string; pid: number; age_ms: string }>(sql`
+    SELECT worker_id, hostname, pid, floor(extract(epoch FROM now() - last_beat_at) * 1000)::bigint AS age_ms
+    FROM worker_heartbeats ORDER BY worker_id`);
+  return rows.map((r) => ({ workerId: r.worker_id, hostname: r.hostname, pid: r.pid, lastBeatAgeMs: Number(r.age_ms) }));
+}
+
+/** Removes rows of workers silent for longer than `olderThanMs` (crashed processes leave theirs behind). */
+export async function pruneHeartbeats(db: Executor, olderThanMs: number): Promise<number> {
+  const rows = await db.execute(sql`
+    DELETE FROM worker_heartbeats WHERE last_beat_at < now() - ${olderThanMs} * interval '1 millisecond' RETURNING worker_id`);
+  return rows.length;
+}

@@ -1,0 +1,128 @@
+import { sql } from "drizzle-orm";
+import type { Executor, Transaction } from "./executor";
+
+/**
+ * Relayer accounts and their nonce leases. A relayer's nonce sequence is owned by exactly one worker at a time:
+ * the lease (lease_owner, lease_expires_at) is taken only when free, expired or held by a dead process, renewed
+ * with the heartbeat, and checked (row locked, owner compared) inside every transaction that spends a nonce, so a
+ * worker that lost its lease cannot assign a nonce the new owner also assigns.
+ */
+
+type Address = `0x${string}`;
+
+const list = (items: readonly string[]) => sql.join(
+  items.map((i) => sql`${i}`),
+  sql`, `,
+);
+
+export type RelayerLease = {
+  address: Address;
+  nextNonce: number;
+  leaseOwner: string | null;
+  leaseExpiresAt: Date | null;
+};
+
+/** Registers the configured relayer accounts (no-op for those already known). */
+export async function ensureRelayerAccounts(db: Executor, chainId: number, addresses: readonly Address[]): Promise<void> {
+  if (addresses.length === 0) return;
+  const rows = sql.join(
+    addresses.map((a) => sql`(${a}, ${chainId}::int)`),
+    sql`, `,
+  );
+  await db.execute(sql`
+    INSERT INTO relayer_accounts (address, chain_id) VALUES ${rows}
+    ON CONFLICT (address) DO NOTHING`);
+}
+
+export async function listRelayerLeases(db: Executor, addresses: readonly Address[]): Promise<RelayerLease[]> {
+  if (addresses.length === 0) return [];
+  const rows = await db.execute<{ address: string; next_nonce: string; lease_owner: string | null; lease_expires_at: Date | null }>(sql`
+    SELECT address, next_nonce, lease_owner, lease_expires_at FROM relayer_accounts
+    WHERE address IN ${list(addresses)} ORDER BY address`);
+  return rows.map((r) => ({
+    address: r.address as Address,
+    nextNonce: Number(r.next_nonce),
+    leaseOwner: r.lease_owner,
+    leaseExpiresAt: r.lease_expires_at ? new Date(r.lease_expires_at) : null,
+  }));
+}
+
+/**
+ * Takes the lease of one relayer when it is free, expired, already ours, or held by one of `deadOwners`
+ * (workers known to be dead, e.g. a killed process on this host). Returns the account's next nonce, or
+ * undefined when another live worker holds it.
+ */
+export async function acquireRelayerLease(
+  db: Executor,
+  address: Address,
+  owner: string,
+  ttlMs: number,
+  deadOwners: readonly string[],
+): Promise<{ nextNonce: number; previousOwner: string | null } | undefined> {
+  const dead = deadOwners.length > 0 ? sql`OR a.lease_owner IN ${list(deadOwners)}` : sql``;
+  const rows = await db.execute<{ next_nonce: string; previous_owner: string | null }>(sql`
+    UPDATE relayer_accounts a SET lease_owner = ${owner}, lease_expires_at = now() + ${ttlMs} * interval '1 millisecond', updated_at = now()
+    FROM (SELECT address, lease_owner AS previous_owner FROM relayer_accounts WHERE address = ${address} FOR UPDATE) p
+    WHERE a.address = p.address
+      AND (a.lease_owner IS NULL OR a.lease_owner = ${owner} OR a.lease_expires_at IS NULL OR a.lease_expires_at < now() ${dead})
+    RETURNING a.next_nonce, p.previous_owner`);
+  const row = rows[0];
+  return row ? { nextNonce: Number(row.next_nonce), previousOwner: row.previous_owner } : undefined;
+}
+
+/** Extends the leases still held by `owner`; returns the addresses it still holds. */
+export async function renewRelayerLeases(db: Executor, owner: string, addresses: readonly Address[], ttlMs: number): Promise<Address[]> {
+  if (addresses.length === 0) return [];
+  const rows = await db.execute<{ address: string }>(sql`
+    UPDATE relayer_accounts SET lease_expires_at = now() + ${ttlMs} * interval '1 millisecond'
+    WHERE address IN ${list(addresses)} AND lease_owner = ${owner}
+    RETURNING address`);
+  return rows.map((r) => r.address as Address);
+}
+
+/** Gives leases back (graceful shutdown, rebalancing): another worker may take them at once. */
+export async function releaseRelayerLeases(db: Executor, owner: string, addresses: readonly Address[]): Promise<void> {
+  if (addresses.length === 0) return;
+  await db.execute(sql`
+    UPDATE relayer_accounts SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+    WHERE address IN ${list(addresses)} AND lease_owner = ${owner}`);
+}
+
+/**
+ * Locks the relayer rows `owner` still leases, for a transaction that assigns nonces; returns their next nonces.
+ * A relayer missing from the answer has been taken over: the caller must not use it.
+ */
+export async function lockLeasedRelayers(tx: Transaction, owner: string, addresses: readonly Address[]): Promise<Map<Address, number>> {
+  if (addresses.length === 0) return new Map();
+  const rows = await tx.execute<{ address: string; next_nonce: string }>(sql`
+    SELECT address, next_nonce FROM relayer_accounts
+    WHERE address IN ${list(addresses)} AND lease_owner = ${owner}
+    ORDER BY address
+    FOR UPDATE`);
+  return new Map(rows.map((r) => [r.address as Address, Number(r.next_nonce)]));
+}
+
+/** Records the next nonces after a transaction assigned some (only where `owner` still holds the lease). */
+export async function setRelayerNextNonces(tx: Executor, owner: string, next: ReadonlyMap<Address, number>): Promise<number> {
+  if (next.size === 0) return 0;
+  const rows = sql.join(
+    [...next].map(([address, nonce]) => sql`(${address}, ${nonce}::bigint)`),
+    sql`, `,
+  );
+  const result = await tx.execute(sql`
+    UPDATE relayer_accounts a SET next_nonce = v.nonce, updated_at = now()
+    FROM (VALUES ${rows}) AS v(address, nonce)
+    WHERE a.address = v.address AND a.lease_owner = ${owner}
+    RETURNING a.address`);
+  return result.length;
+}
+
+/** The highest nonce this service ever stored for the relayer (relay attempts and fills), or -1. */
+export async function findHighestStoredNonce(db: Executor, address: Address): Promise<number> {
+  const [row] = await db.execute<{ n: string | null }>(sql`
+    SELECT GREATEST(
+      (SELECT max(nonce) FROM relay_transactions WHERE relayer_address = ${address}),
+      (SELECT max(nonce) FROM relayer_nonce_fills WHERE relayer_address = ${address})
+    ) AS n`);
+  return row?.n == null ? -1 : Number(row.n);
+}
