@@ -21,7 +21,7 @@ function runDeploy(env: Record<string, string>, args: string[] = []): Promise<Ru
     const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "contracts", "deploy.ts"), ...args], {
       cwd: ROOT,
       // Only what an operator would set: nothing inherited from the test's own environment.
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "silent", ...env } as NodeJS.ProcessEnv,
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "silent", ...env } as unknown as NodeJS.ProcessEnv,
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
