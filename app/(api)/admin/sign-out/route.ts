@@ -1,0 +1,13 @@
+import { isSecure, sessionClearCookie } from "@/lib/admin/http";
+import { requireAdmin } from "@/lib/admin/route-guard";
+import { signOutAdministrator } from "@/lib/admin/session";
+import { appDb } from "@/lib/http/app-context";
+import { defineRoute } from "@/lib/http/route";
+
+/** POST /admin/sign-out: ends the session and clears its cookie. */
+export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
+  POST: requireAdmin(async ({ request, session, clientIp }) => {
+    await signOutAdministrator(appDb(), session, { ipAddress: clientIp });
+    return new Response(null, { status: 204, headers: { "set-cookie": sessionClearCookie(isSecure(request)), "cache-control": "no-store" } });
+  }),
+});

@@ -1,0 +1,32 @@
+import { cookies, headers } from "next/headers";
+import type { AdminSession } from "@/db/schema";
+import { appDb } from "@/lib/http/app-context";
+import { CLIENT_IP_HEADER, normalizeIp, UNKNOWN_IP } from "@/lib/http/client-ip";
+import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
+
+/**
+ * The administrator's request as server components and server actions see it (next/headers). Route handlers
+ * use `adminSessionOfRequest` in ./http.ts instead.
+ */
+
+/** The client address server.ts resolved from the socket (`x-client-ip`), as in lib/http/client-ip.ts. */
+export async function currentClientIp(): Promise<string> {
+  const h = await headers();
+  return normalizeIp(h.get(CLIENT_IP_HEADER)) ?? normalizeIp(h.get("x-forwarded-for")?.split(",")[0]) ?? UNKNOWN_IP;
+}
+
+export async function currentUserAgent(): Promise<string | null> {
+  return (await headers()).get("user-agent")?.slice(0, 512) ?? null;
+}
+
+/** Whether the page was reached over HTTPS (directly or, with a trusted proxy, as it says): the cookie is then Secure. */
+export async function isSecureRequest(): Promise<boolean> {
+  const proto = (await headers()).get("x-forwarded-proto")?.split(",")[0]?.trim();
+  return proto === "https";
+}
+
+/** The signed-in administrator's session, or null. Every dashboard page and action starts here. */
+export async function currentAdminSession(): Promise<AdminSession | null> {
+  const secret = (await cookies()).get(ADMIN_SESSION_COOKIE)?.value;
+  return authenticateAdminSession(appDb(), secret);
+}
