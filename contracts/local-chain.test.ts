@@ -142,6 +142,19 @@ describe("ensureLocalChain", () => {
     expect(await client.readContract({ address: next.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(true);
   });
 
+  it("with LOCAL_BLOCK_TIME=1 the chain mines a block every second, empty or not", async () => {
+    const chain = await start({ LOCAL_BLOCK_TIME: "1" });
+    const client = independentClient(chain.rpcUrl);
+    const first = await client.getBlockNumber({ cacheTime: 0 });
+    const deadline = Date.now() + 10_000;
+    let now = first;
+    while (now < first + 2n && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      now = await client.getBlockNumber({ cacheTime: 0 });
+    }
+    expect(now).toBeGreaterThanOrEqual(first + 2n);
+  });
+
   it("custom relayer keys are credited and authorised on the local chain", async () => {
     const key = generatePrivateKey();
     const relayer = privateKeyToAccount(key).address;

@@ -52,6 +52,7 @@ describe("resolveDeployment", () => {
       chainId: 31337,
       registryAddress: record.registryAddress,
       treasuryAddress: record.treasuryAddress,
+      deployBlock: 1,
       source: "local",
     });
     expect(resolveDeployment(parseConfig({ DATA_DIR: dataDir, RPC_URL: "http://localhost:8545/" }))?.source).toBe("local");

@@ -15,6 +15,8 @@ export type Deployment = {
   chainId: number | undefined;
   registryAddress: Address;
   treasuryAddress: Address;
+  /** Block of the deployment (a lower bound for log queries); known only for the local deployment. */
+  deployBlock?: number;
   source: "environment" | "local";
 };
 
@@ -85,7 +87,13 @@ export function resolveDeployment(config: Config): Deployment | undefined {
   // A record of the local chain says nothing about another network.
   if (config.rpcUrl && normaliseUrl(config.rpcUrl) !== normaliseUrl(record.rpcUrl)) return undefined;
   if (config.chainId !== undefined && config.chainId !== record.chainId) return undefined;
-  return { chainId: record.chainId, registryAddress: record.registryAddress, treasuryAddress: record.treasuryAddress, source: "local" };
+  return {
+    chainId: record.chainId,
+    registryAddress: record.registryAddress,
+    treasuryAddress: record.treasuryAddress,
+    deployBlock: record.blockNumber,
+    source: "local",
+  };
 }
 
 function normaliseUrl(url: string): string {
