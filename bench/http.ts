@@ -1,0 +1,120 @@
+import autocannon from "autocannon";
+import { ipFor, note, randomAddress, round } from "./util";
+
+/**
+ * The HTTP figures, with autocannon's programmatic API: req/s and latency percentiles per endpoint, each
+ * measured after a short warm-up, each compared with GET /health (the framework's own floor on this machine).
+ */
+
+export type HttpResult = {
+  name: string;
+  method: string;
+  path: string;
+  connections: number;
+  seconds: number;
+  requests: number;
+  reqPerSec: number;
+  latencyMs: { p50: number; p90: number; p99: number; max: number };
+  statusCounts: Record<string, number>;
+  errors: number;
+  /** Filled by the caller: req/s relative to /health of the same run. */
+  ratioToHealth?: number;
+};
+
+export type Endpoint = {
+  name: string;
+  method: "GET" | "POST";
+  /** Example path (for the table). */
+  path: string;
+  /** Each call gives the next request: its path and, for POST, its JSON body. Every request has its own client IP. */
+  next: (i: number) => { path: string; body?: unknown };
+};
+
+export async function runEndpoint(
+  baseUrl: string,
+  endpoint: Endpoint,
+  options: { connections: number; seconds: number; warmupSeconds: number },
+): Promise<HttpResult> {
+  let i = 0;
+  const run = (duration: number) =>
+    autocannon({
+      url: baseUrl,
+      connections: options.connections,
+      duration,
+      requests: [
+        {
+          method: endpoint.method,
+          setupRequest: (req) => {
+            const n = i++;
+            const { path, body } = endpoint.next(n);
+            return {
+              ...req,
+              method: endpoint.method,
+              path,
+              headers: {
+                "x-forwarded-for": ipFor(n),
+                ...(body === undefined ? {} : { "content-type": "application/json" }),
+              },
+              body: body === undefined ? undefined : JSON.stringify(body),
+            };
+          },
+        },
+      ],
+    });
+  if (options.warmupSeconds > 0) await run(options.warmupSeconds);
+  note(`http: ${endpoint.method} ${endpoint.path} for ${options.seconds} s`);
+  const r = await run(options.seconds);
+  const statusCounts: Record<string, number> = {};
+  for (const [code, stat] of Object.entries(r.statusCodeStats ?? {})) statusCounts[code] = stat.count ?? 0;
+  return {
+    name: endpoint.name,
+    method: endpoint.method,
+    path: endpoint.path,
+    connections: options.connections,
+    seconds: r.duration,
+    requests: r.requests.total,
+    reqPerSec: round(r.requests.total / r.duration, 0),
+    latencyMs: { p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, max: r.latency.max },
+    statusCounts,
+    errors: r.errors,
+  };
+}
+
+/** The five endpoints of the issue, given data that exists: request ids, registered wallets with history, and unrequested wallets. */
+export function standardEndpoints(data: {
+  requestIds: readonly string[];
+  historyWallets: readonly string[];
+  freshRegisteredWallets: readonly string[];
+}): Endpoint[] {
+  const pick = <T>(list: readonly T[], n: number) => list[n % list.length]!;
+  let fresh = 0;
+  return [
+    { name: "health", method: "GET", path: "/health", next: () => ({ path: "/health" }) },
+    {
+      name: "sponsorship-by-id",
+      method: "GET",
+      path: "/sponsorship/:id",
+      next: (n) => ({ path: `/sponsorship/${pick(data.requestIds, n * 7919)}` }),
+    },
+    {
+      name: "wallet-history",
+      method: "GET",
+      path: "/wallets/:address/history",
+      next: (n) => ({ path: `/wallets/${pick(data.historyWallets, n * 7919)}/history` }),
+    },
+    {
+      name: "register",
+      method: "POST",
+      path: "/wallets/register",
+      next: () => ({ path: "/wallets/register", body: { walletAddress: randomAddress() } }),
+    },
+    {
+      name: "sponsorship-request",
+      method: "POST",
+      path: "/sponsorship/request",
+      // Each request for a registered wallet that has none open: a new one each time, so every answer is a 201
+      // (were the seeded wallets exhausted, the wrap-around would show up as 409s in the status counts).
+      next: () => ({ path: "/sponsorship/request", body: { walletAddress: pick(data.freshRegisteredWallets, fresh++) } }),
+    },
+  ];
+}

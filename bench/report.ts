@@ -1,0 +1,189 @@
+import type { CeilingResult } from "./ceiling";
+import type { GrowthLevel } from "./growth";
+import type { HttpResult } from "./http";
+import type { PipelineResult } from "./pipeline";
+import { round } from "./util";
+
+/** The bench's results: one JSON document, rendered as a markdown table for the terminal and docs/performance.md. */
+
+export type ChainRun = {
+  blockTime: number;
+  ceiling?: CeilingResult;
+  burst?: PipelineResult;
+  paced?: PipelineResult;
+};
+
+export type ScaleOutResult = {
+  single: { postRequestPerSec: number; pipelinePerSec: number | null };
+  double: { postRequestPerSec: number; perInstance: number[]; pipelinePerSec: number | null; pipeline?: PipelineResult };
+  relayerLeases: Record<string, number>;
+};
+
+export type Target = { name: string; target: string; value: string; met: boolean | null };
+
+export type BenchReport = {
+  startedAt: string;
+  finishedAt?: string;
+  machine: Record<string, string | number>;
+  versions: Record<string, string>;
+  settings: Record<string, string | number>;
+  http?: HttpResult[];
+  chains: ChainRun[];
+  growth?: GrowthLevel[];
+  scaleOut?: ScaleOutResult;
+  targets: Target[];
+  notes: string[];
+};
+
+const f = (n: number | undefined | null, digits = 0) => (n === undefined || n === null || !Number.isFinite(n) ? "-" : round(n, digits).toLocaleString("en-US"));
+const pct = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? "-" : `${round(n * 100, 0)}%`);
+
+export function evaluateTargets(report: BenchReport): Target[] {
+  const targets: Target[] = [];
+  const byName = (name: string) => report.http?.find((h) => h.name === name);
+  const id = byName("sponsorship-by-id");
+  const post = byName("sponsorship-request");
+  if (id) targets.push({ name: "GET /sponsorship/:id vs /health", target: ">= 80%", value: pct(id.ratioToHealth), met: (id.ratioToHealth ?? 0) >= 0.8 });
+  if (post) targets.push({ name: "POST /sponsorship/request vs /health", target: ">= 50%", value: pct(post.ratioToHealth), met: (post.ratioToHealth ?? 0) >= 0.5 });
+  const one = report.chains.find((c) => c.blockTime === 1);
+  if (one?.paced) {
+    targets.push({ name: "pipeline p50, 1-s blocks (paced)", target: "<= 1,000 ms", value: `${f(one.paced.latencyMs.p50)} ms`, met: one.paced.latencyMs.p50 <= 1000 });
+  }
+  if (one?.burst) {
+    const rate = one.burst.completedPerSecond;
+    const share = one.ceiling ? rate / one.ceiling.perSecond : undefined;
+    targets.push({
+      name: "pipeline throughput, 1-s blocks (burst of N)",
+      target: ">= 200/s or >= 80% of ceiling",
+      value: `${f(rate)}/s (${pct(share)} of ${f(one.ceiling?.perSecond)}/s)`,
+      met: rate >= 200 || (share !== undefined && share >= 0.8),
+    });
+  }
+  for (const c of report.chains) {
+    for (const r of [c.burst, c.paced]) {
+      if (!r) continue;
+      targets.push({
+        name: `no wallet paid twice (${c.blockTime}-s blocks, ${r.mode})`,
+        target: `${r.requests} events, 0 twice`,
+        value: `${r.onChain.sponsoredEvents} events, ${r.onChain.walletsPaidTwice} twice`,
+        met: r.onChain.sponsoredEvents === r.requests && r.onChain.walletsPaidTwice === 0 && r.onChain.unexpected === 0,
+      });
+    }
+  }
+  const g = report.growth;
+  if (g && g.length >= 2) {
+    const first = g[0]!;
+    const last = g[g.length - 1]!;
+    for (const name of ["sponsorship-by-id", "wallet-history", "sponsorship-by-hash"]) {
+      const a = first.reads.find((r) => r.name === name);
+      const b = last.reads.find((r) => r.name === name);
+      if (!a || !b) continue;
+      const ratio = b.latencyMs.p99 / Math.max(1, a.latencyMs.p99);
+      targets.push({
+        name: `${name} p99 at ${f(last.rows)} vs ${f(first.rows)} rows`,
+        target: "<= 2x",
+        value: `${f(b.latencyMs.p99)} ms vs ${f(a.latencyMs.p99)} ms (${round(ratio, 2)}x)`,
+        met: ratio <= 2,
+      });
+    }
+  }
+  if (report.scaleOut) {
+    const s = report.scaleOut;
+    targets.push({
+      name: "scale-out: POST /sponsorship/request, 2 web vs 1",
+      target: "rises",
+      value: `${f(s.double.postRequestPerSec)} vs ${f(s.single.postRequestPerSec)} req/s`,
+      met: s.double.postRequestPerSec > s.single.postRequestPerSec,
+    });
+    if (s.single.pipelinePerSec !== null && s.double.pipelinePerSec !== null) {
+      targets.push({
+        name: "scale-out: pipeline, 2 web + 2 workers vs 1 + 1",
+        target: "rises (bounded by the chain)",
+        value: `${f(s.double.pipelinePerSec)} vs ${f(s.single.pipelinePerSec)} completed/s`,
+        met: s.double.pipelinePerSec > s.single.pipelinePerSec,
+      });
+    }
+  }
+  return targets;
+}
+
+export function renderMarkdown(report: BenchReport): string {
+  const out: string[] = [];
+  out.push(`# Bench ${report.startedAt}`, "");
+  out.push(Object.entries(report.machine).map(([k, v]) => `${k}: ${v}`).join("; "), "");
+  out.push(Object.entries(report.versions).map(([k, v]) => `${k} ${v}`).join(", "), "");
+  out.push(Object.entries(report.settings).map(([k, v]) => `${k}=${v}`).join(" "), "");
+
+  if (report.http?.length) {
+    out.push("## HTTP", "", "| endpoint | req/s | vs /health | p50 ms | p90 ms | p99 ms | statuses | errors |", "|---|---:|---:|---:|---:|---:|---|---:|");
+    for (const h of report.http) {
+      const statuses = Object.entries(h.statusCounts).map(([k, v]) => `${k}: ${v}`).join(", ");
+      out.push(`| ${h.method} ${h.path} | ${f(h.reqPerSec)} | ${pct(h.ratioToHealth)} | ${f(h.latencyMs.p50)} | ${f(h.latencyMs.p90)} | ${f(h.latencyMs.p99)} | ${statuses} | ${h.errors} |`);
+    }
+    out.push("");
+  }
+
+  for (const c of report.chains) {
+    out.push(`## Pipeline and chain, LOCAL_BLOCK_TIME=${c.blockTime}`, "");
+    if (c.ceiling) {
+      const x = c.ceiling;
+      out.push(
+        `Chain ceiling: ${f(x.perSecond)} sponsor calls/s (${x.transactions} transactions from ${x.relayers} accounts, sent in ${f(x.sendSeconds, 2)} s, all mined after ${f(x.totalSeconds, 2)} s over ${x.blocks} blocks; ${x.sponsoredEvents} Sponsored events). Gas per sponsorship ${f(x.gasPerSponsorship.mean)} (min ${f(x.gasPerSponsorship.min)}, max ${f(x.gasPerSponsorship.max)}).`,
+        "",
+      );
+    }
+    const runs = [c.burst, c.paced].filter((r): r is PipelineResult => r !== undefined);
+    if (runs.length) {
+      out.push(
+        "| run | requests | offered/s | completed/s | % of ceiling | p50 ms | p95 ms | p99 ms | stage p50 review/queue/confirm ms | statuses | attempts | Sponsored events | paid twice |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|",
+      );
+      for (const r of runs) {
+        const share = c.ceiling ? r.completedPerSecond / c.ceiling.perSecond : undefined;
+        out.push(
+          `| ${r.mode} | ${r.requests} | ${r.offeredPerSecond ?? "all at once"} | ${f(r.completedPerSecond)} | ${pct(share)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p95)} | ${f(r.latencyMs.p99)} | ${f(r.stageMsP50.review)} / ${f(r.stageMsP50.queue)} / ${f(r.stageMsP50.confirm)} | ${Object.entries(r.statuses).map(([k, v]) => `${k} ${v}`).join(", ")} | ${r.relayAttempts.total} | ${r.onChain.sponsoredEvents} | ${r.onChain.walletsPaidTwice} |`,
+        );
+      }
+      const gas = runs.find((r) => r.gasUsed)?.gasUsed;
+      if (gas) out.push("", `Gas per sponsorship through the service (receipts): mean ${f(gas.mean)}, min ${f(gas.min)}, max ${f(gas.max)}.`);
+      out.push("");
+    }
+  }
+
+  if (report.growth?.length) {
+    out.push("## Growth (read latency with the tables seeded)", "", "| requests in table | endpoint | req/s | p50 ms | p99 ms | statuses |", "|---:|---|---:|---:|---:|---|");
+    for (const g of report.growth) {
+      for (const r of g.reads) {
+        out.push(`| ${f(g.rows)} | ${r.method} ${r.path} | ${f(r.reqPerSec)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p99)} | ${Object.entries(r.statusCounts).map(([k, v]) => `${k}: ${v}`).join(", ")} |`);
+      }
+    }
+    const last = report.growth[report.growth.length - 1]!;
+    out.push("", `Query plans at ${f(last.rows)} requests (EXPLAIN (ANALYZE, BUFFERS) of the SQL the endpoints run):`, "");
+    for (const p of last.plans) {
+      out.push(`### ${p.name}${p.seqScans.length ? ` (sequential scan on ${p.seqScans.join(", ")})` : ""}`, "", "```", p.plan, "```", "");
+    }
+  }
+
+  if (report.scaleOut) {
+    const s = report.scaleOut;
+    out.push(
+      "## Scale-out (two web servers and two workers on one PostgreSQL)",
+      "",
+      "| | 1 web + 1 worker | 2 web + 2 workers |",
+      "|---|---:|---:|",
+      `| POST /sponsorship/request req/s | ${f(s.single.postRequestPerSec)} | ${f(s.double.postRequestPerSec)} (${s.double.perInstance.map((n) => f(n)).join(" + ")}) |`,
+      `| pipeline completed/s (burst) | ${f(s.single.pipelinePerSec)} | ${f(s.double.pipelinePerSec)} |`,
+      "",
+      `Relayer leases during the two-worker run: ${Object.entries(s.relayerLeases).map(([k, v]) => `${k}: ${v}`).join(", ")}.`,
+      "",
+    );
+  }
+
+  if (report.targets.length) {
+    out.push("## Targets", "", "| target | wanted | measured | met |", "|---|---|---|---|");
+    for (const t of report.targets) out.push(`| ${t.name} | ${t.target} | ${t.value} | ${t.met === null ? "-" : t.met ? "yes" : "**no**"} |`);
+    out.push("");
+  }
+  if (report.notes.length) out.push("## Notes", "", ...report.notes.map((n) => `- ${n}`), "");
+  return out.join("\n");
+}

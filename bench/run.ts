@@ -1,0 +1,360 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import postgres from "postgres";
+import { anvilBinary } from "@/contracts/anvil";
+import { closeApiConnections } from "./api";
+import { measureCeiling } from "./ceiling";
+import { measureGrowth } from "./growth";
+import { runEndpoint, standardEndpoints, type HttpResult } from "./http";
+import { measurePipeline } from "./pipeline";
+import { evaluateTargets, renderMarkdown, type BenchReport, type ChainRun, type ScaleOutResult } from "./report";
+import { seedFreshWallets } from "./seed";
+import { attachStack, healthy, spawnInstance, startStack, type Stack } from "./stack";
+import { note, waitFor } from "./util";
+import { freePort } from "@/test/ports";
+
+/**
+ * `npm run bench`: brings up the service (or uses BENCH_URL), measures HTTP, the pipeline at 1-s and instant
+ * blocks against the chain's own ceiling, read latency as the tables grow, and two instances against one, all
+ * in one run so the ratios hold on a noisy machine; prints a table and writes bench/results/.
+ *
+ * Settings (environment): BENCH_PHASES (default "http,pipeline1,pipeline0,growth,scaleout"), BENCH_REQUESTS
+ * (1000), BENCH_PACED_RATE (250), BENCH_SECONDS (10), BENCH_CONNECTIONS (32), BENCH_GROWTH
+ * ("1000,100000,1000000"), BENCH_URL (+ BENCH_DATABASE_URL, BENCH_RPC_URL, BENCH_DATA_DIR) for a running stack.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+const env = process.env;
+const int = (v: string | undefined, d: number) => (v && /^\d+$/.test(v) ? Number(v) : d);
+const settings = {
+  phases: (env.BENCH_PHASES ?? "http,pipeline1,pipeline0,growth,scaleout").split(",").map((s) => s.trim()),
+  requests: int(env.BENCH_REQUESTS, 1000),
+  pacedRate: int(env.BENCH_PACED_RATE, 250),
+  seconds: int(env.BENCH_SECONDS, 10),
+  connections: int(env.BENCH_CONNECTIONS, 32),
+  growth: (env.BENCH_GROWTH ?? "1000,100000,1000000").split(",").map(Number).filter((n) => n > 0),
+  ceilingRelayers: int(env.BENCH_CEILING_RELAYERS, 4),
+};
+const has = (phase: string) => settings.phases.includes(phase);
+
+function version(pkg: string): string {
+  try {
+    return (JSON.parse(readFileSync(path.join(ROOT, "node_modules", pkg, "package.json"), "utf8")) as { version: string }).version;
+  } catch {
+    return "?";
+  }
+}
+
+function machine(): Record<string, string | number> {
+  const cpus = os.cpus();
+  return {
+    cpu: cpus[0]?.model ?? "?",
+    cores: cpus.length,
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    os: `${os.type()} ${os.release()}`,
+  };
+}
+
+function anvilVersion(): string {
+  try {
+    return execFileSync(anvilBinary(), ["--version"], { encoding: "utf8" }).split("\n")[0]!.trim();
+  } catch {
+    return "?";
+  }
+}
+
+async function serverVersion(databaseUrl: string | undefined): Promise<string> {
+  if (!databaseUrl) return "?";
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    const [r] = await sql<{ v: string }[]>`SHOW server_version`;
+    return r?.v ?? "?";
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+/** Requests and wallets that exist, for the read endpoints; fresh registered wallets for POST /sponsorship/request. */
+async function httpData(stack: Stack, seeded: number) {
+  const sql = postgres(stack.databaseUrl!, { max: 1, onnotice: () => {} });
+  try {
+    let rows = await sql<{ id: string; wallet_address: string }[]>`
+      SELECT id, wallet_address FROM sponsorship_requests ORDER BY requested_at DESC LIMIT 5000`;
+    if (rows.length === 0) {
+      // Nothing yet (an HTTP-only run): seed a little history, then read it.
+      const { growRequests } = await import("./seed");
+      await growRequests(sql, 0, 2000);
+      rows = await sql<{ id: string; wallet_address: string }[]>`SELECT id, wallet_address FROM sponsorship_requests LIMIT 5000`;
+    }
+    const fresh = await seedFreshWallets(sql, seeded, `b${Math.floor(Math.random() * 16).toString(16)}`);
+    return { requestIds: rows.map((r) => r.id), historyWallets: [...new Set(rows.map((r) => r.wallet_address))], freshRegisteredWallets: fresh };
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+/** Open requests the HTTP run created (the worker was paused): rejected, so no worker relays them afterwards. */
+async function rejectOpenRequests(databaseUrl: string): Promise<number> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    await sql`SET lock_timeout = '10s'`;
+    const rows = await sql`
+      UPDATE sponsorship_requests SET status = 'rejected', rejected_at = now(), status_actor = 'bench',
+        status_reason = 'bench: created by the HTTP measurement, not to be relayed'
+      WHERE id IN (SELECT id FROM sponsorship_requests WHERE status = 'pending' FOR UPDATE SKIP LOCKED)
+      RETURNING id`;
+    return rows.length;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+async function runHttpSuite(stack: Stack, resultsNote: string[]): Promise<HttpResult[]> {
+  const data = stack.databaseUrl
+    ? await httpData(stack, Math.max(50_000, settings.seconds * 3000))
+    : { requestIds: [], historyWallets: [], freshRegisteredWallets: [] };
+  const endpoints = standardEndpoints(data).filter((e) => {
+    if (e.name === "sponsorship-by-id" || e.name === "wallet-history") return data.requestIds.length > 0;
+    if (e.name === "sponsorship-request") return data.freshRegisteredWallets.length > 0;
+    return true;
+  });
+  const results: HttpResult[] = [];
+  for (const e of endpoints) {
+    results.push(await runEndpoint(stack.url, e, { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 3 }));
+  }
+  // /health once more at the end: the first and last agree when the machine was steady.
+  const again = await runEndpoint(stack.url, endpoints[0]!, { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 0 });
+  const health = (results[0]!.reqPerSec + again.reqPerSec) / 2;
+  resultsNote.push(`GET /health measured before and after the others: ${results[0]!.reqPerSec} and ${again.reqPerSec} req/s; ratios use the mean.`);
+  for (const r of results) r.ratioToHealth = r.reqPerSec / health;
+  return results;
+}
+
+async function runChain(stack: Stack, blockTime: number): Promise<ChainRun> {
+  const run: ChainRun = { blockTime };
+  run.ceiling = await measureCeiling({
+    rpcUrl: stack.rpcUrl!,
+    chainId: stack.chainId!,
+    treasury: stack.treasuryAddress!,
+    transactions: settings.requests,
+    relayers: settings.ceilingRelayers,
+  });
+  note(`ceiling at ${blockTime}-s blocks: ${Math.round(run.ceiling.perSecond)}/s`);
+  const common = { baseUrls: [stack.url], databaseUrl: stack.databaseUrl!, rpcUrl: stack.rpcUrl!, treasury: stack.treasuryAddress!, requests: settings.requests };
+  run.burst = await measurePipeline({ ...common, mode: "burst" });
+  note(`pipeline burst at ${blockTime}-s blocks: ${Math.round(run.burst.completedPerSecond)}/s, p50 ${Math.round(run.burst.latencyMs.p50)} ms`);
+  run.paced = await measurePipeline({ ...common, mode: "paced", rate: settings.pacedRate });
+  note(`pipeline paced at ${blockTime}-s blocks: ${Math.round(run.paced.completedPerSecond)}/s, p50 ${Math.round(run.paced.latencyMs.p50)} ms`);
+  return run;
+}
+
+async function relayerLeases(databaseUrl: string): Promise<Record<string, number>> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    const rows = await sql<{ owner: string | null; n: number }[]>`
+      SELECT lease_owner AS owner, count(*)::int AS n FROM relayer_accounts
+      WHERE lease_expires_at > now() GROUP BY lease_owner`;
+    return Object.fromEntries(rows.map((r) => [r.owner ?? "none", r.n]));
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+async function runScaleOut(stack: Stack, single: { postRequestPerSec: number; pipelinePerSec: number | null }, logDir: string): Promise<ScaleOutResult> {
+  const port2 = await freePort();
+  note(`scale-out: a second web server on ${port2} and a second worker`);
+  const web2 = spawnInstance(stack, "web", { PORT: String(port2) }, logDir);
+  const worker2 = spawnInstance(stack, "worker", {}, logDir);
+  const url2 = `http://127.0.0.1:${port2}`;
+  try {
+    await waitFor("the second web server", async () => ((await healthy(url2)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
+    // Each live worker holds at most ceil(relayers / workers) leases: wait until both hold some.
+    const leases = await waitFor(
+      "both workers to hold relayer leases",
+      async () => {
+        const l = await relayerLeases(stack.databaseUrl!);
+        return Object.keys(l).filter((k) => k !== "none").length >= 2 ? l : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    ).catch(async () => relayerLeases(stack.databaseUrl!));
+
+    // HTTP: POST /sponsorship/request on both instances at once (workers paused, as in the single run).
+    stack.pauseWorker();
+    process.kill(worker2.pid, "SIGSTOP");
+    const data = await httpData(stack, Math.max(50_000, settings.seconds * 3000));
+    const half = Math.max(1, Math.floor(settings.connections / 2));
+    const split = (k: number) => data.freshRegisteredWallets.filter((_, i) => i % 2 === k);
+    const [a, b] = await Promise.all(
+      [stack.url, url2].map((url, k) =>
+        runEndpoint(
+          url,
+          standardEndpoints({ ...data, freshRegisteredWallets: split(k) }).find((e) => e.name === "sponsorship-request")!,
+          { connections: half, seconds: settings.seconds, warmupSeconds: 3 },
+        ),
+      ),
+    );
+    await rejectOpenRequests(stack.databaseUrl!);
+    process.kill(worker2.pid, "SIGCONT");
+    stack.resumeWorker();
+
+    // Pipeline: requests spread over both web servers, relayed by both workers.
+    await waitFor(
+      "both workers to hold relayer leases again",
+      async () => {
+        const l = await relayerLeases(stack.databaseUrl!);
+        return Object.keys(l).filter((k) => k !== "none").length >= 2 ? l : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    ).catch(() => undefined);
+    const pipeline = await measurePipeline({
+      baseUrls: [stack.url, url2],
+      databaseUrl: stack.databaseUrl!,
+      rpcUrl: stack.rpcUrl!,
+      treasury: stack.treasuryAddress!,
+      requests: settings.requests,
+      mode: "burst",
+    });
+    return {
+      single,
+      double: {
+        postRequestPerSec: a!.reqPerSec + b!.reqPerSec,
+        perInstance: [a!.reqPerSec, b!.reqPerSec],
+        pipelinePerSec: pipeline.completedPerSecond,
+        pipeline,
+      },
+      relayerLeases: leases,
+    };
+  } finally {
+    await Promise.all([web2.stop(), worker2.stop()]);
+  }
+}
+
+async function truncateForGrowth(databaseUrl: string): Promise<void> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    await sql`SET lock_timeout = '10s'`;
+    await sql`TRUNCATE sponsorship_requests, relay_transactions, request_events, wallets, rate_limit_hits, blocks CASCADE`;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+async function main(): Promise<void> {
+  const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+  const outDir = path.join(ROOT, "bench", "results", stamp);
+  mkdirSync(outDir, { recursive: true });
+  const report: BenchReport = {
+    startedAt: new Date().toISOString(),
+    machine: machine(),
+    versions: {
+      node: process.versions.node,
+      next: version("next"),
+      react: version("react"),
+      "drizzle-orm": version("drizzle-orm"),
+      postgres: version("postgres"),
+      viem: version("viem"),
+      autocannon: version("autocannon"),
+      anvil: anvilVersion(),
+    },
+    settings: { ...settings, phases: settings.phases.join(","), growth: settings.growth.join(",") },
+    chains: [],
+    targets: [],
+    notes: [],
+  };
+  const save = () => {
+    report.targets = evaluateTargets(report);
+    writeFileSync(path.join(outDir, "report.json"), JSON.stringify(report, null, 2));
+    writeFileSync(path.join(outDir, "report.md"), renderMarkdown(report));
+    writeFileSync(path.join(ROOT, "bench", "results", "latest.json"), JSON.stringify(report, null, 2));
+    writeFileSync(path.join(ROOT, "bench", "results", "latest.md"), renderMarkdown(report));
+  };
+
+  const stacks: Stack[] = [];
+  const stopAll = async () => {
+    for (const s of stacks.splice(0)) await s.stop().catch((e: unknown) => note(`stopping ${s.name}: ${String(e)}`));
+  };
+  let interrupted = false;
+  const onSignal = () => {
+    if (interrupted) return;
+    interrupted = true;
+    note("interrupted: stopping what the bench started");
+    void stopAll().then(() => process.exit(130));
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+
+  try {
+    if (env.BENCH_URL) {
+      const stack = await attachStack(env);
+      report.versions.postgresql = await serverVersion(stack.databaseUrl);
+      report.http = await runHttpSuite(stack, report.notes);
+      save();
+      if (stack.databaseUrl && stack.rpcUrl && stack.treasuryAddress && (has("pipeline1") || has("pipeline0"))) {
+        const common = { baseUrls: [stack.url], databaseUrl: stack.databaseUrl, rpcUrl: stack.rpcUrl, treasury: stack.treasuryAddress, requests: settings.requests };
+        report.chains.push({ blockTime: -1, burst: await measurePipeline({ ...common, mode: "burst" }) });
+        report.notes.push("Attached to BENCH_URL: the chain's block time is whatever that stack runs (shown as -1); no ceiling.");
+      }
+    } else {
+      if (has("http") || has("pipeline1") || has("growth") || has("scaleout")) {
+        const stack = await startStack({ name: "block1", blockTime: 1, logDir: outDir });
+        stacks.push(stack);
+        report.versions.postgresql = await serverVersion(stack.databaseUrl);
+        if (has("pipeline1")) {
+          report.chains.push(await runChain(stack, 1));
+          save();
+        }
+        let postSingle = 0;
+        if (has("http")) {
+          stack.pauseWorker();
+          report.notes.push("HTTP figures are taken with the worker paused (SIGSTOP), so relaying does not compete for the two cores.");
+          report.http = await runHttpSuite(stack, report.notes);
+          postSingle = report.http.find((h) => h.name === "sponsorship-request")?.reqPerSec ?? 0;
+          const rejected = await rejectOpenRequests(stack.databaseUrl!);
+          report.notes.push(`${rejected} requests created by the HTTP run were marked rejected before the worker resumed.`);
+          stack.resumeWorker();
+          save();
+        }
+        if (has("scaleout")) {
+          const single = { postRequestPerSec: postSingle, pipelinePerSec: report.chains.find((c) => c.blockTime === 1)?.burst?.completedPerSecond ?? null };
+          report.scaleOut = await runScaleOut(stack, single, outDir);
+          save();
+        }
+        if (has("growth")) {
+          stack.pauseWorker();
+          await truncateForGrowth(stack.databaseUrl!);
+          report.growth = await measureGrowth({
+            baseUrl: stack.url,
+            databaseUrl: stack.databaseUrl!,
+            levels: settings.growth,
+            connections: settings.connections,
+            seconds: settings.seconds,
+          });
+          stack.resumeWorker();
+          save();
+        }
+        await stopAll();
+      }
+      if (has("pipeline0")) {
+        const stack = await startStack({ name: "block0", blockTime: 0, logDir: outDir });
+        stacks.push(stack);
+        report.chains.push(await runChain(stack, 0));
+        save();
+        await stopAll();
+      }
+    }
+  } finally {
+    await stopAll();
+    closeApiConnections();
+    report.finishedAt = new Date().toISOString();
+    save();
+  }
+  process.stdout.write(renderMarkdown(report) + "\n");
+  process.stdout.write(`\nResults: ${path.relative(ROOT, outDir)}/report.{json,md}\n`);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});
