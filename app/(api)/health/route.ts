@@ -1,4 +1,11 @@
-// Placeholder removed by the API work: GET /health is implemented in lib/http + lib/health.
-export function GET() {
-  return Response.json({ status: "ok", uptime: Math.floor(process.uptime()) });
-}
+import { checkHealth } from "@/lib/health";
+import { appConfig, appDb } from "@/lib/http/app-context";
+import { defineRoute, json } from "@/lib/http/route";
+
+/** GET /health (interface-spec 4.8, decisions.md "Reads"): 200 ok/degraded, 503 unavailable without a database. */
+export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
+  GET: async () => {
+    const { httpStatus, body } = await checkHealth({ db: appDb(), config: appConfig() });
+    return json(body, httpStatus);
+  },
+});

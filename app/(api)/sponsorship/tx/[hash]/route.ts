@@ -1,0 +1,13 @@
+import { appDb } from "@/lib/http/app-context";
+import { defineRoute, json } from "@/lib/http/route";
+import { parseHashParam } from "@/lib/http/validation";
+import { getSponsorshipRequestByTransactionHash } from "@/lib/sponsorship/reads";
+import type { SponsorshipRequestDetailResponse } from "@/lib/sponsorship/schemas";
+
+/** GET /sponsorship/tx/:hash (interface-spec 4.6): the request owning the relay transaction, same shape as 4.5. */
+export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
+  GET: async ({ params }) => {
+    const request = await getSponsorshipRequestByTransactionHash(appDb(), parseHashParam(params.hash));
+    return json(request satisfies SponsorshipRequestDetailResponse);
+  },
+});

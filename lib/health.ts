@@ -1,0 +1,134 @@
+import { createChainClients, type ChainPublicClient } from "@/lib/chain/clients";
+import { resolveDeployment } from "@/lib/chain/deployment";
+import { readTreasuryState } from "@/lib/chain/treasury";
+import type { Database } from "@/db/client";
+import { readHealthProbe } from "@/db/queries/health";
+import type { Config } from "@/lib/config";
+import type { HealthCheck, HealthResponse } from "@/lib/sponsorship/schemas";
+
+/**
+ * GET /health (decisions.md, "Reads"): 200 `ok` or `degraded` while the database answers, 503 `unavailable` when
+ * it does not. `checks` reports the database, the chain, the worker's heartbeat and the treasury's balance.
+ *
+ * /health is the floor of the benchmarks, so it stays cheap: one database round trip (which also reads the newest
+ * heartbeat), and the chain part (block number, treasury state) is cached for CHAIN_CACHE_MS and shared by
+ * concurrent callers.
+ */
+
+export const CHAIN_CACHE_MS = 2_000;
+const DATABASE_TIMEOUT_MS = 2_000;
+const CHAIN_TIMEOUT_MS = 2_000;
+/** A worker is alive when its newest heartbeat is at most this old: 3 poll intervals, never under 15 s. */
+export const workerStaleAfterMs = (config: Config) => Math.max(3 * config.workerIntervalMs, 15_000);
+
+type ChainChecks = { chain: HealthCheck; treasury: HealthCheck };
+
+let client: { key: string; client: ChainPublicClient } | undefined;
+let chainCache: { key: string; expiresAt: number; value: Promise<ChainChecks> } | undefined;
+
+function chainClient(rpcUrl: string): ChainPublicClient {
+  if (client?.key !== rpcUrl) {
+    client = { key: rpcUrl, client: createChainClients({ rpcUrl, timeoutMs: CHAIN_TIMEOUT_MS, retryCount: 0 }).publicClient };
+  }
+  return client.client;
+}
+
+const message = (error: unknown) => (error instanceof Error ? error.message.split("\n")[0]! : String(error));
+
+async function readChainChecks(config: Config): Promise<ChainChecks> {
+  if (!config.rpcUrl) {
+    return { chain: { status: "not_configured" }, treasury: { status: "not_configured" } };
+  }
+  const publicClient = chainClient(config.rpcUrl);
+  let chain: HealthCheck;
+  try {
+    const started = performance.now();
+    const [chainId, blockNumber] = await Promise.all([publicClient.getChainId(), publicClient.getBlockNumber({ cacheTime: 0 })]);
+    chain = { status: "ok", chainId, blockNumber: blockNumber.toString(), latencyMs: Math.round(performance.now() - started) };
+  } catch (error) {
+    return { chain: { status: "down", detail: message(error) }, treasury: { status: "down", detail: "the chain cannot be reached" } };
+  }
+  let treasury: HealthCheck;
+  try {
+    const deployment = resolveDeployment(config);
+    if (!deployment) {
+      treasury = { status: "not_configured", detail: "no TREASURY_ADDRESS and no local deployment" };
+    } else {
+      const state = await readTreasuryState(publicClient, deployment.treasuryAddress);
+      const funded = state.balance >= config.sponsorAmountWei;
+      treasury = {
+        status: funded && !state.paused ? "ok" : "degraded",
+        balanceWei: state.balance.toString(),
+        requiredWei: config.sponsorAmountWei.toString(),
+        paused: state.paused,
+        ...(funded ? {} : { detail: "the treasury holds less than one sponsorship" }),
+        ...(state.paused ? { detail: "the treasury is paused" } : {}),
+      };
+    }
+  } catch (error) {
+    treasury = { status: "down", detail: message(error) };
+  }
+  return { chain, treasury };
+}
+
+function chainChecks(config: Config): Promise<ChainChecks> {
+  const key = `${config.rpcUrl ?? ""}|${config.treasuryAddress ?? ""}|${config.sponsorAmountWei}`;
+  const now = Date.now();
+  if (!chainCache || chainCache.key !== key || chainCache.expiresAt <= now) {
+    chainCache = { key, expiresAt: now + CHAIN_CACHE_MS, value: readChainChecks(config) };
+  }
+  return chainCache.value;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+export type HealthReport = { httpStatus: 200 | 503; body: HealthResponse };
+
+export async function checkHealth(deps: { db: Database; config: Config; now?: Date }): Promise<HealthReport> {
+  const { config } = deps;
+  const now = (deps.now ?? new Date()).getTime();
+  const uptime = Math.floor(process.uptime());
+  const chainPart = chainChecks(config);
+
+  let database: HealthCheck;
+  let worker: HealthCheck;
+  try {
+    const started = performance.now();
+    const probe = await withTimeout(readHealthProbe(deps.db), DATABASE_TIMEOUT_MS, "the database");
+    database = { status: "ok", latencyMs: Math.round((performance.now() - started) * 10) / 10 };
+    if (probe.lastBeatMs === null) {
+      worker = { status: "down", detail: "no worker has reported", lastBeatAt: null };
+    } else {
+      const ageMs = Math.max(0, Math.round(now - probe.lastBeatMs));
+      const alive = ageMs <= workerStaleAfterMs(config);
+      worker = {
+        status: alive ? "ok" : "down",
+        lastBeatAt: new Date(probe.lastBeatMs).toISOString(),
+        ageMs,
+        ...(alive ? {} : { detail: "the newest worker heartbeat is stale" }),
+      };
+    }
+  } catch (error) {
+    const { chain, treasury } = await chainPart;
+    return {
+      httpStatus: 503,
+      body: {
+        status: "unavailable",
+        uptime,
+        checks: { database: { status: "down", detail: message(error) }, chain, treasury, worker: { status: "down", detail: "unknown while the database is down" } },
+      },
+    };
+  }
+
+  const { chain, treasury } = await chainPart;
+  const healthy = [chain, treasury, worker].every((c) => c.status === "ok" || c.status === "not_configured");
+  return { httpStatus: 200, body: { status: healthy ? "ok" : "degraded", uptime, checks: { database, chain, worker, treasury } } };
+}

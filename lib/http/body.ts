@@ -1,0 +1,61 @@
+import { HttpProblem } from "./problem";
+
+/**
+ * Request bodies (decisions.md, "Wire format"): JSON only (`415` otherwise), at most 16 KiB (`413`), and a JSON
+ * object (`400 invalid_json` for anything else). The size is checked on the declared Content-Length first and on
+ * the bytes actually read, so a chunked body cannot slip past the limit.
+ */
+export const MAX_BODY_BYTES = 16 * 1024;
+
+/** `application/json`, with parameters such as `; charset=utf-8` allowed. */
+export function isJsonContentType(value: string | null): boolean {
+  if (!value) return false;
+  const mediaType = value.split(";")[0]!.trim().toLowerCase();
+  return mediaType === "application/json";
+}
+
+async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
+  const declared = request.headers.get("content-length");
+  if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared) > limit) {
+    throw new HttpProblem("payload_too_large", `The body must be at most ${limit} bytes`);
+  }
+  if (!request.body) return new Uint8Array(0);
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > limit) {
+      await reader.cancel().catch(() => {});
+      throw new HttpProblem("payload_too_large", `The body must be at most ${limit} bytes`);
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
+}
+
+/** The body of a POST as a JSON object, or an HttpProblem (415, 413, 400). */
+export async function readJsonObject(request: Request, limit = MAX_BODY_BYTES): Promise<Record<string, unknown>> {
+  if (!isJsonContentType(request.headers.get("content-type"))) {
+    throw new HttpProblem("unsupported_media_type", "Send the body as application/json");
+  }
+  const bytes = await readLimited(request, limit);
+  let value: unknown;
+  try {
+    value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch {
+    throw new HttpProblem("invalid_json", "The body is not valid JSON");
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new HttpProblem("invalid_json", "The body must be a JSON object");
+  }
+  return value as Record<string, unknown>;
+}

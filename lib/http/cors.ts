@@ -1,0 +1,53 @@
+/**
+ * CORS (decisions.md, "CORS"): origins listed in CORS_ORIGINS and the app's own origin are allowed; an allowed
+ * origin gets `Access-Control-Allow-Origin: <origin>` and `Vary: Origin`; any other `Origin` is refused with
+ * `403 origin_not_allowed` and no CORS headers. Requests without `Origin` (servers, curl) are served normally.
+ */
+
+export type CorsVerdict =
+  | { kind: "no-origin" }
+  | { kind: "allowed"; origin: string }
+  | { kind: "denied"; origin: string };
+
+/** Headers a browser may send cross-origin, and response headers a page may read. */
+export const CORS_ALLOWED_HEADERS = "Content-Type, X-Request-Id";
+export const CORS_EXPOSED_HEADERS = "X-Request-Id, Retry-After, Location";
+export const CORS_MAX_AGE_SECONDS = 600;
+
+function originOf(value: string): string | undefined {
+  try {
+    const url = new URL(value);
+    if (url.protocol !== "http:" && url.protocol !== "https:") return undefined;
+    return url.origin;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The app's own origin is recognised by host: the page the app served was loaded from the host the browser
+ * addresses (the `Host` header), whatever scheme a TLS-terminating proxy in front of it used.
+ */
+export function corsVerdict(origin: string | null, host: string | null, allowedOrigins: readonly string[]): CorsVerdict {
+  if (origin === null) return { kind: "no-origin" };
+  const normalized = originOf(origin);
+  if (!normalized) return { kind: "denied", origin };
+  if (allowedOrigins.includes(normalized)) return { kind: "allowed", origin };
+  if (host && new URL(normalized).host === host.trim().toLowerCase()) return { kind: "allowed", origin };
+  return { kind: "denied", origin };
+}
+
+/** Headers every response to an allowed cross-origin request carries. */
+export function corsHeaders(origin: string): Record<string, string> {
+  return { "access-control-allow-origin": origin, "access-control-expose-headers": CORS_EXPOSED_HEADERS };
+}
+
+/** Extra headers of a successful preflight. */
+export function preflightHeaders(origin: string, methods: readonly string[]): Record<string, string> {
+  return {
+    ...corsHeaders(origin),
+    "access-control-allow-methods": methods.join(", "),
+    "access-control-allow-headers": CORS_ALLOWED_HEADERS,
+    "access-control-max-age": String(CORS_MAX_AGE_SECONDS),
+  };
+}

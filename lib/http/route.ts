@@ -1,0 +1,115 @@
+import { log } from "@/lib/log";
+import { isSponsorshipError } from "@/lib/sponsorship/errors";
+import { appConfig } from "./app-context";
+import { clientIpOf } from "./client-ip";
+import { corsHeaders, corsVerdict, preflightHeaders } from "./cors";
+import { HttpProblem, problemResponse } from "./problem";
+import { REQUEST_ID_HEADER, requestIdFor } from "./request-id";
+
+/**
+ * The route wrapper: everything every endpoint does the same way, so handlers stay thin (parse, call one domain
+ * function, map the result). It settles the request id, applies CORS (403 for a foreign origin, preflight 204),
+ * answers 405 with `Allow` for methods the route does not serve, turns thrown refusals into problem details, and
+ * logs unexpected errors in full while answering a generic 500.
+ */
+
+export type RouteParams = Record<string, string | string[] | undefined>;
+
+export type HandlerInput = {
+  request: Request;
+  /** The dynamic segments of the path, as Next decoded them. */
+  params: RouteParams;
+  url: URL;
+  requestId: string;
+  /** The client address server.ts resolved (see client-ip.ts). */
+  clientIp: string;
+};
+
+export type Handler = (input: HandlerInput) => Promise<Response> | Response;
+
+type HandledMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+const ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
+type Method = (typeof ALL_METHODS)[number];
+
+export type RouteContext = { params: Promise<RouteParams> };
+export type NextRouteHandler = (request: Request, context: RouteContext) => Promise<Response>;
+
+function allowedMethods(handlers: Partial<Record<HandledMethod, Handler>>): string[] {
+  const methods: string[] = [];
+  if (handlers.GET) methods.push("GET", "HEAD");
+  for (const method of ["POST", "PUT", "PATCH", "DELETE"] as const) if (handlers[method]) methods.push(method);
+  methods.push("OPTIONS");
+  return methods;
+}
+
+function withHeaders(response: Response, headers: Record<string, string>): Response {
+  for (const [name, value] of Object.entries(headers)) response.headers.set(name, value);
+  return response;
+}
+
+function errorResponse(error: unknown, requestId: string, request: Request): Response {
+  if (error instanceof HttpProblem) {
+    return problemResponse(error.code, error.detail, requestId, error.options);
+  }
+  if (isSponsorshipError(error)) {
+    const headers: Record<string, string> = {};
+    if (error.code === "rate_limited") headers["retry-after"] = String(Math.max(1, error.retryAfterSeconds ?? 1));
+    return problemResponse(error.code, error.message, requestId, { headers });
+  }
+  log.error("request failed", { requestId, method: request.method, path: new URL(request.url).pathname, error });
+  return problemResponse("internal_error", "The request could not be completed; it has been logged", requestId);
+}
+
+/**
+ * The seven method exports of a route.ts: `export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } =
+ * defineRoute({ GET: handler })`. Exporting every method keeps 405, OPTIONS and HEAD in our hands.
+ */
+export function defineRoute(handlers: Partial<Record<HandledMethod, Handler>>): Record<Method, NextRouteHandler> {
+  const allow = allowedMethods(handlers);
+  const allowHeader = allow.join(", ");
+
+  const serve = async (method: Method, request: Request, context: RouteContext): Promise<Response> => {
+    const requestId = requestIdFor(request.headers.get(REQUEST_ID_HEADER));
+    let response: Response;
+    let cors: Record<string, string> = {};
+    try {
+      const verdict = corsVerdict(request.headers.get("origin"), request.headers.get("host"), appConfig().corsOrigins);
+      if (verdict.kind === "denied") {
+        response = problemResponse("origin_not_allowed", "This origin may not call the API", requestId);
+      } else if (method === "OPTIONS") {
+        // A preflight, or a plain OPTIONS from a server: the methods of the route either way.
+        response = new Response(null, {
+          status: 204,
+          headers: { allow: allowHeader, ...(verdict.kind === "allowed" ? preflightHeaders(verdict.origin, allow) : {}) },
+        });
+      } else {
+        if (verdict.kind === "allowed") cors = corsHeaders(verdict.origin);
+        const handler = method === "HEAD" ? handlers.GET : handlers[method as HandledMethod];
+        if (!handler) {
+          response = problemResponse("method_not_allowed", `${method} is not supported here; use ${allowHeader}`, requestId, {
+            headers: { allow: allowHeader },
+          });
+        } else {
+          const params = (await context.params) ?? {};
+          response = await handler({ request, params, url: new URL(request.url), requestId, clientIp: clientIpOf(request) });
+        }
+      }
+    } catch (error) {
+      response = errorResponse(error, requestId, request);
+    }
+    response = withHeaders(response, { ...cors, vary: "Origin", [REQUEST_ID_HEADER]: requestId });
+    if (method === "HEAD") return new Response(null, { status: response.status, headers: response.headers });
+    return response;
+  };
+
+  const entries = ALL_METHODS.map((method) => [method, (request: Request, context: RouteContext) => serve(method, request, context)]);
+  return Object.fromEntries(entries) as Record<Method, NextRouteHandler>;
+}
+
+/** A JSON success response. */
+export function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json", "cache-control": "no-store", ...headers },
+  });
+}

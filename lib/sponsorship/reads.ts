@@ -1,0 +1,58 @@
+import type { Executor } from "@/db/queries/executor";
+import { findRelayView, type RelayView } from "@/db/queries/relay-transactions";
+import {
+  findHistoryAnchor,
+  findRequestDetail,
+  findRequestDetailByTransactionHash,
+  listHistoryPage,
+  type HistoryItemView,
+  type RequestDetailView,
+} from "@/db/queries/sponsorship-requests";
+import type { Address } from "./address";
+import { now as clockNow } from "./clock";
+import { SponsorshipError } from "./errors";
+
+/** The read side of the interface: requests, relay records and a wallet's history. */
+
+/** GET /sponsorship/:id: one round trip for the request, its wallet and its relay attempts. */
+export async function getSponsorshipRequest(db: Executor, id: string, now: Date = clockNow()): Promise<RequestDetailView> {
+  const request = await findRequestDetail(db, id, now);
+  if (!request) throw new SponsorshipError("request_not_found", `No sponsorship request ${id}`);
+  return request;
+}
+
+const TRANSACTION_HASH = /^0x[0-9a-fA-F]{64}$/;
+
+/** GET /sponsorship/tx/:hash: matched case-insensitively; a string that cannot be a hash matches nothing. */
+export async function getSponsorshipRequestByTransactionHash(db: Executor, hash: string, now: Date = clockNow()): Promise<RequestDetailView> {
+  const request = TRANSACTION_HASH.test(hash) ? await findRequestDetailByTransactionHash(db, hash, now) : undefined;
+  if (!request) throw new SponsorshipError("request_not_found", "No sponsorship request has a relay transaction with this hash");
+  return request;
+}
+
+/** GET /relay/:id. */
+export async function getRelayTransaction(db: Executor, id: string): Promise<RelayView> {
+  const relay = await findRelayView(db, id);
+  if (!relay) throw new SponsorshipError("relay_not_found", `No relay transaction ${id}`);
+  return relay;
+}
+
+export type HistoryPage = { requests: HistoryItemView[]; nextCursor: string | null };
+
+/**
+ * GET /wallets/:address/history: newest first (requestedAt desc, then id desc), keyset pagination. The cursor is
+ * the id of the last item of the previous page and must be a request of this wallet.
+ */
+export async function getWalletHistory(
+  db: Executor,
+  walletAddress: Address,
+  page: { cursor: string | undefined; limit: number },
+): Promise<HistoryPage> {
+  const anchor = await findHistoryAnchor(db, walletAddress, page.cursor);
+  if (!anchor) throw new SponsorshipError("wallet_not_found", `No wallet ${walletAddress} is registered`);
+  if (!anchor.cursorValid) throw new SponsorshipError("invalid_cursor", "cursor is not a request of this wallet");
+  const rows = await listHistoryPage(db, anchor.walletId, page.cursor, page.limit);
+  const requests = rows.slice(0, page.limit);
+  const nextCursor = rows.length > page.limit ? requests[requests.length - 1]!.id : null;
+  return { requests, nextCursor };
+}

@@ -1,0 +1,200 @@
+import { z } from "zod";
+import { ADDRESS_PATTERN } from "./address";
+
+/**
+ * The wire format of every endpoint, as zod schemas. The route handlers parse their input with them, their
+ * results are typed by them, the tests parse every response with them, and lib/openapi.ts generates the OpenAPI
+ * document from them, so the document cannot drift from the code.
+ */
+
+/** The named schemas of the API: lib/openapi.ts emits each as `#/components/schemas/<id>`. */
+export const apiSchemas = z.registry<{ id: string }>();
+function named<T extends z.ZodType>(id: string, schema: T): T {
+  apiSchemas.add(schema, { id });
+  return schema;
+}
+
+/* ------------------------------------------------------------------ primitives */
+
+export const walletAddressInput = z
+  .string()
+  .max(42)
+  .regex(ADDRESS_PATTERN)
+  .meta({ description: "0x followed by 40 hex characters, any case", example: "0x52908400098527886E0F7030069857D2E4169EE7" });
+
+const walletAddressOutput = z
+  .string()
+  .regex(/^0x[0-9a-f]{40}$/)
+  .meta({ description: "Lowercase address", example: "0x52908400098527886e0f7030069857d2e4169ee7" });
+
+/** A canonical UUID, 8-4-4-4-12 hex digits, any case (no version check: ids are compared, not interpreted). */
+export const uuid = z.guid().meta({ example: "0b7e3c52-8d6f-4c1e-9a57-3f2d1c0e9b8a" });
+
+export const transactionHashParam = z
+  .string()
+  .min(1)
+  .max(1024)
+  .meta({ description: "Any string of 1 to 1,024 characters; matched case-insensitively" });
+
+/** ISO 8601 in UTC with milliseconds (`2026-11-22T10:00:00.000Z`). */
+const timestamp = z.iso.datetime({ precision: 3 }).meta({ example: "2026-11-22T10:00:00.000Z" });
+const nullableTimestamp = timestamp.nullable();
+
+export const requestStatus = named("RequestStatus", z.enum(["pending", "approved", "relayed", "completed", "rejected", "failed"]));
+export const eligibilityReason = named(
+  "EligibilityReason",
+  z
+    .enum(["eligible", "wallet_blocked", "already_sponsored"])
+    .nullable()
+    .meta({ description: "null until the pipeline reviews the request" }),
+);
+export const relayStatus = named("RelayStatus", z.enum(["queued", "submitted", "confirmed", "failed"]));
+
+/* ---------------------------------------------------------------- request bodies */
+
+/** POST /wallets/register and POST /sponsorship/request: exactly `{ walletAddress }`. */
+export const walletAddressBody = named("WalletAddressBody", z.strictObject({ walletAddress: walletAddressInput }));
+export type WalletAddressBody = z.infer<typeof walletAddressBody>;
+
+/** GET /wallets/:address/history query. */
+export const historyQuery = z.object({
+  cursor: uuid.optional().meta({ description: "The id of the last item of the previous page; omit to start at the newest" }),
+  limit: z.int().min(1).max(100).default(50).meta({ description: "Page size, 1 to 100" }),
+});
+
+/* --------------------------------------------------------------------- responses */
+
+export const walletResponse = named(
+  "Wallet",
+  z.strictObject({
+    id: uuid,
+    walletAddress: walletAddressOutput,
+    firstSeenAt: timestamp,
+    lastSeenAt: timestamp,
+    sponsorshipCount: z.int().nonnegative().meta({ description: "Requests ever created (201) for the wallet" }),
+    isBlocked: z.boolean(),
+  }),
+);
+export type WalletResponse = z.infer<typeof walletResponse>;
+
+/** The 201 of POST /sponsorship/request (and the 200 of a replay): the union of the spec's two variants. */
+export const sponsorshipRequestResponse = named(
+  "SponsorshipRequest",
+  z.strictObject({
+    id: uuid,
+    walletId: uuid,
+    walletAddress: walletAddressOutput,
+    status: requestStatus,
+    requestedAt: timestamp,
+    approvedAt: nullableTimestamp,
+    rejectedAt: nullableTimestamp,
+    completedAt: nullableTimestamp,
+    failedAt: nullableTimestamp,
+    ipAddress: z.string(),
+    userAgent: z.string().nullable(),
+    eligibilityReason,
+  }),
+);
+export type SponsorshipRequestResponse = z.infer<typeof sponsorshipRequestResponse>;
+
+const relayFields = {
+  id: uuid,
+  status: relayStatus,
+  relayAttempt: z.int().min(1),
+  transactionHash: z
+    .string()
+    .regex(/^0x[0-9a-f]{64}$/)
+    .nullable(),
+  submittedAt: nullableTimestamp,
+  confirmedAt: nullableTimestamp,
+  failedAt: nullableTimestamp,
+  failureReason: z.string().nullable(),
+};
+
+export const relayTransactionResponse = named("RelayTransaction", z.strictObject({ ...relayFields, sponsorshipRequestId: uuid }));
+export type RelayTransactionResponse = z.infer<typeof relayTransactionResponse>;
+
+export const relayTransactionSummary = named("RelayTransactionSummary", z.strictObject(relayFields));
+export type RelayTransactionSummary = z.infer<typeof relayTransactionSummary>;
+
+/** GET /sponsorship/:id and GET /sponsorship/tx/:hash: the full guided-flow record. */
+export const sponsorshipRequestDetailResponse = named(
+  "SponsorshipRequestDetail",
+  sponsorshipRequestResponse.extend({
+    wallet: z.strictObject({
+      id: uuid,
+      walletAddress: walletAddressOutput,
+      sponsorshipCount: z.int().nonnegative(),
+      isBlocked: z.boolean(),
+    }),
+    relayTransactions: z.array(relayTransactionSummary).meta({ description: "Ordered by relayAttempt; [] while none exists" }),
+  }),
+);
+export type SponsorshipRequestDetailResponse = z.infer<typeof sponsorshipRequestDetailResponse>;
+
+export const historyItem = named(
+  "HistoryItem",
+  z.strictObject({
+    id: uuid,
+    walletId: uuid,
+    status: requestStatus,
+    requestedAt: timestamp,
+    approvedAt: nullableTimestamp,
+    completedAt: nullableTimestamp,
+    failedAt: nullableTimestamp,
+    rejectedAt: nullableTimestamp,
+  }),
+);
+export type HistoryItem = z.infer<typeof historyItem>;
+
+export const historyResponse = named(
+  "HistoryPage",
+  z.strictObject({
+    requests: z.array(historyItem).meta({ description: "Newest first (requestedAt desc, then id desc)" }),
+    nextCursor: uuid.nullable().meta({ description: "Pass as cursor for the next page; null on the last page" }),
+  }),
+);
+export type HistoryResponse = z.infer<typeof historyResponse>;
+
+export const healthCheck = named(
+  "HealthCheck",
+  z.strictObject({
+    status: z.enum(["ok", "degraded", "down", "not_configured"]),
+    detail: z.string().optional(),
+    latencyMs: z.number().nonnegative().optional(),
+    chainId: z.int().optional(),
+    blockNumber: z.string().optional().meta({ description: "Decimal string" }),
+    lastBeatAt: timestamp.nullable().optional(),
+    ageMs: z.int().optional(),
+    balanceWei: z.string().optional().meta({ description: "Decimal string" }),
+    requiredWei: z.string().optional().meta({ description: "SPONSOR_AMOUNT_WEI, decimal string" }),
+    paused: z.boolean().optional(),
+  }),
+);
+export type HealthCheck = z.infer<typeof healthCheck>;
+
+export const healthResponse = named(
+  "Health",
+  z.strictObject({
+    status: z.enum(["ok", "degraded", "unavailable"]),
+    uptime: z.int().nonnegative().meta({ description: "Seconds since the process started, rounded down" }),
+    checks: z.strictObject({ database: healthCheck, chain: healthCheck, worker: healthCheck, treasury: healthCheck }),
+  }),
+);
+export type HealthResponse = z.infer<typeof healthResponse>;
+
+export const problemResponseSchema = named(
+  "Problem",
+  z
+    .object({
+      type: z.string(),
+      title: z.string(),
+      status: z.int().min(400).max(599),
+      detail: z.string(),
+      code: z.string().regex(/^[a-z_]+$/),
+      requestId: z.string().min(1).max(128),
+      errors: z.array(z.strictObject({ path: z.string(), message: z.string() })).optional(),
+    })
+    .meta({ description: "RFC 9457 problem details; clients switch on `code`" }),
+);
+export type ProblemResponse = z.infer<typeof problemResponseSchema>;

@@ -1,0 +1,43 @@
+import type { Database } from "@/db/client";
+import { lockKeys } from "@/db/queries/advisory-locks";
+import type { Executor } from "@/db/queries/executor";
+import { findLimitReachedAt, recordHits } from "@/db/queries/rate-limits";
+import { findWalletView, upsertWallet, type WalletView } from "@/db/queries/wallets";
+import type { Config } from "@/lib/config";
+import type { Address } from "./address";
+import { now as clockNow } from "./clock";
+import { SponsorshipError } from "./errors";
+import { registerIpLockKey } from "./lock-keys";
+import { RATE_LIMIT_WINDOW_MS, rateWindowStart, secondsUntil } from "./rate-limits";
+
+/**
+ * Registration (interface-spec 4.1, decisions.md): idempotent, `created` tells 201 from 200; `lastSeenAt` moves on
+ * every registration. Its own per-IP limit (REGISTER_LIMIT_IP_PER_HOUR, rolling hour, 429 without a block) keeps
+ * the wallets table from being flooded. A blocked wallet can still register and shows `isBlocked: true`.
+ */
+export async function registerWallet(
+  db: Database,
+  input: { walletAddress: Address; ip: string },
+  deps: { config: Config; now?: Date },
+): Promise<{ wallet: WalletView; created: boolean }> {
+  const at = deps.now ?? clockNow();
+  const outcome = await db.transaction(async (tx) => {
+    await lockKeys(tx, [registerIpLockKey(input.ip)]);
+    const reachedAt = await findLimitReachedAt(tx, "register_ip", input.ip, deps.config.registerLimitIpPerHour, rateWindowStart(at));
+    if (reachedAt) return { limited: true, untilMs: reachedAt.getTime() + RATE_LIMIT_WINDOW_MS } as const;
+    await recordHits(tx, [{ scope: "register_ip", key: input.ip }], at);
+    const { created, ...wallet } = await upsertWallet(tx, input.walletAddress, at);
+    return { limited: false, wallet, created } as const;
+  });
+  if (outcome.limited) {
+    throw new SponsorshipError("rate_limited", "Too many registrations from this address; retry later", secondsUntil(at, outcome.untilMs));
+  }
+  return { wallet: outcome.wallet, created: outcome.created };
+}
+
+/** GET /wallets/:address. */
+export async function getWallet(db: Executor, walletAddress: Address, now: Date = clockNow()): Promise<WalletView> {
+  const wallet = await findWalletView(db, walletAddress, now);
+  if (!wallet) throw new SponsorshipError("wallet_not_found", `No wallet ${walletAddress} is registered`);
+  return wallet;
+}
