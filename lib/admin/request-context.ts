@@ -1,4 +1,5 @@
 import { cookies, headers } from "next/headers";
+import { cache } from "react";
 import type { AdminSession } from "@/db/schema";
 import { appDb } from "@/lib/http/app-context";
 import { CLIENT_IP_HEADER, normalizeIp, UNKNOWN_IP } from "@/lib/http/client-ip";
@@ -25,8 +26,11 @@ export async function isSecureRequest(): Promise<boolean> {
   return proto === "https";
 }
 
-/** The signed-in administrator's session, or null. Every dashboard page and action starts here. */
-export async function currentAdminSession(): Promise<AdminSession | null> {
+/**
+ * The signed-in administrator's session, or null. Every dashboard page and action starts here; within one
+ * request the lookup runs once (the layout and the page both ask).
+ */
+export const currentAdminSession = cache(async (): Promise<AdminSession | null> => {
   const secret = (await cookies()).get(ADMIN_SESSION_COOKIE)?.value;
   return authenticateAdminSession(appDb(), secret);
-}
+});

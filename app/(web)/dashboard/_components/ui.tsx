@@ -1,0 +1,42 @@
+import type { ReactNode } from "react";
+import { card } from "../../_components/styles";
+
+export function Section({ title, id, children, actions }: { title: string; id: string; children: ReactNode; actions?: ReactNode }) {
+  return (
+    <section aria-labelledby={id} className={card}>
+      <div className="mb-3 flex flex-wrap items-baseline justify-between gap-2">
+        <h2 id={id} className="text-lg font-semibold text-slate-900">
+          {title}
+        </h2>
+        {actions}
+      </div>
+      {children}
+    </section>
+  );
+}
+
+/** A table that scrolls sideways on a phone; focusable so the keyboard can scroll it too. */
+export function TableScroll({ label, children }: { label: string; children: ReactNode }) {
+  return (
+    <div
+      className="-mx-4 overflow-x-auto px-4 focus-visible:outline-2 focus-visible:outline-blue-700 sm:mx-0 sm:px-0"
+      tabIndex={0}
+      role="region"
+      aria-label={label}
+    >
+      {children}
+    </div>
+  );
+}
+
+export const th = "border-b border-slate-300 py-2 pr-4 text-left text-sm font-semibold whitespace-nowrap text-slate-900";
+export const td = "border-b border-slate-200 py-2 pr-4 align-top text-sm text-slate-800";
+
+export function Notice({ tone = "info", children }: { tone?: "info" | "warning" | "error"; children: ReactNode }) {
+  const styles = {
+    info: "border-slate-300 bg-slate-50 text-slate-800",
+    warning: "border-amber-400 bg-amber-50 text-amber-950",
+    error: "border-red-300 bg-red-50 text-red-950",
+  }[tone];
+  return <p className={`rounded-md border px-3 py-2 text-sm ${styles}`}>{children}</p>;
+}

@@ -1,0 +1,101 @@
+"use server";
+
+import { refresh } from "next/cache";
+import { cookies } from "next/headers";
+import { redirect } from "next/navigation";
+import { currentAdminSession, currentClientIp, currentUserAgent, isSecureRequest } from "@/lib/admin/request-context";
+import { ADMIN_SESSION_COOKIE, sessionCookieOptions, signInAdministrator, signOutAdministrator } from "@/lib/admin/session";
+import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
+import { appConfig, appDb } from "@/lib/http/app-context";
+import { createLogger } from "@/lib/log";
+import { isSponsorshipError } from "@/lib/sponsorship/errors";
+
+/**
+ * The dashboard's mutations. Each is a public POST endpoint (Next's server actions), so each checks the session
+ * itself: rendering the form only to administrators is not a security boundary. Every change is audited in
+ * admin_actions by lib/admin.
+ */
+
+const logger = createLogger({ component: "dashboard" });
+
+export type FormState = { error: string | null; message: string | null; retryAfterSeconds?: number };
+
+function safeReturnTo(value: FormDataEntryValue | null): string {
+  const text = typeof value === "string" ? value : "";
+  // Only a dashboard path: never an open redirect.
+  return /^\/dashboard(\/[A-Za-z0-9/_-]*)?$/.test(text) ? text : "/dashboard";
+}
+
+export async function signInAction(_previous: FormState, formData: FormData): Promise<FormState> {
+  const token = formData.get("token");
+  if (typeof token !== "string" || token.trim() === "") return { error: "Enter the administrator token.", message: null };
+  const result = await signInAdministrator(appDb(), {
+    token: token.trim(),
+    adminToken: appConfig().adminToken,
+    ipAddress: await currentClientIp(),
+    userAgent: await currentUserAgent(),
+  });
+  switch (result.kind) {
+    case "signed_in": {
+      (await cookies()).set(ADMIN_SESSION_COOKIE, result.secret, sessionCookieOptions(result.expiresAt, await isSecureRequest()));
+      redirect(safeReturnTo(formData.get("returnTo")));
+    }
+    // falls through: redirect() never returns
+    case "invalid_token":
+      return { error: "That token is not right.", message: null };
+    case "rate_limited":
+      return {
+        error: `Too many failed sign-ins from your address. Try again in ${Math.ceil(result.retryAfterSeconds / 60)} minute${result.retryAfterSeconds > 60 ? "s" : ""}.`,
+        message: null,
+        retryAfterSeconds: result.retryAfterSeconds,
+      };
+    case "not_configured":
+      return { error: "Sign-in is disabled: ADMIN_TOKEN is not configured on the server.", message: null };
+  }
+}
+
+export async function signOutAction(): Promise<void> {
+  const session = await currentAdminSession();
+  if (session) await signOutAdministrator(appDb(), session, { ipAddress: await currentClientIp() });
+  (await cookies()).delete(ADMIN_SESSION_COOKIE);
+  redirect("/dashboard");
+}
+
+function describeFailure(error: unknown): string {
+  if (isSponsorshipError(error)) {
+    if (error.code === "invalid_address") return "That is not a wallet address (0x followed by 40 hex characters).";
+    if (error.code === "invalid_value") return "Give a reason (up to 1,000 characters).";
+    return error.message;
+  }
+  logger.error("wallet administration failed", { error });
+  return "The change could not be saved. Please try again.";
+}
+
+async function changeWallet(formData: FormData, change: "block" | "unblock"): Promise<FormState> {
+  const session = await currentAdminSession();
+  if (!session) return { error: "Your session has ended. Sign in again.", message: null };
+  const walletAddress = String(formData.get("walletAddress") ?? "");
+  const reason = String(formData.get("reason") ?? "");
+  if (reason.trim() === "") return { error: "Give a reason: it is kept in the audit log.", message: null };
+  const context = { session, ipAddress: await currentClientIp() };
+  try {
+    if (change === "block") {
+      const { created } = await blockWalletAsAdministrator(appDb(), context, { walletAddress, reason });
+      refresh();
+      return { error: null, message: created ? "Wallet blocked." : "The wallet was already blocked." };
+    }
+    const { lifted } = await unblockWalletAsAdministrator(appDb(), context, { walletAddress, reason });
+    refresh();
+    return { error: null, message: lifted.length > 0 ? "Wallet unblocked." : "The wallet was not blocked." };
+  } catch (error) {
+    return { error: describeFailure(error), message: null };
+  }
+}
+
+export async function blockWalletAction(_previous: FormState, formData: FormData): Promise<FormState> {
+  return changeWallet(formData, "block");
+}
+
+export async function unblockWalletAction(_previous: FormState, formData: FormData): Promise<FormState> {
+  return changeWallet(formData, "unblock");
+}

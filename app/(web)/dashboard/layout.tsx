@@ -1,0 +1,44 @@
+import type { Metadata } from "next";
+import type { ReactNode } from "react";
+import { currentAdminSession } from "@/lib/admin/request-context";
+import { secondaryButton } from "../_components/styles";
+import { signOutAction } from "./actions";
+import { DashboardNav } from "./_components/dashboard-nav";
+
+export const metadata: Metadata = {
+  title: { default: "Dashboard · Gas sponsorship", template: "%s · Dashboard" },
+  robots: { index: false, follow: false },
+};
+
+/**
+ * The dashboard's frame. The navigation and sign-out appear only with a session; each page checks the session
+ * again itself before it reads anything (a layout is not re-rendered on every navigation).
+ */
+export default async function DashboardLayout({ children }: { children: ReactNode }) {
+  const session = await currentAdminSession();
+  return (
+    <div className="min-h-screen">
+      <a href="#main" className="sr-only focus:not-sr-only focus:absolute focus:top-2 focus:left-2 focus:rounded focus:bg-white focus:p-2">
+        Skip to content
+      </a>
+      <header className="border-b border-slate-300 bg-white">
+        <div className="mx-auto flex max-w-7xl flex-wrap items-center justify-between gap-3 px-4 py-3">
+          <p className="font-semibold text-slate-900">Gas sponsorship · Dashboard</p>
+          {session && (
+            <div className="flex flex-wrap items-center gap-3">
+              <DashboardNav />
+              <form action={signOutAction}>
+                <button type="submit" className={secondaryButton}>
+                  Sign out
+                </button>
+              </form>
+            </div>
+          )}
+        </div>
+      </header>
+      <main id="main" className="mx-auto max-w-7xl px-4 py-6">
+        {children}
+      </main>
+    </div>
+  );
+}
