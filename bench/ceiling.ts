@@ -23,6 +23,8 @@ export type CeilingResult = {
   totalSeconds: number;
   perSecond: number;
   blocks: number;
+  /** Most sponsor calls mined in one block (with 1-s blocks: the steady-state rate, bounded by the block gas limit). */
+  maxPerBlock: number;
   gasPerSponsorship: { mean: number; min: number; max: number; samples: number };
   sponsoredEvents: number;
 };
@@ -72,7 +74,7 @@ export async function measureCeiling(options: {
     },
   );
   const targets = accounts.map((_, k) => nonces[k]! + Math.ceil((n - k) / accounts.length));
-  const startBlock = await client.getBlockNumber();
+  const startBlock = BigInt(await rpc<Hex>(rpcUrl, "eth_blockNumber"));
 
   note(`ceiling: sending ${n} transactions`);
   const t0 = performance.now();
@@ -101,7 +103,15 @@ export async function measureCeiling(options: {
     { timeoutMs: 10 * 60_000, intervalMs: 20 },
   );
   const t1 = performance.now();
-  const endBlock = await client.getBlockNumber();
+  const endBlock = BigInt(await rpc<Hex>(rpcUrl, "eth_blockNumber"));
+  const perBlock = await rpcBatch(
+    rpcUrl,
+    Array.from({ length: Number(endBlock - startBlock) }, (_, i) => ({
+      method: "eth_getBlockTransactionCountByNumber",
+      params: [`0x${(startBlock + 1n + BigInt(i)).toString(16)}`],
+    })),
+  );
+  const maxPerBlock = Math.max(0, ...perBlock.map((b) => Number(b.result ?? 0)));
 
   // Gas of a sample of receipts, and every Sponsored event in the range.
   const sample = hashes.filter((_, i) => i % Math.max(1, Math.floor(n / 50)) === 0);
@@ -128,6 +138,7 @@ export async function measureCeiling(options: {
     totalSeconds: (t1 - t0) / 1000,
     perSecond: n / ((t1 - t0) / 1000),
     blocks: Number(endBlock - startBlock),
+    maxPerBlock,
     gasPerSponsorship: {
       mean: gasUsed.reduce((a, b) => a + b, 0) / gasUsed.length,
       min: Math.min(...gasUsed),

@@ -128,7 +128,7 @@ export function renderMarkdown(report: BenchReport): string {
     if (c.ceiling) {
       const x = c.ceiling;
       out.push(
-        `Chain ceiling: ${f(x.perSecond)} sponsor calls/s (${x.transactions} transactions from ${x.relayers} accounts, sent in ${f(x.sendSeconds, 2)} s, all mined after ${f(x.totalSeconds, 2)} s over ${x.blocks} blocks; ${x.sponsoredEvents} Sponsored events). Gas per sponsorship ${f(x.gasPerSponsorship.mean)} (min ${f(x.gasPerSponsorship.min)}, max ${f(x.gasPerSponsorship.max)}).`,
+        `Chain ceiling: ${f(x.perSecond)} sponsor calls/s (${x.transactions} transactions from ${x.relayers} accounts, sent in ${f(x.sendSeconds, 2)} s, all mined after ${f(x.totalSeconds, 2)} s over ${x.blocks} blocks, at most ${x.maxPerBlock} in one block; ${x.sponsoredEvents} Sponsored events). Gas per sponsorship ${f(x.gasPerSponsorship.mean)} (min ${f(x.gasPerSponsorship.min)}, max ${f(x.gasPerSponsorship.max)}).`,
         "",
       );
     }
