@@ -80,12 +80,11 @@ async function main(): Promise<void> {
   const relayerBalances = await Promise.all(relayers.map((address) => clients.getBalance({ address })));
 
   console.log(`Deployed on chain ${result.chainId} in block ${result.blockNumber} (transaction ${result.transactionHash}, ${result.gasUsed} gas).`);
-  console.log(`Owner ${result.deployer}; ${relayers.length} relayer(s) authorised; amount ${config.sponsorAmountWei} wei per sponsorship; treasury funded with ${formatEther(fundWei)}.`);
+  console.log(`Owner ${result.deployer}; ${relayers.length} relayer(s) authorised; amount ${config.sponsorAmountWei} wei per sponsorship; treasury funded with ${formatEther(fundWei)} native tokens.`);
   relayers.forEach((relayer, i) => {
     if (relayerBalances[i] === 0n) console.log(`Warning: relayer ${relayer} has no native token to pay for gas.`);
   });
   console.log("\nConfigure the service with:\n");
-  console.log(`RPC_URL=${config.rpcUrl}`);
   console.log(`CHAIN_ID=${result.chainId}`);
   console.log(`REGISTRY_ADDRESS=${result.registryAddress}`);
   console.log(`TREASURY_ADDRESS=${result.treasuryAddress}`);
