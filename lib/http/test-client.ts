@@ -103,7 +103,7 @@ export type ApiTestContext = { t: TestDatabase; config: Config };
  * A fresh migrated database for this test file, wired into the route handlers with a configuration parsed from
  * `env` (no chain unless RPC_URL is given). Read `ctx.t` / `ctx.config` inside tests.
  */
-export function useApiTestContext(env: Record<string, string> = {}): ApiTestContext {
+export function setupApiTestContext(env: Record<string, string> = {}): ApiTestContext {
   const ctx = {} as ApiTestContext;
   beforeAll(async () => {
     ctx.t = await createTestDatabase();

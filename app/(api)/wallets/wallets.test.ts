@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { sponsorshipRequests, wallets } from "@/db/schema";
-import { callApi, expectProblem, randomAddress, reconfigure, useApiTestContext } from "@/lib/http/test-client";
+import { callApi, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/lib/http/test-client";
 import { blockWallet } from "@/lib/sponsorship/blocks";
 import { setClockForTests } from "@/lib/sponsorship/clock";
 import { historyResponse, walletResponse } from "@/lib/sponsorship/schemas";
 
-const ctx = useApiTestContext();
+const ctx = setupApiTestContext();
 afterEach(() => setClockForTests(undefined));
 
 const register = (walletAddress: unknown, ip?: string) => callApi({ path: "/wallets/register", body: { walletAddress }, ip });
