@@ -64,6 +64,14 @@ export default defineConfig({
       LOCAL_BLOCK_TIME: "1",
       WORKER_INTERVAL_MS: "1000",
       LOG_LEVEL: "warn",
+      // Every browser test comes from 127.0.0.1: with the default 10 sponsorship requests an hour per IP the
+      // suite would lock itself out after ten submissions (and a rerun within the hour, at once). The per-wallet
+      // limit keeps its default (5), so the rate-limit refusal is still shown, for one wallet.
+      RATE_LIMIT_IP_PER_HOUR: "100000",
+      REGISTER_LIMIT_IP_PER_HOUR: "100000",
+      REPLAY_WINDOW_MS: String(E2E.replayWindowMs),
+      // /request links transaction hashes to the explorer when one is configured.
+      EXPLORER_URL: E2E.explorerUrl,
     },
   },
 });

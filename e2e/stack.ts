@@ -10,6 +10,10 @@ export const E2E = {
   chainPort: Number(process.env.E2E_CHAIN_PORT ?? 8555),
   dataDir: path.resolve(process.env.E2E_DATA_DIR ?? ".data/e2e"),
   adminToken: "e2e-admin-token-0123456789abcdef",
+  /** EXPLORER_URL of the stack: /request links transaction hashes to it. */
+  explorerUrl: "https://explorer.e2e.invalid",
+  /** REPLAY_WINDOW_MS of the stack (the default). */
+  replayWindowMs: 5000,
   get baseURL() {
     return `http://127.0.0.1:${this.port}`;
   },

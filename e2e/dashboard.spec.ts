@@ -1,0 +1,131 @@
+import { expect, test } from "@playwright/test";
+import { DashboardPage } from "./pages/dashboard-page";
+import { RequestPage } from "./pages/request-page";
+import { E2E } from "./stack";
+import { freshAddress, saveScreenshot, sponsorThroughApi, VIEWPORTS } from "./support";
+
+/** /dashboard in Debian's Chromium against `npm start`'s real stack. */
+
+test.describe("the dashboard without a session", () => {
+  test("shows only the sign-in form and exposes no data", async ({ page, request: api }) => {
+    const wallet = freshAddress();
+    const { id, hash } = await sponsorThroughApi(api, wallet);
+    const dashboard = new DashboardPage(page);
+    // What only the database knows must not reach the page: the wallet behind the id, the hash behind the wallet.
+    const pages: [string, string[]][] = [
+      ["/dashboard", [wallet.toLowerCase(), hash, id]],
+      ["/dashboard/requests", [wallet.toLowerCase(), hash, id]],
+      [`/dashboard/requests/${id}`, [wallet.toLowerCase(), hash]],
+      [`/dashboard/requests?q=${hash}`, [wallet.toLowerCase(), id]],
+      [`/dashboard/wallets?address=${wallet}`, [hash, id]],
+    ];
+    for (const [path, secrets] of pages) {
+      await dashboard.goto(path);
+      await expect(dashboard.signInHeading, path).toBeVisible();
+      await expect(dashboard.nav).toHaveCount(0);
+      await expect(page.getByRole("table")).toHaveCount(0);
+      const html = (await page.content()).toLowerCase();
+      for (const secret of secrets) expect(html, `${path} leaks ${secret}`).not.toContain(secret.toLowerCase());
+    }
+  });
+
+  test("its admin routes answer 401 problem+json", async ({ request: api }) => {
+    const wallet = freshAddress().toLowerCase();
+    const calls = [
+      api.get("/admin/session"),
+      api.get("/admin/overview"),
+      api.get("/admin/requests"),
+      api.get(`/admin/requests/00000000-0000-4000-8000-000000000000`),
+      api.get(`/admin/wallets/${wallet}`),
+      api.post(`/admin/wallets/${wallet}/block`, { data: { reason: "no session" } }),
+      api.post(`/admin/wallets/${wallet}/unblock`, { data: { reason: "no session" } }),
+      api.post("/admin/sign-out"),
+    ];
+    for (const response of await Promise.all(calls)) {
+      expect(response.status(), response.url()).toBe(401);
+      expect(response.headers()["content-type"]).toBe("application/problem+json");
+      expect(await response.json()).toMatchObject({ status: 401, code: "unauthorized" });
+    }
+    // Nothing was blocked by the refused call.
+    const registered = await api.post("/wallets/register", { data: { walletAddress: wallet } });
+    expect((await registered.json()).isBlocked).toBe(false);
+  });
+
+  test("refuses a wrong token", async ({ page }) => {
+    const dashboard = new DashboardPage(page);
+    await dashboard.goto();
+    await dashboard.token.fill("not-the-token-0000000000");
+    await dashboard.signInButton.click();
+    await expect(page.getByRole("alert").filter({ hasText: "That token is not right." })).toBeVisible();
+    await expect(dashboard.signOutButton).toHaveCount(0);
+  });
+});
+
+test.describe("an administrator", () => {
+  test("signs in, finds a request by its hash, blocks another wallet, and /request refuses that wallet", async ({ page, request: api, context }) => {
+    const { id, hash } = await sponsorThroughApi(api, freshAddress());
+    const dashboard = new DashboardPage(page);
+    await page.setViewportSize(VIEWPORTS.desktop);
+    await dashboard.goto();
+    await expect(dashboard.signInHeading).toBeVisible();
+    await dashboard.signIn(E2E.adminToken);
+
+    // The session cookie: HttpOnly, SameSite=Strict.
+    const cookie = (await context.cookies()).find((c) => c.name === "admin_session");
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict", path: "/" });
+
+    // Overview.
+    await expect(page.getByRole("heading", { name: "Overview", level: 1 })).toBeVisible();
+    for (const section of ["Requests by status", "Time from request to completed", "Queue depth per stage", "Worker heartbeat", "Treasury", "Relayer accounts"]) {
+      await expect(page.getByRole("heading", { name: section, level: 2 })).toBeVisible();
+    }
+    await expect(page.getByRole("img", { name: /Completed and failed requests per/ })).toBeVisible();
+    await expect(page.getByRole("region", { name: "Treasury" })).toContainText("Sponsorships it still covers");
+    await expect(page.getByRole("region", { name: "Worker heartbeat" })).toContainText("alive");
+    await saveScreenshot(page, "dashboard-desktop");
+    await page.setViewportSize(VIEWPORTS.phone);
+    await page.reload();
+    await expect(page.getByRole("heading", { name: "Overview", level: 1 })).toBeVisible();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    await saveScreenshot(page, "dashboard-phone");
+    await page.setViewportSize(VIEWPORTS.desktop);
+
+    // Requests: search by the transaction hash (any case), open the detail.
+    await dashboard.openRequests();
+    await dashboard.searchRequests(hash.toUpperCase().replace("0X", "0x"));
+    const table = dashboard.requestsTable();
+    await expect(table.getByRole("row")).toHaveCount(2); // header + the one request
+    await table.getByRole("link", { name: `Request ${id}` }).click();
+    await expect(page.getByRole("heading", { level: 1 })).toContainText(id);
+    await expect(page.getByRole("region", { name: "Relay attempts (1)" })).toContainText(hash);
+    const audit = page.getByRole("region", { name: "Audit trail" });
+    for (const change of ["created as pending", "pending → approved", "approved → relayed", "relayed → completed"]) {
+      await expect(audit.getByRole("cell", { name: change })).toBeVisible();
+    }
+
+    // Wallets: block a fresh wallet with a reason.
+    const blocked = freshAddress();
+    await dashboard.openWallets();
+    await dashboard.lookUpWallet(blocked);
+    await expect(dashboard.walletState()).toHaveText("Not blocked");
+    await dashboard.blockWallet("e2e: abuse report");
+    await expect(dashboard.walletState()).toHaveText("Blocked");
+    await expect(page.getByRole("status").filter({ hasText: "Wallet blocked." })).toBeVisible();
+    const history = page.getByRole("region", { name: "Block history" });
+    await expect(history.getByRole("cell", { name: "e2e: abuse report" })).toBeVisible();
+    await expect(page.getByRole("region", { name: "Administrator actions" })).toContainText("block wallet — e2e: abuse report");
+
+    // That wallet's request on /request is refused with the blocked message.
+    const requestPage = new RequestPage(await context.newPage());
+    await requestPage.goto();
+    await requestPage.requestFor(blocked);
+    await expect(requestPage.refusalTitled("This wallet is blocked")).toBeVisible();
+    await requestPage.page.close();
+
+    // Sign out: the session ends on the server too; the old cookie opens nothing any more.
+    expect((await api.get("/admin/session", { headers: { cookie: `admin_session=${cookie!.value}` } })).status()).toBe(200);
+    await dashboard.signOut();
+    expect((await api.get("/admin/session", { headers: { cookie: `admin_session=${cookie!.value}` } })).status()).toBe(401);
+  });
+});

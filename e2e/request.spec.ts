@@ -1,0 +1,189 @@
+import { expect, test } from "@playwright/test";
+import { RequestPage } from "./pages/request-page";
+import { E2E } from "./stack";
+import { freshAddress, saveScreenshot, VIEWPORTS } from "./support";
+
+/**
+ * /request in Debian's Chromium against `npm start`'s real stack: the page talks to the public API, the worker
+ * moves the request, anvil mines it.
+ */
+
+const API_PATHS = /\/(wallets\/register|sponsorship\/request)$/;
+
+/** Collects layout shifts not caused by user input (the Cumulative Layout Shift of the page). */
+const RECORD_LAYOUT_SHIFTS = () => {
+  const w = window as unknown as { __shifts: number[] };
+  w.__shifts = [];
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries() as unknown as { value: number; hadRecentInput: boolean }[]) {
+      if (!entry.hadRecentInput) w.__shifts.push(entry.value);
+    }
+  }).observe({ type: "layout-shift", buffered: true });
+};
+
+test.describe.serial("requesting gas on /request", () => {
+  // The wallet of the first test, sponsored once; later tests try it again.
+  let sponsored: { address: string; id: string; hash: string } | undefined;
+
+  test("a pasted fresh address is followed to completed, with the transaction hash linked to the explorer", async ({ page }) => {
+    await page.setViewportSize(VIEWPORTS.desktop);
+    await page.addInitScript(RECORD_LAYOUT_SHIFTS);
+    const request = new RequestPage(page);
+    await request.goto();
+    const address = freshAddress();
+    await request.requestFor(address);
+
+    await expect(request.progress).toBeVisible();
+    await expect.poll(() => request.requestIdFromUrl()).toMatch(/^[0-9a-f-]{36}$/);
+    const id = request.requestIdFromUrl()!;
+    await expect(request.progress).toContainText(id);
+
+    // Let the page render its first poll, then measure shifts only from there on: polling must not move anything.
+    await expect(request.progress.getByText(address.toLowerCase())).toBeVisible();
+    const shiftsBefore = await page.evaluate(() => (window as unknown as { __shifts: number[] }).__shifts.length);
+    await request.waitForStatus("Completed");
+    const shiftsWhilePolling = await page.evaluate(
+      (from) => (window as unknown as { __shifts: number[] }).__shifts.slice(from).reduce((a, b) => a + b, 0),
+      shiftsBefore,
+    );
+    expect(shiftsWhilePolling).toBeLessThan(0.001);
+
+    for (const label of ["Received", "Approved", "Sent on-chain", "Completed"]) {
+      await expect(request.step(label)).toContainText("done");
+    }
+    const hashLink = request.transaction.getByRole("link");
+    await expect(hashLink).toHaveText(/^0x[0-9a-f]{64}/);
+    const hash = (await hashLink.innerText()).slice(0, 66);
+    await expect(hashLink).toHaveAttribute("href", `${E2E.explorerUrl}/tx/${hash}`);
+    await expect(request.progress.getByText("Finished")).toBeVisible();
+    sponsored = { address, id, hash };
+    await saveScreenshot(page, "request-desktop");
+
+    // A reload (the id is in the URL) resumes the same view.
+    await page.reload();
+    await request.waitForStatus("Completed", 15_000);
+    await expect(request.transaction).toContainText(hash);
+    await expect(request.address).toHaveValue(address.toLowerCase());
+  });
+
+  test("the page fits a phone's width and shows the same request", async ({ page }) => {
+    test.skip(!sponsored, "needs the request of the first test");
+    await page.setViewportSize(VIEWPORTS.phone);
+    const request = new RequestPage(page);
+    await request.goto(sponsored!.id);
+    await request.waitForStatus("Completed", 15_000);
+    await expect(request.transaction).toContainText(sponsored!.hash);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    await saveScreenshot(page, "request-phone");
+  });
+
+  test("a second attempt for the same wallet is refused as already sponsored", async ({ page, request: api }) => {
+    test.skip(!sponsored, "needs the request of the first test");
+    // Within the replay window (5 s, same wallet and IP) the API answers with the existing request instead;
+    // wait until the window has passed, measured from the request's own requestedAt.
+    const { requestedAt } = (await (await api.get(`/sponsorship/${sponsored!.id}`)).json()) as { requestedAt: string };
+    await expect.poll(() => Date.now() - Date.parse(requestedAt), { timeout: 10_000 }).toBeGreaterThan(E2E.replayWindowMs + 500);
+
+    const request = new RequestPage(page);
+    await request.goto();
+    await request.requestFor(sponsored!.address);
+    await expect(request.refusalTitled("This wallet has already been sponsored")).toBeVisible();
+    await expect(page.getByRole("alert")).toContainText("Each wallet receives its first gas tokens once");
+  });
+
+  test("a wallet over its hourly limit is told to wait, with a live countdown from Retry-After", async ({ page }) => {
+    test.skip(!sponsored, "needs the request of the first test");
+    const request = new RequestPage(page);
+    await request.goto();
+    // Every validated request counts against the wallet's limit (5 an hour), refused ones included.
+    const limited = request.refusalTitled("Too many requests");
+    for (let attempt = 0; attempt < 8 && !(await limited.isVisible()); attempt++) {
+      await request.requestFor(sponsored!.address);
+      await expect(page.getByRole("alert").getByRole("heading")).toBeVisible();
+      await expect(request.submit).toBeEnabled();
+    }
+    await expect(limited).toBeVisible();
+    const countdown = page.getByTestId("retry-countdown");
+    const seconds = async () => {
+      const [m, s] = (await countdown.innerText()).split(":").map(Number);
+      return m! * 60 + s!;
+    };
+    const first = await seconds();
+    expect(first).toBeGreaterThan(0);
+    await expect.poll(seconds, { timeout: 5_000 }).toBeLessThan(first);
+  });
+
+  test("an invalid address shows its error before any request is sent", async ({ page }) => {
+    const sent: string[] = [];
+    page.on("request", (r) => {
+      if (API_PATHS.test(new URL(r.url()).pathname)) sent.push(r.url());
+    });
+    const request = new RequestPage(page);
+    await request.goto();
+
+    await request.address.fill("0x12zz");
+    await expect(request.address).toHaveAttribute("aria-invalid", "true");
+    expect(await request.fieldMessage()).toBe("Only the digits 0–9 and the letters a–f may follow 0x.");
+
+    await request.address.fill("hello");
+    expect(await request.fieldMessage()).toBe("A wallet address starts with 0x.");
+
+    // Too short is only a hint while typing, and an error once submitted.
+    await request.address.fill("0x1234");
+    await expect(request.address).not.toHaveAttribute("aria-invalid", "true");
+    await request.submit.click();
+    await expect(request.address).toHaveAttribute("aria-invalid", "true");
+    expect(await request.fieldMessage()).toBe("Keep typing: 6 of 42 characters.");
+    await expect(request.address).toBeFocused();
+    await expect(request.progress).toHaveCount(0);
+    expect(sent).toEqual([]);
+  });
+
+  test("a browser wallet (injected provider) fills the address", async ({ page }) => {
+    const address = freshAddress().toLowerCase();
+    await page.addInitScript((account) => {
+      // A minimal EIP-1193 wallet: it shares one account on the local chain.
+      (window as unknown as { ethereum: unknown }).ethereum = {
+        request: async ({ method }: { method: string }) => {
+          switch (method) {
+            case "eth_requestAccounts":
+            case "eth_accounts":
+              return [account];
+            case "eth_chainId":
+              return "0x7a69";
+            case "wallet_requestPermissions":
+            case "wallet_getPermissions":
+              return [{ parentCapability: "eth_accounts" }];
+            default:
+              throw Object.assign(new Error(`unsupported ${method}`), { code: 4200 });
+          }
+        },
+        on: () => {},
+        removeListener: () => {},
+      };
+    }, address);
+    const request = new RequestPage(page);
+    await request.goto();
+    await request.connectWallet.click();
+    await expect(request.address).toHaveValue(new RegExp(`^${address}$`, "i"));
+    await expect(page.getByText("Wallet connected:")).toBeVisible();
+    expect(await request.fieldMessage()).toBe("Looks like a valid address.");
+  });
+
+  test("the form works from the keyboard alone, with a visible focus", async ({ page }) => {
+    const request = new RequestPage(page);
+    await request.goto();
+    await page.keyboard.press("Tab");
+    await expect(request.address).toBeFocused();
+    await page.keyboard.type(freshAddress());
+    await page.keyboard.press("Tab"); // the wallet button
+    await page.keyboard.press("Tab"); // submit
+    await expect(request.submit).toBeFocused();
+    const outline = await request.submit.evaluate((el) => getComputedStyle(el).outlineStyle);
+    expect(outline).not.toBe("none");
+    await page.keyboard.press("Enter");
+    await expect(request.progress).toBeVisible();
+    await expect(request.status).toHaveText(/Status: (Pending|Approved|Relayed|Completed)/);
+  });
+});
