@@ -11,6 +11,7 @@ export const PROBLEMS = {
   invalid_address: { status: 400, title: "Invalid wallet address" },
   invalid_id: { status: 400, title: "Invalid id" },
   invalid_hash: { status: 400, title: "Invalid transaction hash" },
+  invalid_path: { status: 400, title: "Malformed URL path" },
   origin_not_allowed: { status: 403, title: "Origin not allowed" },
   not_found: { status: 404, title: "Not found" },
   wallet_not_found: { status: 404, title: "Wallet not found" },

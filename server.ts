@@ -1,0 +1,151 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import next from "next";
+import { pruneRateLimitHits } from "@/db/queries/rate-limits";
+import { appDb, closeAppDb } from "@/lib/http/app-context";
+import { CLIENT_IP_HEADER, resolveClientIp } from "@/lib/http/client-ip";
+import { problemBody, type ProblemCode } from "@/lib/http/problem";
+import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
+import { ConfigError, getConfig, type Config } from "@/lib/config";
+import { log } from "@/lib/log";
+import { RATE_LIMIT_WINDOW_MS } from "@/lib/sponsorship/rate-limits";
+
+/**
+ * The web process (`tsx server.ts`, spawned by `npm start`): Next.js in production mode behind a node:http server.
+ *
+ * Why a custom server: route handlers cannot see the socket, and Next's own server fills `x-forwarded-for` from the
+ * socket only when the header is absent, so a handler could not tell a forged header from a real one. Here every
+ * request gets its client address from the TCP peer (X-Forwarded-For only with TRUST_PROXY=N hops), handed to the
+ * handlers in `x-client-ip` after any incoming header of that name is deleted, and its X-Request-Id (echoed when
+ * valid, else generated) before Next sees it, so every response, Next's own included, carries it.
+ *
+ * SIGTERM/SIGINT: stop accepting, let in-flight requests finish (keep-alive connections are closed as they go
+ * idle), close the database pool, exit 0. A bad configuration exits 1 with one line naming the variable.
+ */
+
+const ROOT = path.dirname(fileURLToPath(import.meta.url));
+/** In-flight requests get this long to finish after a stop signal. */
+const DRAIN_TIMEOUT_MS = 15_000;
+const PRUNE_INTERVAL_MS = 10 * 60_000;
+
+function loadConfig(): Config {
+  try {
+    return getConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(error.message);
+      process.exit(1);
+    }
+    throw error;
+  }
+}
+
+function sendProblem(res: ServerResponse, code: ProblemCode, detail: string, requestId: string): void {
+  const body = problemBody(code, detail, requestId);
+  res.statusCode = body.status;
+  res.setHeader("Content-Type", "application/problem+json");
+  res.setHeader("Cache-Control", "no-store");
+  res.end(JSON.stringify(body));
+}
+
+/** Next answers a path with a malformed percent-escape (`/wallets/%ZZ`) with a bare 500; it is the client's error. */
+function pathDecodes(url: string | undefined): boolean {
+  const pathname = (url ?? "/").split("?")[0]!;
+  try {
+    decodeURIComponent(pathname);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  if (!config.databaseUrl) {
+    console.error("Invalid configuration: DATABASE_URL is required by the web server (npm start provides it)");
+    process.exit(1);
+  }
+  // Next reads NODE_ENV; the web server always runs the production build.
+  if (process.env.NODE_ENV !== "production") Object.assign(process.env, { NODE_ENV: "production" });
+
+  let stopping = false;
+  const server = createServer();
+  const app = next({ dev: false, dir: ROOT, port: config.port, httpServer: server, quiet: true });
+  await app.prepare();
+  const handle = app.getRequestHandler();
+
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    // A client may not choose its own address: whatever it sent in x-client-ip is replaced.
+    delete req.headers[CLIENT_IP_HEADER];
+    req.headers[CLIENT_IP_HEADER] = resolveClientIp({
+      peerAddress: req.socket.remoteAddress,
+      forwardedFor: req.headers["x-forwarded-for"],
+      trustProxy: config.trustProxy,
+    });
+    const incoming = req.headers[REQUEST_ID_HEADER];
+    const requestId = requestIdFor(typeof incoming === "string" ? incoming : undefined);
+    req.headers[REQUEST_ID_HEADER] = requestId;
+    res.setHeader("X-Request-Id", requestId);
+    if (stopping) res.setHeader("Connection", "close");
+    if (!pathDecodes(req.url)) {
+      sendProblem(res, "invalid_path", "The path contains a malformed percent-escape", requestId);
+      return;
+    }
+    handle(req, res).catch((error: unknown) => {
+      log.error("request failed outside the route handlers", { requestId, url: req.url, error });
+      if (res.headersSent) res.destroy();
+      else sendProblem(res, "internal_error", "The request could not be completed; it has been logged", requestId);
+    });
+  });
+
+  // Old counter rows are useless after the rolling hour; any instance may prune them.
+  const prune = () =>
+    pruneRateLimitHits(appDb(), new Date(Date.now() - RATE_LIMIT_WINDOW_MS - 60_000)).catch((error: unknown) =>
+      log.warn("pruning rate-limit hits failed", { error }),
+    );
+  const pruneTimer = setInterval(prune, PRUNE_INTERVAL_MS);
+  pruneTimer.unref();
+  void prune();
+
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info("web server stopping", { signal });
+    clearInterval(pruneTimer);
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    const idleSweep = setInterval(() => server.closeIdleConnections(), 100);
+    const deadline = setTimeout(() => {
+      log.warn("in-flight requests did not finish in time; closing their connections", { timeoutMs: DRAIN_TIMEOUT_MS });
+      server.closeAllConnections();
+    }, DRAIN_TIMEOUT_MS);
+    await closed;
+    clearInterval(idleSweep);
+    clearTimeout(deadline);
+    await app.close().catch((error: unknown) => log.warn("closing Next failed", { error }));
+    await closeAppDb().catch((error: unknown) => log.warn("closing the database pool failed", { error }));
+    log.info("web server stopped", { signal });
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(config.port, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  log.info("web server listening", { port: config.port, url: `http://localhost:${config.port}`, trustProxy: config.trustProxy, pid: process.pid });
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError) {
+    console.error(error.message);
+  } else {
+    log.error("web server failed to start", { error });
+  }
+  process.exit(1);
+});
