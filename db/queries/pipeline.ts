@@ -13,10 +13,11 @@ type Address = `0x${string}`;
 type Hex = `0x${string}`;
 
 const values = (rows: SQL[]) => sql.join(rows, sql`, `);
-const list = (items: readonly string[]) => sql.join(
+/** `(p1, p2, ...)` for `IN`: one parameter per item. */
+const list = (items: readonly string[]) => sql`(${sql.join(
   items.map((i) => sql`${i}`),
   sql`, `,
-);
+)})`;
 
 /* ------------------------------------------------------------------ review */
 
@@ -380,4 +381,11 @@ export async function countOpenRelays(db: Executor): Promise<number> {
   const [row] = await db.execute<{ n: number }>(sql`
     SELECT count(*)::int AS n FROM relay_transactions WHERE status IN ('queued', 'submitted')`);
   return row?.n ?? 0;
+}
+
+/** The relay attempt that sent `hash` (any status), with its request. */
+export async function findRelayByHash(db: Executor, hash: string): Promise<{ id: string; sponsorshipRequestId: string; status: RelayStatus } | undefined> {
+  const [row] = await db.execute<{ id: string; sponsorship_request_id: string; status: RelayStatus }>(sql`
+    SELECT id, sponsorship_request_id, status FROM relay_transactions WHERE transaction_hash = ${hash.toLowerCase()}`);
+  return row ? { id: row.id, sponsorshipRequestId: row.sponsorship_request_id, status: row.status } : undefined;
 }

@@ -10,10 +10,11 @@ import type { Executor, Transaction } from "./executor";
 
 type Address = `0x${string}`;
 
-const list = (items: readonly string[]) => sql.join(
+/** `(p1, p2, ...)` for `IN`: one parameter per item. */
+const list = (items: readonly string[]) => sql`(${sql.join(
   items.map((i) => sql`${i}`),
   sql`, `,
-);
+)})`;
 
 export type RelayerLease = {
   address: Address;

@@ -1,0 +1,88 @@
+import type { Hash, Hex } from "viem";
+import { failNonceFills, failRelays, markBroadcastAccepted } from "@/db/queries/pipeline";
+import type { WorkerContext } from "./context";
+
+/**
+ * Broadcast of transactions already stored (hash and raw bytes in the database): the only way anything reaches the
+ * chain. Outcomes:
+ * - accepted (or "already known"): recorded as submitted;
+ * - nonce already used: left as is, the confirm stage settles the nonce from receipts (it may be this very hash);
+ * - node unreachable or temporarily refusing: left queued, broadcast again later; no attempt is consumed;
+ * - refused for good: the attempt (or fill) fails with the node's words; nothing was broadcast.
+ */
+
+export type StoredTransaction = {
+  kind: "relay" | "fill";
+  id: string;
+  hash: Hash;
+  raw: Hex;
+  /** For logs: the request, relayer and nonce. */
+  requestId?: string | null;
+  relayer: string;
+  nonce: number;
+};
+
+export type BroadcastSummary = { accepted: number; unavailable: number; rejected: number; nonceUsed: number };
+
+export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTransaction[], why: "first" | "again"): Promise<BroadcastSummary> {
+  const summary: BroadcastSummary = { accepted: 0, unavailable: 0, rejected: 0, nonceUsed: 0 };
+  if (txs.length === 0) return summary;
+  // Nonce order within each relayer, so the node never sees a gap it could drop.
+  const ordered = [...txs].sort((a, b) => (a.relayer === b.relayer ? a.nonce - b.nonce : a.relayer < b.relayer ? -1 : 1));
+  const outcomes = await ctx.chain.broadcast(ordered.map((t) => t.raw));
+
+  const accepted: Hash[] = [];
+  const rejectedRelays: { id: string; reason: string }[] = [];
+  const rejectedFills: { id: string; reason: string }[] = [];
+  let unavailableMessage: string | undefined;
+  ordered.forEach((tx, i) => {
+    const outcome = outcomes[i]!;
+    switch (outcome.kind) {
+      case "accepted":
+        accepted.push(tx.hash);
+        break;
+      case "nonce_used":
+        summary.nonceUsed++;
+        break;
+      case "unavailable":
+        summary.unavailable++;
+        unavailableMessage = outcome.message;
+        break;
+      case "rejected": {
+        const reason = `rejected by the node before broadcast: ${outcome.message.slice(0, 300)}`;
+        (tx.kind === "relay" ? rejectedRelays : rejectedFills).push({ id: tx.id, reason });
+        ctx.log.warn("transaction refused by the node", { kind: tx.kind, requestId: tx.requestId, relayer: tx.relayer, nonce: tx.nonce, hash: tx.hash, message: outcome.message });
+        break;
+      }
+    }
+  });
+  summary.accepted = accepted.length;
+  summary.rejected = rejectedRelays.length + rejectedFills.length;
+
+  if (why === "first") ctx.status.totals.broadcasts += accepted.length;
+  else ctx.status.totals.rebroadcasts += accepted.length;
+
+  // Test hook (issue 4 "Crash"): die the hardest way right after the broadcast, before recording it.
+  const crashAt = ctx.settings.crashAfterBroadcasts;
+  if (crashAt !== undefined && why === "first" && ctx.status.totals.broadcasts >= crashAt && accepted.length > 0) {
+    ctx.log.warn("test hook: SIGKILL right after broadcast", { broadcasts: ctx.status.totals.broadcasts, hashes: accepted });
+    process.kill(process.pid, "SIGKILL");
+    await new Promise(() => {});
+  }
+
+  if (accepted.length > 0 || rejectedRelays.length > 0 || rejectedFills.length > 0) {
+    await ctx.db.transaction(async (tx) => {
+      await markBroadcastAccepted(tx, accepted);
+      await failRelays(tx, rejectedRelays);
+      await failNonceFills(tx, rejectedFills);
+    });
+    ctx.status.totals.failedAttempts += rejectedRelays.length;
+  }
+  if (summary.unavailable > 0) {
+    ctx.log.warn("broadcast postponed: node unavailable, the stored transactions will be sent again", {
+      count: summary.unavailable,
+      message: unavailableMessage,
+    });
+  }
+  return summary;
+}

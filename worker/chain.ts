@@ -1,0 +1,312 @@
+import {
+  BaseError,
+  ContractFunctionRevertedError,
+  HttpRequestError,
+  RpcRequestError,
+  TimeoutError,
+  getAbiItem,
+  hexToBigInt,
+  type Hash,
+  type Hex,
+} from "viem";
+import { treasuryAbi } from "@/contracts/generated/treasury";
+import { createChainClients, type ChainPublicClient } from "@/lib/chain/clients";
+import { uuidToBytes16 } from "@/lib/chain/ids";
+import { readAreSponsored } from "@/lib/chain/registry";
+import { readTreasuryState, type TreasuryState } from "@/lib/chain/treasury";
+
+/**
+ * The worker's view of the chain: every read it needs, batched (viem's JSON-RPC batching: calls issued together
+ * travel in one HTTP request), no caching (viem caches eth_blockNumber by default; the worker must not), and every
+ * failure to reach the node turned into ChainUnavailableError so the loop can back off without burning attempts.
+ */
+
+type Address = `0x${string}`;
+
+/** The node could not be reached or did not answer in time: nothing is known, retry later. */
+export class ChainUnavailableError extends Error {
+  override name = "ChainUnavailableError";
+}
+
+export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
+
+export type RelayerNonces = {
+  /** Nonce of the next transaction to be mined: every lower nonce is consumed. */
+  latest: number;
+  /** `latest` plus the transactions the node holds without a gap. */
+  pending: number;
+};
+
+export type MinedReceipt = { status: "success" | "reverted"; blockNumber: bigint; gasUsed: bigint };
+
+export type BroadcastOutcome =
+  /** The node holds it (new, or "already known"). */
+  | { kind: "accepted" }
+  /** "nonce too low": this or another transaction at the nonce was mined; receipts tell which. */
+  | { kind: "nonce_used"; message: string }
+  /** Not reachable, timed out, or a temporary refusal (relayer out of gas money): try again later. */
+  | { kind: "unavailable"; message: string }
+  /** Refused for good (invalid, underpriced replacement...). */
+  | { kind: "rejected"; message: string };
+
+type RpcReceipt = { status: Hex; blockNumber: Hex; gasUsed: Hex } | null;
+
+function messageOf(error: unknown): string {
+  if (error instanceof BaseError) {
+    const rpc = error.walk((e) => e instanceof RpcRequestError);
+    if (rpc instanceof RpcRequestError) return rpc.details || rpc.shortMessage;
+    return error.details || error.shortMessage;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** True when the error means "the node was not reached / did not answer", not "the node said no". */
+export function isUnreachable(error: unknown): boolean {
+  if (error instanceof ChainUnavailableError) return true;
+  if (!(error instanceof BaseError)) {
+    return error instanceof Error && /fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|socket hang up|aborted/i.test(error.message);
+  }
+  if (error.walk((e) => e instanceof TimeoutError) instanceof TimeoutError) return true;
+  const http = error.walk((e) => e instanceof HttpRequestError);
+  if (http instanceof HttpRequestError) return http.status === undefined || http.status >= 500 || http.status === 429;
+  const rpc = error.walk((e) => e instanceof RpcRequestError);
+  if (rpc instanceof RpcRequestError) return rpc.status !== undefined && (rpc.status >= 500 || rpc.status === 429);
+  return false;
+}
+
+/** Wraps a read: unreachable -> ChainUnavailableError, anything else (a real answer) is rethrown. */
+async function reach<T>(what: string, read: () => Promise<T>, health?: ChainHealth): Promise<T> {
+  try {
+    const value = await read();
+    health?.noteReached();
+    return value;
+  } catch (error) {
+    if (isUnreachable(error)) {
+      const wrapped = new ChainUnavailableError(`${what}: ${messageOf(error)}`, { cause: error });
+      health?.noteUnreachable(wrapped);
+      throw wrapped;
+    }
+    health?.noteReached();
+    throw error;
+  }
+}
+
+/**
+ * Whether the node answers, and since when. `recoveredAt` (start-up, or the end of the last outage) bounds the
+ * relay timeout: a transaction cannot be declared stuck because of time during which the chain was not reachable.
+ */
+export class ChainHealth {
+  reachable = true;
+  downSince: Date | undefined;
+  recoveredAt = new Date();
+  lastError: string | undefined;
+  constructor(private readonly onChange?: (reachable: boolean, detail: { downForMs?: number; error?: string }) => void) {}
+
+  noteReached(): void {
+    if (this.reachable) return;
+    const downForMs = this.downSince ? Date.now() - this.downSince.getTime() : undefined;
+    this.reachable = true;
+    this.downSince = undefined;
+    this.recoveredAt = new Date();
+    this.onChange?.(true, { downForMs });
+  }
+
+  noteUnreachable(error: Error): void {
+    this.lastError = error.message;
+    if (!this.reachable) return;
+    this.reachable = false;
+    this.downSince = new Date();
+    this.onChange?.(false, { error: error.message });
+  }
+
+  /** Milliseconds the chain has been reachable without interruption. */
+  reachableForMs(): number {
+    return this.reachable ? Date.now() - this.recoveredAt.getTime() : 0;
+  }
+}
+
+export function classifyBroadcastError(error: unknown): BroadcastOutcome {
+  const message = messageOf(error);
+  if (isUnreachable(error)) return { kind: "unavailable", message };
+  if (/already known|already imported|known transaction|already in (the )?(mem)?pool/i.test(message)) return { kind: "accepted" };
+  if (/nonce too low|nonce has already been used|already mined|old nonce/i.test(message)) return { kind: "nonce_used", message };
+  if (/insufficient funds|rate limit|too many requests|temporarily|try again|busy|txpool is full|pool is full/i.test(message)) {
+    return { kind: "unavailable", message };
+  }
+  return { kind: "rejected", message };
+}
+
+const sponsoredEvent = getAbiItem({ abi: treasuryAbi, name: "Sponsored" });
+
+export type WorkerChainOptions = {
+  rpcUrl: string;
+  chainId: number;
+  registryAddress: Address;
+  treasuryAddress: Address;
+  /** Per HTTP request; a stopped node is noticed after this long. */
+  timeoutMs?: number;
+  health?: ChainHealth;
+};
+
+export class WorkerChain {
+  readonly client: ChainPublicClient;
+  readonly chainId: number;
+  readonly registryAddress: Address;
+  readonly treasuryAddress: Address;
+  readonly health: ChainHealth;
+
+  constructor(options: WorkerChainOptions) {
+    this.health = options.health ?? new ChainHealth();
+    // No retries inside viem: the worker's loop backs off and logs, and a broadcast is retried from the database.
+    this.client = createChainClients({
+      rpcUrl: options.rpcUrl,
+      chainId: options.chainId,
+      timeoutMs: options.timeoutMs ?? 5_000,
+      retryCount: 0,
+    }).publicClient;
+    this.chainId = options.chainId;
+    this.registryAddress = options.registryAddress;
+    this.treasuryAddress = options.treasuryAddress;
+  }
+
+  /** eth_chainId of an RPC, for start-up (the deployment may not name the chain). */
+  static async readChainId(rpcUrl: string, timeoutMs = 5_000): Promise<number> {
+    const client = createChainClients({ rpcUrl, timeoutMs, retryCount: 0 }).publicClient;
+    return reach("eth_chainId", () => client.getChainId());
+  }
+
+  private reach<T>(what: string, read: () => Promise<T>): Promise<T> {
+    return reach(what, read, this.health);
+  }
+
+  async blockNumber(): Promise<bigint> {
+    return this.reach("eth_blockNumber", async () => hexToBigInt(await this.client.request({ method: "eth_blockNumber" })));
+  }
+
+  /** Latest and pending nonces of each relayer (one batched request). */
+  async nonces(relayers: readonly Address[]): Promise<Map<Address, RelayerNonces>> {
+    return this.reach("eth_getTransactionCount", async () => {
+      const answers = await Promise.all(
+        relayers.flatMap((address) => [
+          this.client.request({ method: "eth_getTransactionCount", params: [address, "latest"] }),
+          this.client.request({ method: "eth_getTransactionCount", params: [address, "pending"] }),
+        ]),
+      );
+      return new Map(
+        relayers.map((address, i) => [address, { latest: Number(BigInt(answers[2 * i]!)), pending: Number(BigInt(answers[2 * i + 1]!)) }]),
+      );
+    });
+  }
+
+  /** The fees to offer now: priority fee as the node suggests, max fee with room for 3x the base fee. */
+  async marketFees(): Promise<Fees> {
+    return this.reach("fees", async () => {
+      const [block, priority] = await Promise.all([
+        this.client.request({ method: "eth_getBlockByNumber", params: ["latest", false] }),
+        this.client.request({ method: "eth_maxPriorityFeePerGas" }).catch(() => "0x3b9aca00" as Hex),
+      ]);
+      const maxPriorityFeePerGas = hexToBigInt(priority);
+      const baseFee = block?.baseFeePerGas ? hexToBigInt(block.baseFeePerGas) : 0n;
+      if (baseFee === 0n) return { maxFeePerGas: maxPriorityFeePerGas * 2n, maxPriorityFeePerGas };
+      return { maxFeePerGas: baseFee * 3n + maxPriorityFeePerGas, maxPriorityFeePerGas };
+    });
+  }
+
+  /** Receipts of many transactions in one batched request; null for a hash not mined (or unknown). */
+  async receipts(hashes: readonly Hash[]): Promise<Map<Hash, MinedReceipt | null>> {
+    if (hashes.length === 0) return new Map();
+    return this.reach("eth_getTransactionReceipt", async () => {
+      const answers = (await Promise.all(
+        hashes.map((hash) => this.client.request({ method: "eth_getTransactionReceipt", params: [hash] })),
+      )) as RpcReceipt[];
+      return new Map(
+        hashes.map((hash, i) => {
+          const r = answers[i];
+          if (!r) return [hash, null];
+          return [
+            hash,
+            { status: hexToBigInt(r.status) === 1n ? "success" : "reverted", blockNumber: hexToBigInt(r.blockNumber), gasUsed: hexToBigInt(r.gasUsed) },
+          ];
+        }),
+      );
+    });
+  }
+
+  /** Sends stored raw transactions together (one batched request, in the given order) and classifies each answer. */
+  async broadcast(raws: readonly Hex[]): Promise<BroadcastOutcome[]> {
+    if (raws.length === 0) return [];
+    const settled = await Promise.allSettled(raws.map((raw) => this.client.request({ method: "eth_sendRawTransaction", params: [raw] })));
+    const outcomes = settled.map((s): BroadcastOutcome => (s.status === "fulfilled" ? { kind: "accepted" } : classifyBroadcastError(s.reason)));
+    const unreachable = settled.find((s) => s.status === "rejected" && isUnreachable(s.reason));
+    if (unreachable?.status === "rejected") this.health.noteUnreachable(new ChainUnavailableError(`eth_sendRawTransaction: ${messageOf(unreachable.reason)}`));
+    else this.health.noteReached();
+    return outcomes;
+  }
+
+  async areSponsored(wallets: readonly Address[]): Promise<Map<string, boolean>> {
+    return this.reach("areSponsored", () => readAreSponsored(this.client, this.registryAddress, wallets));
+  }
+
+  async treasuryState(): Promise<TreasuryState> {
+    return this.reach("treasury state", () => readTreasuryState(this.client, this.treasuryAddress));
+  }
+
+  async balances(addresses: readonly Address[]): Promise<Map<Address, bigint>> {
+    return this.reach("balances", async () => {
+      const values = await Promise.all(addresses.map((address) => this.client.getBalance({ address })));
+      return new Map(addresses.map((a, i) => [a, values[i]!]));
+    });
+  }
+
+  /**
+   * Why `sponsor(wallet, requestId)` from `relayer` reverts, replayed against the latest state (receipts carry no
+   * revert data): "NotRelayer(0x...)", "AlreadySponsored(0x...)", ... or a generic text when it cannot be told.
+   */
+  async explainSponsorRevert(relayer: Address, wallet: Address, requestId: string): Promise<{ errorName?: string; text: string }> {
+    try {
+      await this.client.simulateContract({
+        address: this.treasuryAddress,
+        abi: treasuryAbi,
+        functionName: "sponsor",
+        args: [wallet, uuidToBytes16(requestId)],
+        account: relayer,
+      });
+      return { text: "reverted on-chain (the same call succeeds against the latest state)" };
+    } catch (error) {
+      if (error instanceof BaseError) {
+        const revert = error.walk((e) => e instanceof ContractFunctionRevertedError);
+        if (revert instanceof ContractFunctionRevertedError && revert.data?.errorName) {
+          const args = (revert.data.args ?? []).map((a) => String(a)).join(", ");
+          return { errorName: revert.data.errorName, text: `reverted: ${revert.data.errorName}(${args})` };
+        }
+      }
+      return { text: `reverted on-chain (reason not available: ${messageOf(error).slice(0, 200)})` };
+    }
+  }
+
+  /**
+   * The Sponsored events of the given requests among recent blocks, by request id: the chain's own record of
+   * which transaction paid a request, used when receipts cannot settle a nonce.
+   */
+  async findSponsoredEvents(requestIds: readonly string[], lookbackBlocks = 10_000n): Promise<Map<string, { transactionHash: Hash; blockNumber: bigint }>> {
+    const found = new Map<string, { transactionHash: Hash; blockNumber: bigint }>();
+    if (requestIds.length === 0) return found;
+    return this.reach("eth_getLogs", async () => {
+      const latest = await this.blockNumber();
+      const logs = await this.client.getLogs({
+        address: this.treasuryAddress,
+        event: sponsoredEvent,
+        args: { requestId: requestIds.map((id) => uuidToBytes16(id)) },
+        fromBlock: latest > lookbackBlocks ? latest - lookbackBlocks : 0n,
+        toBlock: latest,
+      });
+      for (const log of logs) {
+        const id = log.args.requestId;
+        if (!id || !log.transactionHash || log.blockNumber === null) continue;
+        const uuid = requestIds.find((r) => uuidToBytes16(r) === id.toLowerCase());
+        if (uuid) found.set(uuid, { transactionHash: log.transactionHash, blockNumber: log.blockNumber });
+      }
+      return found;
+    });
+  }
+}

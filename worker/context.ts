@@ -1,0 +1,84 @@
+import type { Database } from "@/db/client";
+import type { TreasuryState } from "@/lib/chain/treasury";
+import type { Logger } from "@/lib/log";
+import type { Fees, WorkerChain } from "./chain";
+import type { RelayerPool } from "./relayers";
+
+/** What every stage of one worker process shares. */
+
+export type WorkerSettings = {
+  batchSize: number;
+  maxRelayAttempts: number;
+  relayTimeoutMs: number;
+  intervalMs: number;
+  heartbeatMs: number;
+  leaseTtlMs: number;
+  /** How often in-flight transactions are checked (a new block triggers the full check). */
+  confirmPollMs: number;
+  /** Test hook: SIGKILL right after this many accepted broadcasts. */
+  crashAfterBroadcasts: number | undefined;
+};
+
+export type WorkerTotals = {
+  reviewed: number;
+  approved: number;
+  rejected: number;
+  attempts: number;
+  broadcasts: number;
+  rebroadcasts: number;
+  replacements: number;
+  fills: number;
+  completed: number;
+  failedAttempts: number;
+  failed: number;
+};
+
+export type WorkerStatus = {
+  treasury: (TreasuryState & { checkedAt: Date; underfunded: boolean }) | undefined;
+  lastError: { stage: string; message: string; at: Date } | undefined;
+  blockNumber: bigint | undefined;
+  /** Relay transactions of this worker's relayers still open (queued or submitted). */
+  inFlight: number;
+  totals: WorkerTotals;
+};
+
+export type WorkerContext = {
+  workerId: string;
+  /** `worker:<id>`: the status_actor of every change this worker makes. */
+  actor: string;
+  settings: WorkerSettings;
+  db: Database;
+  chain: WorkerChain;
+  pool: RelayerPool;
+  log: Logger;
+  status: WorkerStatus;
+  /** Market fees, refreshed with each new block. */
+  fees: { value: Fees; blockNumber: bigint } | undefined;
+  /** Wakes the loop (a stage produced work for another). */
+  wake: () => void;
+};
+
+export function emptyTotals(): WorkerTotals {
+  return {
+    reviewed: 0,
+    approved: 0,
+    rejected: 0,
+    attempts: 0,
+    broadcasts: 0,
+    rebroadcasts: 0,
+    replacements: 0,
+    fills: 0,
+    completed: 0,
+    failedAttempts: 0,
+    failed: 0,
+  };
+}
+
+/** Market fees, read at most once per block. */
+export async function currentFees(ctx: WorkerContext): Promise<Fees> {
+  const block = ctx.status.blockNumber;
+  if (ctx.fees && block !== undefined && ctx.fees.blockNumber === block) return ctx.fees.value;
+  const value = await ctx.chain.marketFees();
+  ctx.fees = { value, blockNumber: block ?? 0n };
+  return value;
+}

@@ -1,0 +1,115 @@
+import { hostname } from "node:os";
+import { deleteHeartbeat, pruneHeartbeats, upsertHeartbeat } from "@/db/queries/heartbeats";
+import { countOpenRequests } from "@/db/queries/pipeline";
+import type { WorkerContext } from "./context";
+
+/**
+ * The worker's heartbeat row (worker_heartbeats), written every WORKER heartbeat interval together with the lease
+ * renewal. `details` is what /health and the dashboard show; its shape is documented in docs/worker.md.
+ */
+
+export const HEARTBEAT_DETAILS_VERSION = 1;
+
+export type HeartbeatDetails = {
+  version: number;
+  state: "starting" | "running" | "stopping";
+  relayers: { configured: string[]; leased: string[] };
+  queue: { pending: number; approved: number; relayed: number };
+  inFlight: number;
+  chain: { reachable: boolean; blockNumber: string | null; downSince: string | null; lastError: string | null; chainId: number };
+  treasury: { address: string; balanceWei: string; amountWei: string; paused: boolean; underfunded: boolean; checkedAt: string } | null;
+  lastError: { stage: string; message: string; at: string } | null;
+  totals: Record<string, number>;
+  settings: { intervalMs: number; heartbeatMs: number; relayTimeoutMs: number; maxRelayAttempts: number; batchSize: number };
+};
+
+export class Heartbeat {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly startedAt = new Date();
+  private state: HeartbeatDetails["state"] = "starting";
+  private beating: Promise<void> | undefined;
+
+  constructor(private readonly ctx: WorkerContext) {}
+
+  setState(state: HeartbeatDetails["state"]): void {
+    this.state = state;
+  }
+
+  async details(): Promise<HeartbeatDetails> {
+    const { ctx } = this;
+    const queue = await countOpenRequests(ctx.db);
+    const t = ctx.status.treasury;
+    const health = ctx.chain.health;
+    return {
+      version: HEARTBEAT_DETAILS_VERSION,
+      state: this.state,
+      relayers: { configured: ctx.pool.configured, leased: ctx.pool.leased },
+      queue,
+      inFlight: ctx.status.inFlight,
+      chain: {
+        reachable: health.reachable,
+        blockNumber: ctx.status.blockNumber?.toString() ?? null,
+        downSince: health.downSince?.toISOString() ?? null,
+        lastError: health.lastError ?? null,
+        chainId: ctx.chain.chainId,
+      },
+      treasury: t
+        ? {
+            address: ctx.chain.treasuryAddress,
+            balanceWei: t.balance.toString(),
+            amountWei: t.amount.toString(),
+            paused: t.paused,
+            underfunded: t.underfunded,
+            checkedAt: t.checkedAt.toISOString(),
+          }
+        : null,
+      lastError: ctx.status.lastError
+        ? { stage: ctx.status.lastError.stage, message: ctx.status.lastError.message, at: ctx.status.lastError.at.toISOString() }
+        : null,
+      totals: { ...ctx.status.totals },
+      settings: {
+        intervalMs: ctx.settings.intervalMs,
+        heartbeatMs: ctx.settings.heartbeatMs,
+        relayTimeoutMs: ctx.settings.relayTimeoutMs,
+        maxRelayAttempts: ctx.settings.maxRelayAttempts,
+        batchSize: ctx.settings.batchSize,
+      },
+    };
+  }
+
+  /** One beat: renew the leases, write the row. Errors are logged, never thrown (the loop has its own). */
+  async beat(): Promise<void> {
+    if (this.beating) return this.beating;
+    this.beating = (async () => {
+      const { ctx } = this;
+      try {
+        await ctx.pool.renew();
+        await upsertHeartbeat(ctx.db, {
+          workerId: ctx.workerId,
+          hostname: hostname(),
+          pid: process.pid,
+          startedAt: this.startedAt,
+          details: await this.details(),
+        });
+      } catch (error) {
+        ctx.log.warn("heartbeat failed", { error });
+      } finally {
+        this.beating = undefined;
+      }
+    })();
+    return this.beating;
+  }
+
+  start(): void {
+    this.timer = setInterval(() => void this.beat(), this.ctx.settings.heartbeatMs);
+    this.timer.unref();
+    // Rows of workers silent for an hour are history, not liveness.
+    void pruneHeartbeats(this.ctx.db, 3_600_000).catch(() => {});
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.beating;
+    await deleteHeartbeat(this.ctx.db, this.ctx.workerId);
+  }
+}

@@ -1,0 +1,59 @@
+import { ConfigError, getConfig } from "@/lib/config";
+import { createLogger } from "@/lib/log";
+import { FatalWorkerError, startWorker, type RunningWorker } from "./worker";
+
+/**
+ * `npm run worker` (and the worker child of `npm start`): drives every sponsorship request through review, relay
+ * and confirm (docs/worker.md). Configured only through lib/config.ts.
+ *
+ * Exit codes, for the supervisor: 0 after a graceful stop (SIGTERM/SIGINT: the step in flight finishes, leases
+ * are given back, the heartbeat row is removed); 1 on a fatal error (bad configuration, no contracts, wrong chain,
+ * an unexpected crash of the loop), so `npm start` restarts it with backoff and logs why.
+ */
+
+const log = createLogger({ component: "worker" });
+const SHUTDOWN_LIMIT_MS = 25_000;
+
+async function main(): Promise<void> {
+  const config = getConfig();
+  const running: { worker?: RunningWorker } = {};
+  let signalled = false;
+
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled) {
+      log.warn("second signal: exiting now", { signal });
+      process.exit(1);
+    }
+    signalled = true;
+    log.info("signal received", { signal });
+    const worker = running.worker;
+    if (!worker) process.exit(0); // still starting: nothing in flight
+    const limit = setTimeout(() => {
+      log.error("graceful shutdown took too long; exiting", { limitMs: SHUTDOWN_LIMIT_MS });
+      process.exit(1);
+    }, SHUTDOWN_LIMIT_MS);
+    limit.unref();
+    worker.stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error("shutdown failed", { error });
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+
+  running.worker = await startWorker({ config, log });
+  await running.worker.done;
+  // The loop only ends through stop(); onSignal exits once stop() has finished.
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError || error instanceof FatalWorkerError) {
+    log.error(`worker cannot start: ${error.message}`, { fatal: true });
+  } else {
+    log.error("worker crashed", { error, fatal: true });
+  }
+  process.exit(1);
+});

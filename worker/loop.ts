@@ -1,0 +1,191 @@
+import { ChainUnavailableError } from "./chain";
+import { Confirmer } from "./confirm";
+import type { WorkerContext } from "./context";
+import { relayBatch } from "./relay";
+import { reviewPendingBatch } from "./review";
+
+/**
+ * The worker's loop: one iteration runs review, relay and confirm in turn (one step at a time, so a relayer's
+ * nonces are only ever touched by one stage), then sleeps until something is due:
+ * - the queue (review, relay): at once when woken (NOTIFY from the API, or a stage that made work for another),
+ *   after a full batch, and otherwise every WORKER_INTERVAL_MS;
+ * - confirmations: every `confirmPollMs` while transactions are in flight, with the full check (receipts,
+ *   timeouts, re-broadcasts) when a new block appears and at least once a second;
+ * - leases (rebalance) and the hole check: every heartbeat interval.
+ * An error in a stage is logged with the stage, recorded for the heartbeat, and waited out with exponential
+ * backoff (RPC or database outages); other stages still run. `stop()` lets the step in flight finish.
+ */
+
+const MAX_BACKOFF_MS = 10_000;
+const FULL_CHECK_MS = 1_000;
+
+type Stage = "leases" | "review" | "relay" | "confirm";
+
+export class WorkerLoop {
+  private stopping = false;
+  private sleeping: { resolve: () => void; timer: NodeJS.Timeout } | undefined;
+  private queueDue = true;
+  private lastQueueScan = 0;
+  private lastMaintenance = 0;
+  private lastFullCheck = 0;
+  private lastBlock: bigint | undefined;
+  private failures = 0;
+  private readonly confirmer: Confirmer;
+  private readonly erroredStages = new Set<Stage>();
+  private done: Promise<void> | undefined;
+  /** Called when a stage that had failed works again (e.g. to re-LISTEN after a database outage). */
+  onRecovered: (() => void) | undefined;
+
+  constructor(private readonly ctx: WorkerContext) {
+    this.confirmer = new Confirmer(ctx);
+  }
+
+  /** Something may be waiting in the queue: run the queue stages now. */
+  wake(): void {
+    this.queueDue = true;
+    if (this.sleeping) {
+      clearTimeout(this.sleeping.timer);
+      this.sleeping.resolve();
+      this.sleeping = undefined;
+    }
+  }
+
+  /** Finish the step in flight, then return from `run`. */
+  stop(): Promise<void> {
+    this.stopping = true;
+    this.wake();
+    return this.done ?? Promise.resolve();
+  }
+
+  get isStopping(): boolean {
+    return this.stopping;
+  }
+
+  run(): Promise<void> {
+    this.done ??= this.loop();
+    return this.done;
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopping) {
+      const busy = await this.iterate();
+      if (this.stopping) break;
+      await this.sleep(this.delay(busy));
+    }
+  }
+
+  private delay(busy: boolean): number {
+    const { settings, status } = this.ctx;
+    if (this.failures > 0) return Math.min(MAX_BACKOFF_MS, 250 * 2 ** (this.failures - 1));
+    if (busy || this.queueDue) return 0;
+    const now = Date.now();
+    const untilQueue = this.lastQueueScan + settings.intervalMs - now;
+    const untilMaintenance = this.lastMaintenance + settings.heartbeatMs - now;
+    const untilConfirm = status.inFlight > 0 ? settings.confirmPollMs : Number.POSITIVE_INFINITY;
+    return Math.max(0, Math.min(untilQueue, untilMaintenance, untilConfirm));
+  }
+
+  private sleep(ms: number): Promise<void> {
+    if (ms <= 0 || this.stopping) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.sleeping = undefined;
+        resolve();
+      }, ms);
+      this.sleeping = { resolve, timer };
+    });
+  }
+
+  /** One pass over the stages; true when a stage had a full batch (more work is waiting). */
+  private async iterate(): Promise<boolean> {
+    const { ctx } = this;
+    const now = Date.now();
+    let busy = false;
+    let sent = 0;
+    const ran = new Set<Stage>();
+    const failed = new Set<Stage>();
+
+    const step = async <T>(stage: Stage, fn: () => Promise<T>): Promise<T | undefined> => {
+      ran.add(stage);
+      try {
+        return await fn();
+      } catch (error) {
+        failed.add(stage);
+        this.recordError(stage, error);
+        return undefined;
+      }
+    };
+
+    const maintenance = now - this.lastMaintenance >= ctx.settings.heartbeatMs;
+    if (maintenance) {
+      this.lastMaintenance = now;
+      await step("leases", () => ctx.pool.rebalance());
+    }
+
+    const queueDue = this.queueDue || now - this.lastQueueScan >= ctx.settings.intervalMs;
+    if (queueDue) {
+      this.queueDue = false;
+      this.lastQueueScan = now;
+      const reviewed = await step("review", () => reviewPendingBatch(ctx));
+      if (reviewed && reviewed.claimed >= ctx.settings.batchSize) busy = true;
+      if (this.stopping) return false;
+      const relayed = await step("relay", () => relayBatch(ctx));
+      if (relayed) {
+        sent = relayed.stored ?? 0;
+        if ((relayed.stored ?? 0) >= ctx.settings.batchSize) busy = true;
+        if (relayed.waiting && relayed.waiting !== "no_relayers" && relayed.claimed > 0) this.noteWaiting(relayed.waiting);
+      }
+    }
+    if (this.stopping) return false;
+
+    const fullDue = maintenance || now - this.lastFullCheck >= FULL_CHECK_MS;
+    if (ctx.status.inFlight > 0 || sent > 0 || maintenance) {
+      await step("confirm", async () => {
+        const block = await ctx.chain.blockNumber();
+        const newBlock = block !== this.lastBlock;
+        ctx.status.blockNumber = block;
+        if (!newBlock && !fullDue && sent === 0) return;
+        this.lastBlock = block;
+        if (fullDue) this.lastFullCheck = now;
+        const outcome = await this.confirmer.run({ checkHoles: maintenance });
+        // A settled attempt may leave its request needing the next attempt: look at the queue again.
+        if (outcome.settled > 0) this.queueDue = true;
+      });
+    }
+
+    if (failed.size === 0) {
+      if (this.failures > 0) {
+        ctx.log.info("worker recovered", { after: this.failures, stages: [...this.erroredStages] });
+        this.erroredStages.clear();
+        this.onRecovered?.();
+      }
+      this.failures = 0;
+    } else {
+      for (const s of failed) this.erroredStages.add(s);
+      this.failures++;
+    }
+    return busy;
+  }
+
+  private lastWaitingLog = 0;
+  private noteWaiting(why: string): void {
+    const now = Date.now();
+    if (now - this.lastWaitingLog < 30_000) return;
+    this.lastWaitingLog = now;
+    const t = this.ctx.status.treasury;
+    this.ctx.log.warn("relay waiting: requests stay approved, no attempt is used", {
+      why,
+      treasuryBalanceWei: t?.balance,
+      amountWei: t?.amount,
+      paused: t?.paused,
+    });
+  }
+
+  private recordError(stage: Stage, error: unknown): void {
+    const message = error instanceof Error ? error.message : String(error);
+    this.ctx.status.lastError = { stage, message, at: new Date() };
+    const fields = { stage, consecutiveFailures: this.failures + 1, nextRetryMs: Math.min(MAX_BACKOFF_MS, 250 * 2 ** this.failures) };
+    if (error instanceof ChainUnavailableError) this.ctx.log.warn("chain unavailable, backing off", { ...fields, error: message });
+    else this.ctx.log.error("worker stage failed, backing off", { ...fields, error });
+  }
+}

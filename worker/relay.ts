@@ -1,0 +1,119 @@
+import { claimRelayCandidates, countOpenRelays, failRequest, insertRelayAttempts, markRequestsRelayed, type NewRelayAttempt } from "@/db/queries/pipeline";
+import { lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
+import { broadcastStored, type StoredTransaction } from "./broadcast";
+import { currentFees, type WorkerContext } from "./context";
+import { LeaseLostError } from "./relayers";
+import { SPONSOR_GAS_LIMIT, signSponsorTransaction } from "./transactions";
+
+type Address = `0x${string}`;
+
+export type RelayOutcome = {
+  sent: number;
+  /** Why nothing was sent although work may be waiting. */
+  waiting?: "no_relayers" | "treasury_paused" | "treasury_underfunded" | "treasury_capacity";
+  claimed: number;
+  /** Attempts stored (and handed to the chain) by this batch. */
+  stored?: number;
+};
+
+/**
+ * Relay (decisions.md "Pipeline"): for approved requests (first attempt) and relayed requests whose attempts all
+ * failed (next attempt), in one transaction: lock this worker's leased relayer rows (the fence: a lease taken
+ * over makes the row vanish from the lock), claim requests with SKIP LOCKED, sign each `sponsor` call locally with
+ * an explicit nonce, store hash, nonce, fees and raw transaction (status queued), move approved -> relayed and
+ * advance the nonces. Then broadcast everything at once, without waiting for any receipt.
+ *
+ * The treasury is checked first: paused, or not enough balance for the amounts already in flight plus one more,
+ * leaves requests where they are (no attempt is created, none is burned) and health shows it.
+ */
+export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
+  const relayers = ctx.pool.leased;
+  if (relayers.length === 0) return { sent: 0, claimed: 0, waiting: "no_relayers" };
+  const { chainId, treasuryAddress } = ctx.chain;
+  const max = ctx.settings.maxRelayAttempts;
+
+  const result = await ctx.db.transaction(async (tx) => {
+    const nonces = await lockLeasedRelayers(tx, ctx.workerId, relayers);
+    for (const r of relayers) if (!nonces.has(r)) ctx.pool.drop(r, "lease not held at relay time");
+    if (nonces.size === 0) return { stored: [] as StoredTransaction[], claimed: 0 };
+
+    const candidates = await claimRelayCandidates(tx, ctx.settings.batchSize);
+    if (candidates.length === 0) return { stored: [], claimed: 0 };
+
+    // The treasury must cover what is already in flight plus each new attempt; otherwise the requests wait
+    // (rows untouched, locks released at commit) and no attempt is created or burned.
+    const [treasury, openRelays] = await Promise.all([ctx.chain.treasuryState(), countOpenRelays(tx)]);
+    const underfunded = treasury.balance < treasury.amount;
+    ctx.status.treasury = { ...treasury, checkedAt: new Date(), underfunded };
+    if (treasury.paused) return { stored: [], claimed: candidates.length, waiting: "treasury_paused" as const };
+    const affordable = treasury.amount > 0n ? treasury.balance / treasury.amount - BigInt(openRelays) : BigInt(candidates.length);
+    if (affordable <= 0n) {
+      return { stored: [], claimed: candidates.length, waiting: underfunded ? ("treasury_underfunded" as const) : ("treasury_capacity" as const) };
+    }
+    const fees = await currentFees(ctx);
+
+    const rotation = ctx.pool.rotation().filter((r) => nonces.has(r));
+    const attempts: NewRelayAttempt[] = [];
+    const firstAttempts: string[] = [];
+    let next = 0;
+    for (const c of candidates) {
+      if (BigInt(attempts.length) >= affordable) break;
+      if (c.attempts >= max) {
+        // Only reachable when MAX_RELAY_ATTEMPTS was lowered: the confirm stage fails a request at its last attempt.
+        await failRequest(tx, c.id, ctx.actor, `relay failed: all ${c.attempts} attempts failed`);
+        ctx.status.totals.failed++;
+        continue;
+      }
+      const relayer = rotation[next++ % rotation.length]! as Address;
+      const nonce = nonces.get(relayer)!;
+      nonces.set(relayer, nonce + 1);
+      const signed = await signSponsorTransaction(ctx.pool.account(relayer), {
+        chainId,
+        treasury: treasuryAddress,
+        nonce,
+        fees,
+        wallet: c.walletAddress,
+        requestId: c.id,
+      });
+      attempts.push({
+        sponsorshipRequestId: c.id,
+        relayAttempt: c.attempts + 1,
+        relayerAddress: relayer,
+        nonce,
+        transactionHash: signed.hash,
+        rawTransaction: signed.raw,
+        maxFeePerGas: fees.maxFeePerGas,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+        gasLimit: SPONSOR_GAS_LIMIT,
+      });
+      if (c.status === "approved") firstAttempts.push(c.id);
+    }
+    if (attempts.length === 0) return { stored: [], claimed: candidates.length };
+
+    const ids = await insertRelayAttempts(tx, attempts);
+    await markRequestsRelayed(tx, firstAttempts, ctx.actor, "relay transaction signed, stored and handed to the chain");
+    const used = new Map([...nonces].filter(([address]) => attempts.some((a) => a.relayerAddress === address)));
+    if ((await setRelayerNextNonces(tx, ctx.workerId, used)) !== used.size) throw new LeaseLostError("a relayer lease was lost during the relay batch");
+    return {
+      claimed: candidates.length,
+      stored: attempts.map(
+        (a): StoredTransaction => ({
+          kind: "relay",
+          id: ids.get(a.transactionHash)!,
+          hash: a.transactionHash,
+          raw: a.rawTransaction,
+          requestId: a.sponsorshipRequestId,
+          relayer: a.relayerAddress,
+          nonce: a.nonce,
+        }),
+      ),
+    };
+  });
+
+  const waiting = "waiting" in result ? result.waiting : undefined;
+  if (result.stored.length === 0) return { sent: 0, claimed: result.claimed, waiting };
+  ctx.status.totals.attempts += result.stored.length;
+  ctx.log.debug("relay attempts stored", { count: result.stored.length });
+  const summary = await broadcastStored(ctx, result.stored, "first");
+  return { sent: summary.accepted, claimed: result.claimed, stored: result.stored.length };
+}

@@ -1,0 +1,194 @@
+import { hostname } from "node:os";
+import type { PrivateKeyAccount } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import type { Database } from "@/db/client";
+import { listWorkerPresence } from "@/db/queries/heartbeats";
+import {
+  acquireRelayerLease,
+  ensureRelayerAccounts,
+  findHighestStoredNonce,
+  listRelayerLeases,
+  lockLeasedRelayers,
+  releaseRelayerLeases,
+  renewRelayerLeases,
+  setRelayerNextNonces,
+} from "@/db/queries/relayers";
+import type { Logger } from "@/lib/log";
+import type { WorkerChain } from "./chain";
+
+/**
+ * The relayer keys this worker may use, and which of them it leases right now. Each relayer's nonce sequence is
+ * owned by exactly one worker: a lease is taken only when free, expired or left by a dead process on this host,
+ * and shared fairly (each live worker holds at most ceil(relayers / workers)). On taking a lease the next nonce is
+ * reconciled with the chain (pending nonce) and with the highest nonce stored in the database.
+ */
+
+type Address = `0x${string}`;
+
+export class LeaseLostError extends Error {
+  override name = "LeaseLostError";
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+export type RelayerPoolOptions = {
+  db: Database;
+  chain: WorkerChain;
+  log: Logger;
+  workerId: string;
+  keys: readonly `0x${string}`[];
+  leaseTtlMs: number;
+};
+
+export class RelayerPool {
+  private readonly accounts = new Map<Address, PrivateKeyAccount>();
+  private readonly held = new Set<Address>();
+  private cursor = 0;
+
+  constructor(private readonly options: RelayerPoolOptions) {
+    for (const key of options.keys) {
+      const account = privateKeyToAccount(key);
+      this.accounts.set(account.address.toLowerCase() as Address, account);
+    }
+  }
+
+  /** Every configured relayer address (lowercase). */
+  get configured(): Address[] {
+    return [...this.accounts.keys()].sort();
+  }
+
+  /** The relayers this worker leases now, sorted. */
+  get leased(): Address[] {
+    return [...this.held].sort();
+  }
+
+  account(address: Address): PrivateKeyAccount {
+    const account = this.accounts.get(address);
+    if (!account) throw new Error(`no key for relayer ${address}`);
+    return account;
+  }
+
+  /** Leased relayers in round-robin order, starting after the one used last (spreads attempts over keys). */
+  rotation(): Address[] {
+    const leased = this.leased;
+    if (leased.length === 0) return [];
+    const start = this.cursor % leased.length;
+    this.cursor = (this.cursor + 1) % Math.max(1, leased.length);
+    return [...leased.slice(start), ...leased.slice(0, start)];
+  }
+
+  async register(chainId: number): Promise<void> {
+    await ensureRelayerAccounts(this.options.db, chainId, this.configured);
+  }
+
+  /** Forgets a relayer whose lease turned out to be lost (fenced write refused). */
+  drop(address: Address, why: string): void {
+    if (this.held.delete(address)) this.options.log.warn("relayer lease lost", { relayer: address, why });
+  }
+
+  /** Extends the leases (with the heartbeat); forgets the ones another worker took. */
+  async renew(): Promise<void> {
+    const mine = this.leased;
+    if (mine.length === 0) return;
+    const still = new Set(await renewRelayerLeases(this.options.db, this.options.workerId, mine, this.options.leaseTtlMs));
+    for (const address of mine) if (!still.has(address)) this.drop(address, "taken over by another worker");
+  }
+
+  /**
+   * Takes or gives back leases so that every live worker holds its fair share. Called between stages, never while
+   * a stage uses a relayer.
+   */
+  async rebalance(): Promise<void> {
+    const { db, workerId, leaseTtlMs, log } = this.options;
+    const presence = await listWorkerPresence(db);
+    const here = hostname();
+    const dead = new Set(
+      presence
+        .filter((w) => w.workerId !== workerId && ((w.hostname === here && !processAlive(w.pid)) || w.lastBeatAgeMs > leaseTtlMs))
+        .map((w) => w.workerId),
+    );
+    const live = new Set(presence.filter((w) => !dead.has(w.workerId)).map((w) => w.workerId));
+    live.add(workerId);
+    const share = Math.ceil(this.accounts.size / live.size);
+
+    const leases = await listRelayerLeases(db, this.configured);
+    // Forget what the database says is no longer ours.
+    for (const lease of leases) if (this.held.has(lease.address) && lease.leaseOwner !== workerId) this.drop(lease.address, "owner changed");
+
+    if (this.held.size > share) {
+      const extra = this.leased.slice(share);
+      await releaseRelayerLeases(db, workerId, extra);
+      for (const address of extra) this.held.delete(address);
+      log.info("relayer leases released for another worker", { relayers: extra, share, workers: live.size });
+      return;
+    }
+    if (this.held.size >= share) return;
+
+    const now = Date.now();
+    for (const lease of leases) {
+      if (this.held.size >= share) break;
+      if (this.held.has(lease.address)) continue;
+      const free =
+        lease.leaseOwner === null ||
+        lease.leaseOwner === workerId ||
+        dead.has(lease.leaseOwner) ||
+        lease.leaseExpiresAt === null ||
+        lease.leaseExpiresAt.getTime() < now;
+      if (!free) continue;
+      const acquired = await acquireRelayerLease(db, lease.address, workerId, leaseTtlMs, [...dead]);
+      if (!acquired) continue;
+      try {
+        await this.reconcile(lease.address, acquired.nextNonce);
+        this.held.add(lease.address);
+        log.info("relayer lease acquired", { relayer: lease.address, previousOwner: acquired.previousOwner, share, workers: live.size });
+      } catch (error) {
+        // Not reconciled, not used: give it back so nobody waits for the lease to expire.
+        await releaseRelayerLeases(db, workerId, [lease.address]).catch(() => {});
+        throw error;
+      }
+    }
+  }
+
+  /**
+   * The next nonce after taking a lease: never below the chain's pending nonce (the key may have been used
+   * elsewhere) nor below what the database already assigned. Stored transactions the node lost (pending nonce
+   * below them) are re-broadcast by the confirm stage.
+   */
+  private async reconcile(address: Address, storedNext: number): Promise<void> {
+    const { db, chain, workerId, log } = this.options;
+    const [nonces, highest] = await Promise.all([chain.nonces([address]), findHighestStoredNonce(db, address)]);
+    const chainPending = nonces.get(address)!.pending;
+    const next = Math.max(chainPending, highest + 1, storedNext);
+    if (chainPending > highest + 1 && highest >= 0) {
+      log.warn("relayer nonce ahead of the database: the key was used outside this service", { relayer: address, chainPending, highestStored: highest });
+    }
+    if (chainPending < highest + 1) {
+      log.info("relayer has stored transactions the node does not hold; they will be re-broadcast", {
+        relayer: address,
+        chainPending,
+        highestStored: highest,
+      });
+    }
+    if (next !== storedNext) {
+      await db.transaction(async (tx) => {
+        const locked = await lockLeasedRelayers(tx, workerId, [address]);
+        if (!locked.has(address)) throw new LeaseLostError(`lease of ${address} lost while reconciling`);
+        await setRelayerNextNonces(tx, workerId, new Map([[address, next]]));
+      });
+    }
+  }
+
+  /** Gives every lease back (graceful shutdown): another worker can take over at once. */
+  async releaseAll(): Promise<void> {
+    const mine = this.leased;
+    this.held.clear();
+    await releaseRelayerLeases(this.options.db, this.options.workerId, mine);
+  }
+}

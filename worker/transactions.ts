@@ -1,0 +1,72 @@
+import { encodeFunctionData, keccak256, type Hash, type Hex, type PrivateKeyAccount } from "viem";
+import { treasuryAbi } from "@/contracts/generated/treasury";
+import { uuidToBytes16 } from "@/lib/chain/ids";
+import type { Fees } from "./chain";
+
+/**
+ * Transactions are signed locally with everything explicit (nonce, gas, fees), so the worker knows the hash and
+ * holds the raw bytes before anything leaves the process: both are stored, then broadcast.
+ */
+
+type Address = `0x${string}`;
+
+/**
+ * Gas limit of `sponsor`: it measures about 90,500 (registry write, event, transfer to a new account); the rest is
+ * headroom for a recipient that is a contract wallet (the treasury forwards all gas to it). A block's packing is
+ * decided by gas used, so a generous limit costs no throughput.
+ */
+export const SPONSOR_GAS_LIMIT = 150_000n;
+/** A plain transfer (the nonce fill: zero value to the relayer itself). */
+export const FILL_GAS_LIMIT = 21_000n;
+
+export type SignedTransaction = { raw: Hex; hash: Hash };
+
+export async function signSponsorTransaction(
+  account: PrivateKeyAccount,
+  tx: { chainId: number; treasury: Address; nonce: number; fees: Fees; wallet: Address; requestId: string },
+): Promise<SignedTransaction> {
+  const raw = await account.signTransaction({
+    type: "eip1559",
+    chainId: tx.chainId,
+    nonce: tx.nonce,
+    to: tx.treasury,
+    value: 0n,
+    gas: SPONSOR_GAS_LIMIT,
+    maxFeePerGas: tx.fees.maxFeePerGas,
+    maxPriorityFeePerGas: tx.fees.maxPriorityFeePerGas,
+    data: encodeFunctionData({ abi: treasuryAbi, functionName: "sponsor", args: [tx.wallet, uuidToBytes16(tx.requestId)] }),
+  });
+  return { raw, hash: keccak256(raw) };
+}
+
+/** A zero-value transfer from the relayer to itself at `nonce`: consumes the nonce, sponsors nothing. */
+export async function signFillTransaction(account: PrivateKeyAccount, tx: { chainId: number; nonce: number; fees: Fees }): Promise<SignedTransaction> {
+  const raw = await account.signTransaction({
+    type: "eip1559",
+    chainId: tx.chainId,
+    nonce: tx.nonce,
+    to: account.address,
+    value: 0n,
+    gas: FILL_GAS_LIMIT,
+    maxFeePerGas: tx.fees.maxFeePerGas,
+    maxPriorityFeePerGas: tx.fees.maxPriorityFeePerGas,
+  });
+  return { raw, hash: keccak256(raw) };
+}
+
+/** +12.5%, rounded up and at least +1 wei: above the +10% nodes require to replace a transaction at its nonce. */
+function bump(value: bigint): bigint {
+  const raised = value + (value + 7n) / 8n;
+  return raised > value ? raised : value + 1n;
+}
+
+/**
+ * Fees for a replacement at the same nonce: both fees at least 12.5% above the previous transaction's (nodes
+ * refuse a replacement under +10%), and never below what the market asks now.
+ */
+export function bumpFees(previous: Fees, market: Fees): Fees {
+  const maxPriorityFeePerGas = [bump(previous.maxPriorityFeePerGas), market.maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b));
+  let maxFeePerGas = [bump(previous.maxFeePerGas), market.maxFeePerGas].reduce((a, b) => (a > b ? a : b));
+  if (maxFeePerGas < maxPriorityFeePerGas) maxFeePerGas = maxPriorityFeePerGas;
+  return { maxFeePerGas, maxPriorityFeePerGas };
+}

@@ -1,0 +1,178 @@
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { closeDatabase, createDatabase, type Database } from "@/db/client";
+import { applyMigrations } from "@/db/migrate";
+import { resolveDeployment } from "@/lib/chain/deployment";
+import { ConfigError, type Config } from "@/lib/config";
+import type { Logger } from "@/lib/log";
+import { ChainHealth, WorkerChain } from "./chain";
+import { emptyTotals, type WorkerContext, type WorkerSettings } from "./context";
+import { Heartbeat } from "./heartbeat";
+import { WorkerLoop } from "./loop";
+import { RelayerPool } from "./relayers";
+
+/**
+ * Assembles one worker from the configuration: database, chain, relayer leases, heartbeat, LISTEN wake-ups and
+ * the loop. `start()` waits out an unreachable database or chain (with backoff, logged) and refuses for good only
+ * what waiting cannot fix (FatalWorkerError: no contracts configured, wrong chain, no contract code).
+ */
+
+export class FatalWorkerError extends Error {
+  override name = "FatalWorkerError";
+}
+
+export const WAKEUP_CHANNEL = "sponsorship_wakeup";
+
+export type WorkerOptions = {
+  config: Config;
+  log: Logger;
+  /** Overrides for tests (faster heartbeats, shorter leases). */
+  settings?: Partial<WorkerSettings>;
+};
+
+export type RunningWorker = {
+  workerId: string;
+  ctx: WorkerContext;
+  /** Resolves when the loop has ended (after `stop`). */
+  done: Promise<void>;
+  /** Finish the step in flight, give the leases back, remove the heartbeat, close connections. */
+  stop: () => Promise<void>;
+};
+
+export function workerSettings(config: Config, overrides: Partial<WorkerSettings> = {}): WorkerSettings {
+  return {
+    batchSize: config.workerBatchSize,
+    maxRelayAttempts: config.maxRelayAttempts,
+    relayTimeoutMs: config.relayTimeoutMs,
+    intervalMs: config.workerIntervalMs,
+    heartbeatMs: 2_000,
+    leaseTtlMs: 15_000,
+    confirmPollMs: 100,
+    crashAfterBroadcasts: config.workerTestCrashAfterBroadcasts,
+    ...overrides,
+  };
+}
+
+async function untilReady<T>(what: string, log: Logger, attempt: () => Promise<T>, stopped: () => boolean): Promise<T> {
+  for (let failures = 0; ; failures++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (error instanceof FatalWorkerError || error instanceof ConfigError || stopped()) throw error;
+      const waitMs = Math.min(10_000, 250 * 2 ** failures);
+      log.warn(`${what} not reachable at start-up, retrying`, { attempt: failures + 1, retryInMs: waitMs, error: error instanceof Error ? error.message : String(error) });
+      await new Promise((r) => setTimeout(r, waitMs));
+    }
+  }
+}
+
+export async function startWorker(options: WorkerOptions): Promise<RunningWorker> {
+  const { config } = options;
+  const workerId = `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+  const log = options.log.child({ workerId });
+  let stopped = false;
+
+  if (!config.databaseUrl) throw new FatalWorkerError("DATABASE_URL is not set: start the worker with `npm start`, which provides it, or set it");
+  if (!config.rpcUrl) throw new FatalWorkerError("RPC_URL is not set: start the worker with `npm start`, which provides it, or set it");
+  const deployment = resolveDeployment(config);
+  if (!deployment) {
+    throw new FatalWorkerError("no contracts configured: set REGISTRY_ADDRESS and TREASURY_ADDRESS, or let `npm start` deploy to the local chain");
+  }
+  const databaseUrl = config.databaseUrl;
+  const rpcUrl = config.rpcUrl;
+
+  await untilReady("database", log, () => applyMigrations(databaseUrl), () => stopped);
+  const chainId = await untilReady("chain", log, () => WorkerChain.readChainId(rpcUrl), () => stopped);
+  for (const expected of [deployment.chainId, config.chainId]) {
+    if (expected !== undefined && expected !== chainId) {
+      throw new FatalWorkerError(`the RPC serves chain ${chainId}, but the deployment is on chain ${expected}`);
+    }
+  }
+
+  const health = new ChainHealth((reachable, detail) => {
+    if (reachable) log.info("chain reachable again", { downForMs: detail.downForMs });
+    else log.warn("chain unreachable", { error: detail.error });
+  });
+  const chain = new WorkerChain({ rpcUrl, chainId, registryAddress: deployment.registryAddress, treasuryAddress: deployment.treasuryAddress, health });
+  const code = await untilReady("chain", log, () => chain.client.getCode({ address: deployment.treasuryAddress }), () => stopped);
+  if (!code || code === "0x") {
+    throw new FatalWorkerError(`no contract at TREASURY_ADDRESS ${deployment.treasuryAddress} on chain ${chainId} (a reset chain?)`);
+  }
+
+  const db: Database = createDatabase(databaseUrl, { max: 6, applicationName: "sponsorship-worker" });
+  const settings = workerSettings(config, options.settings);
+  const pool = new RelayerPool({ db, chain, log, workerId, keys: config.relayerPrivateKeys, leaseTtlMs: settings.leaseTtlMs });
+  const ctx: WorkerContext = {
+    workerId,
+    actor: `worker:${workerId}`,
+    settings,
+    db,
+    chain,
+    pool,
+    log,
+    status: { treasury: undefined, lastError: undefined, blockNumber: undefined, inFlight: 0, totals: emptyTotals() },
+    fees: undefined,
+    wake: () => {},
+  };
+  const heartbeat = new Heartbeat(ctx);
+  const loop = new WorkerLoop(ctx);
+  ctx.wake = () => loop.wake();
+
+  try {
+    await untilReady("database", log, () => pool.register(chainId), () => stopped);
+    // The first beat comes before any lease: other workers must see this one alive to share relayers with it.
+    await heartbeat.beat();
+    heartbeat.start();
+  } catch (error) {
+    await closeDatabase(db).catch(() => {});
+    throw error;
+  }
+
+  // Wake-ups: the API's insert trigger NOTIFYs; a (re)established LISTEN also wakes (notifications may have
+  // been missed while it was down). After a database outage LISTEN is set up again.
+  let listener: { unlisten: () => Promise<void> } | undefined;
+  const listen = async () => {
+    try {
+      await listener?.unlisten().catch(() => {});
+      listener = await db.$client.listen(WAKEUP_CHANNEL, () => loop.wake(), () => loop.wake());
+    } catch (error) {
+      log.warn("LISTEN failed; polling every WORKER_INTERVAL_MS until it works", { error: error instanceof Error ? error.message : String(error) });
+      listener = undefined;
+    }
+  };
+  await listen();
+  loop.onRecovered = () => void listen();
+
+  if (config.relayerPrivateKeys.length === 0) log.warn("no RELAYER_PRIVATE_KEYS: this worker reviews requests but relays nothing");
+  log.info("worker started", {
+    chainId,
+    treasury: deployment.treasuryAddress,
+    registry: deployment.registryAddress,
+    relayers: pool.configured,
+    intervalMs: settings.intervalMs,
+    relayTimeoutMs: settings.relayTimeoutMs,
+    maxRelayAttempts: settings.maxRelayAttempts,
+  });
+  heartbeat.setState("running");
+  const done = loop.run();
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      stopped = true;
+      log.info("worker stopping: finishing the step in flight");
+      await loop.stop();
+      heartbeat.setState("stopping");
+      try {
+        await listener?.unlisten().catch(() => {});
+        await pool.releaseAll();
+        await heartbeat.stop();
+      } catch (error) {
+        log.warn("clean shutdown incomplete (leases expire by themselves)", { error: error instanceof Error ? error.message : String(error) });
+      }
+      await closeDatabase(db).catch(() => {});
+      log.info("worker stopped", { totals: ctx.status.totals });
+    })());
+
+  return { workerId, ctx, done, stop };
+}
