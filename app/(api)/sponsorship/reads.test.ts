@@ -1,0 +1,145 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { eq } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { relayTransactions, sponsorshipRequests } from "@/db/schema";
+import { callApi, expectProblem, randomAddress, setupApiTestContext } from "@/lib/http/test-client";
+import { blockWallet } from "@/lib/sponsorship/blocks";
+import { relayTransactionResponse, sponsorshipRequestDetailResponse, sponsorshipRequestResponse } from "@/lib/sponsorship/schemas";
+
+const ctx = setupApiTestContext();
+const hash = () => `0x${randomBytes(32).toString("hex")}`;
+
+async function createdRequest() {
+  const address = randomAddress();
+  await callApi({ path: "/wallets/register", body: { walletAddress: address } });
+  const answer = await callApi({ path: "/sponsorship/request", body: { walletAddress: address }, ip: `10.9.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`, headers: { "user-agent": "reads-test" } });
+  expect(answer.status).toBe(201);
+  return sponsorshipRequestResponse.parse(answer.json);
+}
+
+/** A request that went approved -> relayed with a failed first attempt and a confirmed second one. */
+async function relayedRequest() {
+  const request = await createdRequest();
+  const at = new Date();
+  const update = (values: Partial<typeof sponsorshipRequests.$inferInsert>) =>
+    ctx.t.db.update(sponsorshipRequests).set({ ...values, statusActor: "worker:test" }).where(eq(sponsorshipRequests.id, request.id));
+  await update({ status: "approved", approvedAt: at, eligibilityReason: "eligible" });
+  await update({ status: "relayed", relayedAt: at });
+  const first = { id: randomUUID(), hash: hash() };
+  const second = { id: randomUUID(), hash: hash() };
+  // Inserted out of order: the API orders by attempt.
+  await ctx.t.db.insert(relayTransactions).values([
+    { id: second.id, sponsorshipRequestId: request.id, relayAttempt: 2, status: "confirmed", transactionHash: second.hash, submittedAt: at, confirmedAt: at },
+    {
+      id: first.id,
+      sponsorshipRequestId: request.id,
+      relayAttempt: 1,
+      status: "failed",
+      transactionHash: first.hash,
+      submittedAt: at,
+      failedAt: at,
+      failureReason: "not mined within the relay timeout",
+    },
+  ]);
+  return { request, first, second, at };
+}
+
+describe("GET /sponsorship/:id", () => {
+  it("returns the full record: request fields, eligibilityReason, wallet and relayTransactions ([] while none exists)", async () => {
+    const request = await createdRequest();
+    const answer = await callApi({ path: `/sponsorship/${request.id}` });
+    expect(answer.status).toBe(200);
+    const detail = sponsorshipRequestDetailResponse.parse(answer.json);
+    expect(detail).toEqual({
+      ...request,
+      wallet: { id: request.walletId, walletAddress: request.walletAddress, sponsorshipCount: 1, isBlocked: false },
+      relayTransactions: [],
+    });
+  });
+
+  it("lists relay attempts ordered by relayAttempt, without sponsorshipRequestId, and shows the wallet's block", async () => {
+    const { request, first, second, at } = await relayedRequest();
+    await blockWallet(ctx.t.db, { walletAddress: request.walletAddress, reason: "test", actor: "admin:test" });
+    const detail = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${request.id.toUpperCase()}` })).json);
+    expect(detail.status).toBe("relayed");
+    expect(detail.approvedAt).toBe(at.toISOString());
+    expect(detail.eligibilityReason).toBe("eligible");
+    expect(detail.wallet.isBlocked).toBe(true);
+    expect(detail.relayTransactions).toEqual([
+      {
+        id: first.id,
+        status: "failed",
+        relayAttempt: 1,
+        transactionHash: first.hash,
+        submittedAt: at.toISOString(),
+        confirmedAt: null,
+        failedAt: at.toISOString(),
+        failureReason: "not mined within the relay timeout",
+      },
+      {
+        id: second.id,
+        status: "confirmed",
+        relayAttempt: 2,
+        transactionHash: second.hash,
+        submittedAt: at.toISOString(),
+        confirmedAt: at.toISOString(),
+        failedAt: null,
+        failureReason: null,
+      },
+    ]);
+  });
+
+  it("answers 400 invalid_id for an id that is not a UUID and 404 request_not_found for an unknown one", async () => {
+    for (const bad of ["abc", "123", `${randomUUID()}0`, randomUUID().replaceAll("-", "")]) {
+      expectProblem(await callApi({ path: `/sponsorship/${bad}` }), 400, "invalid_id");
+    }
+    expectProblem(await callApi({ path: `/sponsorship/${randomUUID()}` }), 404, "request_not_found");
+    // Canonical form without a version digit is still a UUID.
+    expectProblem(await callApi({ path: "/sponsorship/00000000-0000-0000-0000-000000000000" }), 404, "request_not_found");
+  });
+});
+
+describe("GET /sponsorship/tx/:hash", () => {
+  it("finds the request owning a relay transaction, case-insensitively, in the same shape as GET /sponsorship/:id", async () => {
+    const { request, first, second } = await relayedRequest();
+    const byId = (await callApi({ path: `/sponsorship/${request.id}` })).json;
+    for (const h of [first.hash, second.hash.toUpperCase().replace("0X", "0x")]) {
+      const answer = await callApi({ path: `/sponsorship/tx/${h}` });
+      expect(answer.status).toBe(200);
+      expect(sponsorshipRequestDetailResponse.parse(answer.json)).toEqual(byId);
+    }
+  });
+
+  it("answers 404 request_not_found when no relay has the hash, and 400 invalid_hash over 1,024 characters", async () => {
+    expectProblem(await callApi({ path: `/sponsorship/tx/${hash()}` }), 404, "request_not_found");
+    expectProblem(await callApi({ path: "/sponsorship/tx/not-a-hash" }), 404, "request_not_found");
+    expectProblem(await callApi({ path: `/sponsorship/tx/${"a".repeat(1024)}` }), 404, "request_not_found");
+    expectProblem(await callApi({ path: `/sponsorship/tx/${"a".repeat(1025)}` }), 400, "invalid_hash");
+  });
+});
+
+describe("GET /relay/:id", () => {
+  it("returns the relay record with sponsorshipRequestId", async () => {
+    const { request, first, at } = await relayedRequest();
+    const answer = await callApi({ path: `/relay/${first.id}` });
+    expect(answer.status).toBe(200);
+    expect(relayTransactionResponse.parse(answer.json)).toEqual({
+      id: first.id,
+      sponsorshipRequestId: request.id,
+      status: "failed",
+      relayAttempt: 1,
+      transactionHash: first.hash,
+      submittedAt: at.toISOString(),
+      confirmedAt: null,
+      failedAt: at.toISOString(),
+      failureReason: "not mined within the relay timeout",
+    });
+  });
+
+  it("answers 400 invalid_id and 404 relay_not_found; a request id is not a relay id", async () => {
+    expectProblem(await callApi({ path: "/relay/xyz" }), 400, "invalid_id");
+    expectProblem(await callApi({ path: `/relay/${randomUUID()}` }), 404, "relay_not_found");
+    const request = await createdRequest();
+    expectProblem(await callApi({ path: `/relay/${request.id}` }), 404, "relay_not_found");
+  });
+});
