@@ -124,4 +124,72 @@ describe("a request goes through the pipeline", () => {
     expect(row.eligibilityReason).toBe("already_sponsored");
     expect(await readRelays(fx, id)).toEqual([]);
   });
+
+  it("fails after five reverted attempts (relayer de-authorised) with five relay records, then accepts a new request", async () => {
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    const relayer = relayerAddress(fx.relayerKeys[0]!);
+    const treasury = fx.deployment.treasuryAddress;
+    const removed = await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "removeRelayer", args: [relayer] });
+    await fx.clients.waitForTransactionReceipt({ hash: removed });
+
+    const { id, wallet } = await createRequest(fx);
+    worker = await startInProcessWorker(fx);
+    const row = await waitStatus(id, "failed", 30_000);
+    expect(row.failedAt).not.toBeNull();
+    expect(row.failureReason).toMatch(/after 5 attempts.*NotRelayer/);
+
+    const relays = await readRelays(fx, id);
+    expect(relays.map((r) => r.relayAttempt)).toEqual([1, 2, 3, 4, 5]);
+    for (const r of relays) {
+      expect(r.status).toBe("failed");
+      expect(r.failureReason).toMatch(/^reverted: NotRelayer\(0x[0-9a-fA-F]{40}\)/);
+      expect(r.transactionHash).toMatch(/^0x[0-9a-f]{64}$/);
+      expect(r.failedAt).not.toBeNull();
+    }
+    // Each attempt was its own mined transaction: five distinct consecutive nonces.
+    expect(new Set(relays.map((r) => r.transactionHash)).size).toBe(5);
+    expect(relays.map((r) => r.nonce)).toEqual([0, 1, 2, 3, 4].map((n) => n + relays[0]!.nonce!));
+    expect(await readIsSponsored(fx.clients, fx.deployment.registryAddress, wallet)).toBe(false);
+
+    // The relayer is authorised again; a new request for the same wallet is accepted and completes.
+    const added = await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "addRelayer", args: [relayer] });
+    await fx.clients.waitForTransactionReceipt({ hash: added });
+    const again = await createRequest(fx, wallet);
+    expect(again.id).not.toBe(id);
+    expect((await readRequest(fx, again.id)).status).toBe("pending");
+    await waitStatus(again.id, "completed");
+    expect(await readIsSponsored(fx.clients, fx.deployment.registryAddress, wallet)).toBe(true);
+  });
+
+  it("leaves requests approved while the treasury is underfunded (no attempt used, health degraded), relays once funded", async () => {
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    const treasury = fx.deployment.treasuryAddress;
+    const balance = await fx.clients.getBalance({ address: treasury });
+    const drained = await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "withdraw", args: [deployer, balance - SPONSOR_AMOUNT / 2n] });
+    await fx.clients.waitForTransactionReceipt({ hash: drained });
+
+    const { id } = await createRequest(fx);
+    worker = await startInProcessWorker(fx);
+    const running = worker;
+    await waitFor("the heartbeat to report the treasury underfunded", async () => {
+      const details = (await running.ctx.db.query.workerHeartbeats.findFirst())?.details as { treasury?: { underfunded?: boolean } } | undefined;
+      return details?.treasury?.underfunded === true;
+    });
+    expect((await readRequest(fx, id)).status).toBe("approved");
+    expect(await readRelays(fx, id)).toEqual([]);
+
+    const funded = await owner.sendTransaction({ to: treasury, value: 10n ** 18n });
+    await fx.clients.waitForTransactionReceipt({ hash: funded });
+    await waitStatus(id, "completed");
+    expect((await readRelays(fx, id)).map((r) => r.relayAttempt)).toEqual([1]);
+  });
+
+  it("is woken by the API's insert at once (LISTEN/NOTIFY), not at the next poll", async () => {
+    worker = await startInProcessWorker(fx, { WORKER_INTERVAL_MS: "600000" });
+    const running = worker;
+    // Idle: the first pass is done (it read the chain's block) and the worker sleeps for the 10-minute interval.
+    await waitFor("the worker's first pass", async () => running.ctx.status.blockNumber !== undefined);
+    const { id } = await createRequest(fx);
+    await waitStatus(id, "completed", 20_000);
+  });
 });

@@ -1,0 +1,164 @@
+import { eq, sql } from "drizzle-orm";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { readIsSponsored } from "@/lib/chain/registry";
+import { relayerAccounts, relayerNonceFills } from "@/db/schema";
+import type { RunningWorker } from "./worker";
+import {
+  SPONSOR_AMOUNT,
+  anvilRpc,
+  chainNonces,
+  createRequest,
+  readRelays,
+  readRequest,
+  readSponsoredEvents,
+  relayerAddress,
+  startInProcessWorker,
+  startPipelineFixture,
+  waitFor,
+  type PipelineFixture,
+} from "./test-support";
+
+/**
+ * Stuck, lost and missing nonces (issue 4 "Stuck", "Safety"), on a real anvil whose mining the tests pause
+ * (evm_setAutomine false: transactions wait in the pool until evm_mine) and whose pool they can make lose a
+ * transaction (anvil_dropTransaction).
+ */
+
+let fx: PipelineFixture;
+let worker: RunningWorker | undefined;
+let relayer: `0x${string}`;
+
+beforeAll(async () => {
+  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
+  relayer = relayerAddress(fx.relayerKeys[0]!);
+});
+
+afterEach(async () => {
+  await worker?.stop();
+  worker = undefined;
+  await anvilRpc(fx, "evm_setAutomine", [true]);
+});
+
+afterAll(async () => {
+  await fx?.stop();
+});
+
+async function waitStatus(id: string, status: string, timeoutMs = 20_000) {
+  return waitFor(`request ${id} to be ${status}`, async () => {
+    const row = await readRequest(fx, id);
+    return row.status === status ? row : undefined;
+  }, timeoutMs);
+}
+
+async function pauseMining() {
+  await anvilRpc(fx, "evm_setAutomine", [false]);
+  await anvilRpc(fx, "evm_setIntervalMining", [0]);
+}
+
+async function resumeMining() {
+  await anvilRpc(fx, "evm_mine");
+  await anvilRpc(fx, "evm_setAutomine", [true]);
+}
+
+describe("nonce management", () => {
+  it("replaces a transaction not mined within RELAY_TIMEOUT_MS at the same nonce with higher fees; the replacement is mined and the request completes once", async () => {
+    await pauseMining();
+    const { id, wallet } = await createRequest(fx);
+    const before = await fx.clients.getBalance({ address: wallet });
+    worker = await startInProcessWorker(fx, { RELAY_TIMEOUT_MS: "1500" });
+
+    const [first, second] = await waitFor("a replacement (attempt 2) to be submitted", async () => {
+      const relays = await readRelays(fx, id);
+      return relays.length === 2 && relays[1]!.status === "submitted" ? relays : undefined;
+    });
+    expect(first!.status).toBe("failed");
+    expect(first!.failureReason).toMatch(/not mined within 1500 ms; replaced by attempt 2 at nonce \d+ with higher fees/);
+    expect(second!.nonce).toBe(first!.nonce);
+    expect(second!.relayerAddress).toBe(first!.relayerAddress);
+    expect(second!.transactionHash).not.toBe(first!.transactionHash);
+    // Both fees at least +10% (a node refuses a cheaper replacement).
+    expect(second!.maxFeePerGas! * 10n).toBeGreaterThanOrEqual(first!.maxFeePerGas! * 11n);
+    expect(second!.maxPriorityFeePerGas! * 10n).toBeGreaterThanOrEqual(first!.maxPriorityFeePerGas! * 11n);
+    expect((await readRequest(fx, id)).status).toBe("relayed");
+
+    await resumeMining();
+    await waitStatus(id, "completed");
+    const relays = await readRelays(fx, id);
+    expect(relays.filter((r) => r.status === "confirmed").map((r) => r.relayAttempt)).toEqual([2]);
+    expect(await fx.clients.getBalance({ address: wallet })).toBe(before + SPONSOR_AMOUNT);
+    expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toHaveLength(1);
+  });
+
+  it("cancels the last attempt when it is still unmined (a fill at its nonce) and then fails the request, paying nothing", async () => {
+    await pauseMining();
+    const { id, wallet } = await createRequest(fx);
+    worker = await startInProcessWorker(fx, { RELAY_TIMEOUT_MS: "1000", MAX_RELAY_ATTEMPTS: "2" });
+
+    const fill = await waitFor("a cancelling fill", async () => {
+      const [row] = await fx.database.db.select().from(relayerNonceFills).where(eq(relayerNonceFills.sponsorshipRequestId, id));
+      return row?.status === "submitted" ? row : undefined;
+    });
+    const relays = await readRelays(fx, id);
+    expect(relays).toHaveLength(2);
+    expect(fill.nonce).toBe(relays[0]!.nonce);
+    expect(fill.maxFeePerGas * 10n).toBeGreaterThanOrEqual(relays[1]!.maxFeePerGas! * 11n);
+
+    await resumeMining();
+    const row = await waitStatus(id, "failed");
+    expect(row.failureReason).toMatch(/after 2 attempts: none was mined within the relay timeout; the last was cancelled/);
+    const after = await readRelays(fx, id);
+    expect(after.map((r) => r.status)).toEqual(["failed", "failed"]);
+    expect(after[1]!.failureReason).toMatch(/^cancelled: nonce \d+ was filled by 0x/);
+    expect(await readIsSponsored(fx.clients, fx.deployment.registryAddress, wallet)).toBe(false);
+    expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toEqual([]);
+    const [settled] = await fx.database.db.select().from(relayerNonceFills).where(eq(relayerNonceFills.id, fill.id));
+    expect(settled!.status).toBe("confirmed");
+  });
+
+  it("re-broadcasts a stored transaction the node lost (nonce gap) from its stored bytes", async () => {
+    await pauseMining();
+    worker = await startInProcessWorker(fx);
+    const a = await createRequest(fx);
+    const [lost] = await waitFor("the first request's attempt", async () => {
+      const relays = await readRelays(fx, a.id);
+      return relays[0]?.status === "submitted" ? relays : undefined;
+    });
+    const b = await createRequest(fx);
+    await waitFor("the second request's attempt", async () => (await readRelays(fx, b.id))[0]?.status === "submitted");
+
+    // The node forgets the first transaction: the second now waits behind a gap.
+    await anvilRpc(fx, "anvil_dropTransaction", [lost!.transactionHash]);
+    await waitFor("the worker to put the lost transaction back", async () => {
+      const nonces = await chainNonces(fx, relayer);
+      return nonces.pending === lost!.nonce! + 2;
+    });
+    await resumeMining();
+    await waitStatus(a.id, "completed");
+    await waitStatus(b.id, "completed");
+    // The same transaction (same hash, attempt 1) was mined, not a new one.
+    const relays = await readRelays(fx, a.id);
+    expect(relays.map((r) => [r.relayAttempt, r.status, r.transactionHash])).toEqual([[1, "confirmed", lost!.transactionHash]]);
+  });
+
+  it("fills a nonce that was assigned but that nothing holds, so later nonces are not held back", async () => {
+    worker = await startInProcessWorker(fx);
+    const warm = await createRequest(fx);
+    await waitStatus(warm.id, "completed");
+    // A nonce is assigned and lost before anything is stored for it (as if its transaction never existed).
+    const [account] = await fx.database.db
+      .update(relayerAccounts)
+      .set({ nextNonce: sql`${relayerAccounts.nextNonce} + 1` })
+      .where(eq(relayerAccounts.address, relayer))
+      .returning();
+    const hole = account!.nextNonce - 1;
+
+    const { id } = await createRequest(fx);
+    const done = await waitStatus(id, "completed", 30_000);
+    expect(done.status).toBe("completed");
+    expect((await readRelays(fx, id))[0]!.nonce).toBe(hole + 1);
+    const fills = await fx.database.db.select().from(relayerNonceFills).where(eq(relayerNonceFills.nonce, hole));
+    expect(fills.map((f) => [f.relayerAddress, f.status])).toEqual([[relayer, "confirmed"]]);
+    const nonces = await chainNonces(fx, relayer);
+    expect(nonces).toEqual({ latest: hole + 2, pending: hole + 2 });
+  });
+});
