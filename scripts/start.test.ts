@@ -1,0 +1,179 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import postgres from "postgres";
+import { createPublicClient, http, parseAbi } from "viem";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "@/test/ports";
+
+/**
+ * `npm start` as a user runs it: the real supervisor with embedded PostgreSQL, a local anvil with the contracts,
+ * the web server and the worker, on free ports and a temporary DATA_DIR.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+let dataDir: string;
+let env: NodeJS.ProcessEnv;
+let port: number;
+let pgPort: number;
+let supervisor: ChildProcess | undefined;
+let output = "";
+
+function startService(): ChildProcess {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "scripts", "start.ts")], {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout?.on("data", (c: Buffer) => (output += c.toString()));
+  child.stderr?.on("data", (c: Buffer) => (output += c.toString()));
+  return child;
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms: number): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${ms} ms\n${output.slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function health(): Promise<{ status: number; body: Record<string, unknown> } | undefined> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  } catch {
+    return undefined;
+  }
+}
+
+function processes(): Record<string, number> {
+  const file = path.join(dataDir, "processes.json");
+  return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Record<string, number>) : {};
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function stopService(child: ChildProcess): Promise<number | null> {
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  child.kill("SIGTERM");
+  return exited;
+}
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(path.join(tmpdir(), "sponsorship-start-"));
+  port = await freePort();
+  pgPort = await freePort();
+  env = {
+    ...process.env,
+    PORT: String(port),
+    EMBEDDED_PG_PORT: String(pgPort),
+    LOCAL_CHAIN_PORT: String(await freePort()),
+    DATA_DIR: dataDir,
+    LOCAL_BLOCK_TIME: "0",
+    WORKER_INTERVAL_MS: "500",
+    LOG_LEVEL: "info",
+  };
+  delete env.DATABASE_URL;
+  delete env.RPC_URL;
+  delete env.ADMIN_TOKEN;
+  delete env.REGISTRY_ADDRESS;
+  delete env.TREASURY_ADDRESS;
+  delete env.RELAYER_PRIVATE_KEYS;
+});
+
+afterAll(async () => {
+  if (supervisor && supervisor.exitCode === null) await stopService(supervisor);
+  await rm(dataDir, { recursive: true, force: true });
+}, 60_000);
+
+describe("npm start", () => {
+  const wallet = `0x${"5e".repeat(20)}`;
+  let deployment: { registryAddress: `0x${string}`; treasuryAddress: `0x${string}` };
+
+  it("brings up database, chain, web server and worker with no configuration", async () => {
+    supervisor = startService();
+    const ok = await until("GET /health answers 200", async () => ((await health())?.status === 200 ? true : undefined), 240_000);
+    expect(ok).toBe(true);
+    expect(output).toMatch(/generated an administrator token/);
+    const token = readFileSync(path.join(dataDir, "admin-token"), "utf8").trim();
+    expect(token.length).toBeGreaterThanOrEqual(16);
+
+    deployment = JSON.parse(readFileSync(path.join(dataDir, "deployment.json"), "utf8")) as typeof deployment;
+    const client = createPublicClient({ transport: http(`http://127.0.0.1:${env.LOCAL_CHAIN_PORT}`) });
+    const abi = parseAbi(["function isSponsored(address) view returns (bool)"]);
+    const fresh = `0x${"7a".repeat(20)}` as const;
+    expect(await client.readContract({ address: deployment.registryAddress, abi, functionName: "isSponsored", args: [fresh] })).toBe(false);
+    expect(await client.getBalance({ address: deployment.treasuryAddress })).toBeGreaterThan(0n);
+
+    const res = await fetch(`http://127.0.0.1:${port}/wallets/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ walletAddress: wallet }),
+    });
+    expect(res.status).toBe(201);
+  });
+
+  it("restarts a worker killed with SIGKILL, which beats again", async () => {
+    const sql = postgres(`postgres://postgres:postgres@127.0.0.1:${pgPort}/sponsorship`, { max: 1, onnotice: () => {} });
+    try {
+      const before = processes().worker!;
+      expect(alive(before)).toBe(true);
+      process.kill(before, "SIGKILL");
+      const after = await until("a new worker pid", () => {
+        const pid = processes().worker;
+        return pid && pid !== before && alive(pid) ? pid : undefined;
+      }, 30_000);
+      expect(output).toMatch(/"process":"worker".*killed by SIGKILL|killed by SIGKILL.*"process":"worker"/);
+      await until("a heartbeat from the new worker", async () => {
+        const rows = await sql`SELECT 1 FROM worker_heartbeats WHERE pid = ${after} AND last_beat_at > now() - interval '10 seconds'`;
+        return rows.length > 0 ? true : undefined;
+      }, 30_000);
+    } finally {
+      await sql.end();
+    }
+  });
+
+  it("stops everything cleanly on SIGTERM", async () => {
+    const pids = processes();
+    const code = await stopService(supervisor!);
+    expect(code).toBe(0);
+    for (const name of ["web", "worker"]) expect(alive(pids[name]!)).toBe(false);
+    expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid"))).toBe(false);
+    expect(await health()).toBeUndefined();
+    // The local chain was stopped too (its port no longer answers).
+    const chain = await fetch(`http://127.0.0.1:${env.LOCAL_CHAIN_PORT}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+    }).then(
+      () => "answered",
+      () => "refused",
+    );
+    expect(chain).toBe("refused");
+  });
+
+  it("reuses the data and the deployment on a second start", async () => {
+    output = "";
+    supervisor = startService();
+    await until("GET /health answers 200 again", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
+    const again = JSON.parse(readFileSync(path.join(dataDir, "deployment.json"), "utf8")) as typeof deployment;
+    expect(again.registryAddress).toBe(deployment.registryAddress);
+    expect(again.treasuryAddress).toBe(deployment.treasuryAddress);
+    const res = await fetch(`http://127.0.0.1:${port}/wallets/${wallet}`);
+    expect(res.status).toBe(200);
+    expect(output).not.toMatch(/generated an administrator token/);
+    expect(await stopService(supervisor)).toBe(0);
+  });
+});
