@@ -80,8 +80,8 @@ test.describe("an administrator", () => {
       await expect(page.getByRole("heading", { name: section, level: 2 })).toBeVisible();
     }
     await expect(page.getByRole("img", { name: /Completed and failed requests per/ })).toBeVisible();
-    await expect(page.getByRole("region", { name: "Treasury" })).toContainText("Sponsorships it still covers");
-    await expect(page.getByRole("region", { name: "Worker heartbeat" })).toContainText("alive");
+    await expect(page.getByRole("region", { name: "Treasury", exact: true })).toContainText("Sponsorships it still covers");
+    await expect(page.getByRole("region", { name: "Worker heartbeat", exact: true })).toContainText("alive");
     await saveScreenshot(page, "dashboard-desktop");
     await page.setViewportSize(VIEWPORTS.phone);
     await page.reload();
@@ -98,8 +98,8 @@ test.describe("an administrator", () => {
     await expect(table.getByRole("row")).toHaveCount(2); // header + the one request
     await table.getByRole("link", { name: `Request ${id}` }).click();
     await expect(page.getByRole("heading", { level: 1 })).toContainText(id);
-    await expect(page.getByRole("region", { name: "Relay attempts (1)" })).toContainText(hash);
-    const audit = page.getByRole("region", { name: "Audit trail" });
+    await expect(page.getByRole("region", { name: "Relay attempts (1)", exact: true })).toContainText(hash);
+    const audit = page.getByRole("region", { name: "Audit trail", exact: true });
     for (const change of ["created as pending", "pending → approved", "approved → relayed", "relayed → completed"]) {
       await expect(audit.getByRole("cell", { name: change })).toBeVisible();
     }
@@ -112,9 +112,9 @@ test.describe("an administrator", () => {
     await dashboard.blockWallet("e2e: abuse report");
     await expect(dashboard.walletState()).toHaveText("Blocked");
     await expect(page.getByRole("status").filter({ hasText: "Wallet blocked." })).toBeVisible();
-    const history = page.getByRole("region", { name: "Block history" });
+    const history = page.getByRole("region", { name: "Block history", exact: true });
     await expect(history.getByRole("cell", { name: "e2e: abuse report" })).toBeVisible();
-    await expect(page.getByRole("region", { name: "Administrator actions" })).toContainText("block wallet — e2e: abuse report");
+    await expect(page.getByRole("region", { name: "Administrator actions", exact: true })).toContainText("block wallet — e2e: abuse report");
 
     // That wallet's request on /request is refused with the blocked message.
     const requestPage = new RequestPage(await context.newPage());

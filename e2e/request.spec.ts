@@ -89,7 +89,7 @@ test.describe.serial("requesting gas on /request", () => {
     await request.goto();
     await request.requestFor(sponsored!.address);
     await expect(request.refusalTitled("This wallet has already been sponsored")).toBeVisible();
-    await expect(page.getByRole("alert")).toContainText("Each wallet receives its first gas tokens once");
+    await expect(request.refusal).toContainText("Each wallet receives its first gas tokens once");
   });
 
   test("a wallet over its hourly limit is told to wait, with a live countdown from Retry-After", async ({ page }) => {
@@ -100,7 +100,7 @@ test.describe.serial("requesting gas on /request", () => {
     const limited = request.refusalTitled("Too many requests");
     for (let attempt = 0; attempt < 8 && !(await limited.isVisible()); attempt++) {
       await request.requestFor(sponsored!.address);
-      await expect(page.getByRole("alert").getByRole("heading")).toBeVisible();
+      await expect(request.refusal).toBeVisible();
       await expect(request.submit).toBeEnabled();
     }
     await expect(limited).toBeVisible();

@@ -74,8 +74,8 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
         </dl>
       </Section>
 
-      <div className="grid gap-6 lg:grid-cols-3">
-        <div className="lg:col-span-2">
+      <div className="grid grid-cols-1 gap-6 lg:grid-cols-3">
+        <div className="min-w-0 lg:col-span-2">
           <Section title={`Completed and failed, ${OVERVIEW_RANGES[range].label.toLowerCase()}`} id="outcomes">
             <OutcomeChart
               buckets={overview.series.buckets}
@@ -102,14 +102,14 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
         </Section>
       </div>
 
-      <div className="grid gap-6 lg:grid-cols-2">
+      <div className="grid grid-cols-1 gap-6 lg:grid-cols-2">
         <QueueSection overview={overview} />
         <WorkersSection overview={overview} />
       </div>
 
-      <div className="grid gap-6 lg:grid-cols-3">
+      <div className="grid grid-cols-1 gap-6 lg:grid-cols-3">
         <TreasurySection overview={overview} />
-        <div className="lg:col-span-2">
+        <div className="min-w-0 lg:col-span-2">
           <RelayersSection overview={overview} />
         </div>
       </div>

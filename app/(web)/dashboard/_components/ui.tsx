@@ -3,7 +3,7 @@ import { card } from "../../_components/styles";
 
 export function Section({ title, id, children, actions }: { title: string; id: string; children: ReactNode; actions?: ReactNode }) {
   return (
-    <section aria-labelledby={id} className={card}>
+    <section aria-labelledby={id} className={`${card} min-w-0`}>
       <div className="mb-3 flex flex-wrap items-baseline justify-between gap-2">
         <h2 id={id} className="text-lg font-semibold text-slate-900">
           {title}
@@ -22,7 +22,7 @@ export function TableScroll({ label, children }: { label: string; children: Reac
       className="-mx-4 overflow-x-auto px-4 focus-visible:outline-2 focus-visible:outline-blue-700 sm:mx-0 sm:px-0"
       tabIndex={0}
       role="region"
-      aria-label={label}
+      aria-label={`${label} (table)`}
     >
       {children}
     </div>

@@ -52,7 +52,7 @@ export default async function WalletsPage({ searchParams }: { searchParams: Prom
 
       {view && (
         <>
-          <div className="grid gap-6 lg:grid-cols-2">
+          <div className="grid grid-cols-1 gap-6 lg:grid-cols-2">
             <Section title="Wallet" id="wallet-summary">
               <dl className="grid grid-cols-1 gap-x-4 gap-y-2 text-sm sm:grid-cols-[max-content_1fr]">
                 <dt className="font-medium text-slate-900">Address</dt>
@@ -138,7 +138,7 @@ export default async function WalletsPage({ searchParams }: { searchParams: Prom
             )}
           </Section>
 
-          <div className="grid gap-6 lg:grid-cols-2">
+          <div className="grid grid-cols-1 gap-6 lg:grid-cols-2">
             <Section title="Requests" id="wallet-requests">
               {view.requests.length === 0 ? (
                 <p className="text-sm text-slate-700">No request yet.</p>

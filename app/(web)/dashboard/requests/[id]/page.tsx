@@ -52,7 +52,7 @@ export default async function RequestDetailPage({ params }: { params: Promise<{ 
         </h1>
       </div>
 
-      <div className="grid gap-6 lg:grid-cols-2">
+      <div className="grid grid-cols-1 gap-6 lg:grid-cols-2">
         <Section title="Summary" id="summary">
           <dl className="grid grid-cols-1 gap-x-4 gap-y-2 text-sm sm:grid-cols-[max-content_1fr]">
             <dt className="font-medium text-slate-900">Wallet</dt>
