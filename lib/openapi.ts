@@ -109,7 +109,8 @@ export function buildOpenApiDocument(): Record<string, unknown> {
       version: "1.0.0",
       description:
         "Sponsors the first gas of new wallets on a test network. Register a wallet, request a sponsorship, poll its status. " +
-        "Every error is RFC 9457 problem details with a stable `code`; every response carries `X-Request-Id`.",
+        "Every error is RFC 9457 problem details with a stable `code`; every response carries `X-Request-Id`. " +
+        "A path that matches no endpoint answers 404 `not_found`; a path with a malformed percent-escape answers 400 `invalid_path`.",
     },
     servers: [{ url: "/" }],
     paths: {

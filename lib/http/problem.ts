@@ -30,7 +30,6 @@ export const PROBLEMS = {
   already_sponsored: { status: 422, title: "Wallet already sponsored" },
   rate_limited: { status: 429, title: "Too many requests" },
   internal_error: { status: 500, title: "Internal server error" },
-  service_unavailable: { status: 503, title: "Service unavailable" },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

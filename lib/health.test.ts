@@ -1,0 +1,101 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
+import type { Anvil } from "@/contracts/anvil";
+import { createDatabase, closeDatabase } from "@/db/client";
+import { workerHeartbeats } from "@/db/schema";
+import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig } from "@/lib/config";
+import { callApi, setupApiTestContext } from "@/lib/http/test-client";
+import { healthResponse } from "@/lib/sponsorship/schemas";
+import { startTestChain } from "@/test/chain";
+import { freePort } from "@/test/ports";
+import { checkHealth } from "./health";
+
+const ctx = setupApiTestContext();
+let chain: Anvil;
+let funded: `0x${string}`;
+let unfunded: `0x${string}`;
+let registry: `0x${string}`;
+
+beforeAll(async () => {
+  chain = await startTestChain();
+  const common = { rpcUrl: chain.rpcUrl, deployerKey: LOCAL_DEPLOYER_KEY, relayers: [addressOfKey(LOCAL_RELAYER_KEYS[0]!)], sponsorAmountWei: 10n ** 16n };
+  const a = await deployContracts({ ...common, fundWei: 10n ** 18n });
+  const b = await deployContracts({ ...common, fundWei: 0n });
+  funded = a.treasuryAddress;
+  registry = a.registryAddress;
+  unfunded = b.treasuryAddress;
+}, 120_000);
+afterAll(async () => chain?.stop());
+
+const config = (env: Record<string, string> = {}) =>
+  parseConfig({ DATA_DIR: "/nonexistent/sponsorship-test", DATABASE_URL: ctx.t.url, WORKER_INTERVAL_MS: "1000", ...env });
+
+async function beat(workerId: string, ageMs: number) {
+  const lastBeatAt = new Date(Date.now() - ageMs);
+  await ctx.t.db
+    .insert(workerHeartbeats)
+    .values({ workerId, hostname: "test", pid: 1, lastBeatAt })
+    .onConflictDoUpdate({ target: workerHeartbeats.workerId, set: { lastBeatAt } });
+}
+
+describe("GET /health", () => {
+  it("answers 200 with status, uptime and the four checks, every field typed", async () => {
+    const answer = await callApi({ path: "/health" });
+    expect(answer.status).toBe(200);
+    const health = healthResponse.parse(answer.json);
+    expect(Number.isInteger(health.uptime)).toBe(true);
+    expect(health.checks.database.status).toBe("ok");
+    expect(health.checks.chain.status).toBe("not_configured");
+    expect(health.checks.treasury.status).toBe("not_configured");
+  });
+
+  it("is degraded while no worker has a recent heartbeat, ok once one has", async () => {
+    await ctx.t.db.delete(workerHeartbeats);
+    const none = await checkHealth({ db: ctx.t.db, config: config() });
+    expect(none.body.status).toBe("degraded");
+    expect(none.body.checks.worker.status).toBe("down");
+    await beat("stale", 60_000); // 15 s is the floor of the staleness limit
+    expect((await checkHealth({ db: ctx.t.db, config: config() })).body.checks.worker).toMatchObject({ status: "down" });
+    await beat("fresh", 500);
+    const ok = await checkHealth({ db: ctx.t.db, config: config() });
+    expect(ok.httpStatus).toBe(200);
+    expect(ok.body.status).toBe("ok");
+    expect(ok.body.checks.worker.status).toBe("ok");
+  });
+
+  it("reports the chain and a funded treasury as ok", async () => {
+    await beat("fresh", 0);
+    const report = await checkHealth({ db: ctx.t.db, config: config({ RPC_URL: chain.rpcUrl, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded }) });
+    healthResponse.parse(report.body);
+    expect(report.body.status).toBe("ok");
+    expect(report.body.checks.chain).toMatchObject({ status: "ok", chainId: 31337 });
+    expect(report.body.checks.treasury).toMatchObject({ status: "ok", balanceWei: (10n ** 18n).toString(), requiredWei: (10n ** 16n).toString(), paused: false });
+  });
+
+  it("is degraded (still 200) when the treasury holds less than SPONSOR_AMOUNT_WEI", async () => {
+    await beat("fresh", 0);
+    const report = await checkHealth({ db: ctx.t.db, config: config({ RPC_URL: chain.rpcUrl, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: unfunded }) });
+    expect(report.httpStatus).toBe(200);
+    expect(report.body.status).toBe("degraded");
+    expect(report.body.checks.treasury).toMatchObject({ status: "degraded", balanceWei: "0" });
+  });
+
+  it("is degraded when the chain cannot be reached", async () => {
+    await beat("fresh", 0);
+    const report = await checkHealth({ db: ctx.t.db, config: config({ RPC_URL: `http://127.0.0.1:${await freePort()}`, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded }) });
+    expect(report.httpStatus).toBe(200);
+    expect(report.body.status).toBe("degraded");
+    expect(report.body.checks.chain.status).toBe("down");
+  });
+
+  it("answers 503 unavailable when the database does not answer", async () => {
+    const dead = createDatabase(`postgres://postgres:postgres@127.0.0.1:${await freePort()}/none`, { max: 1 });
+    try {
+      const report = await checkHealth({ db: dead, config: config() });
+      expect(report.httpStatus).toBe(503);
+      expect(healthResponse.parse(report.body)).toMatchObject({ status: "unavailable", checks: { database: { status: "down" } } });
+    } finally {
+      await closeDatabase(dead).catch(() => {});
+    }
+  });
+});
