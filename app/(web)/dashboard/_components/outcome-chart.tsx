@@ -34,39 +34,42 @@ export function OutcomeChart({ buckets, bucketSeconds, title }: { buckets: Outco
 
   return (
     <figure>
-      <svg
-        viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
-        className="h-auto w-full"
-        role="img"
-        aria-labelledby="outcome-chart-title outcome-chart-desc"
-      >
-        <title id="outcome-chart-title">{title}</title>
-        <desc id="outcome-chart-desc">
-          {`${totals.completed} completed and ${totals.failed} failed requests in ${buckets.length} intervals.`}
-        </desc>
-        {ticks.map((tick) => (
-          <g key={tick}>
-            <line x1={PAD.left} x2={WIDTH - PAD.right} y1={y(tick)} y2={y(tick)} stroke="#cbd5e1" strokeWidth={1} />
-            <text x={PAD.left - 6} y={y(tick) + 4} textAnchor="end" fontSize={11} fill="#334155">
-              {Number.isInteger(tick) ? tick : tick.toFixed(1)}
-            </text>
-          </g>
-        ))}
-        {buckets.map((b, i) => {
-          const x = PAD.left + i * slot + (slot - 2 * barW) / 2;
-          return (
-            <g key={b.start.toISOString()}>
-              {b.completed > 0 && <rect x={x} y={y(b.completed)} width={barW} height={y(0) - y(b.completed)} fill="#15803d" />}
-              {b.failed > 0 && <rect x={x + barW} y={y(b.failed)} width={barW} height={y(0) - y(b.failed)} fill="#b91c1c" />}
-              {i % labelEvery === 0 && (
-                <text x={PAD.left + i * slot + slot / 2} y={HEIGHT - 8} textAnchor="middle" fontSize={11} fill="#334155">
-                  {bucketLabel(b.start, bucketSeconds)}
-                </text>
-              )}
+      {/* Below ~560 px the chart keeps a legible size and scrolls sideways instead of shrinking its labels. */}
+      <div className="-mx-4 overflow-x-auto px-4 sm:mx-0 sm:px-0" tabIndex={0} role="region" aria-label="Chart">
+        <svg
+          viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
+          className="h-auto w-full min-w-[560px]"
+          role="img"
+          aria-labelledby="outcome-chart-title outcome-chart-desc"
+        >
+          <title id="outcome-chart-title">{title}</title>
+          <desc id="outcome-chart-desc">
+            {`${totals.completed} completed and ${totals.failed} failed requests in ${buckets.length} intervals.`}
+          </desc>
+          {ticks.map((tick) => (
+            <g key={tick}>
+              <line x1={PAD.left} x2={WIDTH - PAD.right} y1={y(tick)} y2={y(tick)} stroke="#cbd5e1" strokeWidth={1} />
+              <text x={PAD.left - 6} y={y(tick) + 4} textAnchor="end" fontSize={11} fill="#334155">
+                {Number.isInteger(tick) ? tick : tick.toFixed(1)}
+              </text>
             </g>
-          );
-        })}
-      </svg>
+          ))}
+          {buckets.map((b, i) => {
+            const x = PAD.left + i * slot + (slot - 2 * barW) / 2;
+            return (
+              <g key={b.start.toISOString()}>
+                {b.completed > 0 && <rect x={x} y={y(b.completed)} width={barW} height={y(0) - y(b.completed)} fill="#15803d" />}
+                {b.failed > 0 && <rect x={x + barW} y={y(b.failed)} width={barW} height={y(0) - y(b.failed)} fill="#b91c1c" />}
+                {i % labelEvery === 0 && (
+                  <text x={PAD.left + i * slot + slot / 2} y={HEIGHT - 8} textAnchor="middle" fontSize={11} fill="#334155">
+                    {bucketLabel(b.start, bucketSeconds)}
+                  </text>
+                )}
+              </g>
+            );
+          })}
+        </svg>
+      </div>
       <figcaption className="mt-2 flex flex-wrap items-center gap-4 text-sm text-slate-800">
         <span className="inline-flex items-center gap-1">
           <span aria-hidden className="inline-block size-3 rounded-sm bg-green-700" /> Completed ({totals.completed})
