@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { expect, test } from "@playwright/test";
 import { RequestPage } from "./pages/request-page";
 import { E2E } from "./stack";
@@ -185,5 +187,39 @@ test.describe.serial("requesting gas on /request", () => {
     await page.keyboard.press("Enter");
     await expect(request.progress).toBeVisible();
     await expect(request.status).toHaveText(/Status: (Pending|Approved|Relayed|Completed)/);
+  });
+});
+
+test.describe("a request still open", () => {
+  test("is explained, with a link that follows it to the end", async ({ page, request: api }) => {
+    // Hold the pipeline so the first request stays open: SIGSTOP the stack's worker (npm start records its pid),
+    // and let it go again whatever happens.
+    const processes = JSON.parse(readFileSync(path.join(E2E.dataDir, "processes.json"), "utf8")) as { worker?: number };
+    test.skip(!processes.worker, "the stack's worker pid is not recorded");
+    const address = freshAddress();
+    process.kill(processes.worker!, "SIGSTOP");
+    let openId: string;
+    try {
+      expect((await api.post("/wallets/register", { data: { walletAddress: address } })).ok()).toBe(true);
+      const created = await api.post("/sponsorship/request", { data: { walletAddress: address } });
+      expect(created.status()).toBe(201);
+      openId = ((await created.json()) as { id: string }).id;
+      const { requestedAt } = (await (await api.get(`/sponsorship/${openId}`)).json()) as { requestedAt: string };
+      // Past the replay window, a second request is refused as open (409) instead of answered with the first.
+      await expect.poll(() => Date.now() - Date.parse(requestedAt), { timeout: 10_000 }).toBeGreaterThan(E2E.replayWindowMs + 500);
+
+      const request = new RequestPage(page);
+      await request.goto();
+      await request.requestFor(address);
+      await expect(request.refusalTitled("A request for this wallet is still in progress")).toBeVisible();
+      await request.refusal.getByRole("link", { name: "Follow the open request" }).click();
+      await expect.poll(() => request.requestIdFromUrl()).toBe(openId);
+      await expect(request.progress).toContainText(openId);
+      await request.waitForStatus("Pending", 15_000);
+    } finally {
+      process.kill(processes.worker!, "SIGCONT");
+    }
+    // Once the worker runs again, the followed request completes on the same page.
+    await new RequestPage(page).waitForStatus("Completed");
   });
 });
