@@ -181,7 +181,7 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ""}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last).slice(0, 300)})` : ""}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
@@ -202,10 +202,10 @@ export async function readRelays(fx: PipelineFixture, requestId: string): Promis
 
 export async function countByStatus(fx: PipelineFixture, ids: readonly string[]): Promise<Record<string, number>> {
   const rows = await fx.database.db.execute<{ status: string; n: number }>(
-    sql`SELECT status, count(*)::int AS n FROM sponsorship_requests WHERE id IN ${sql.join(
+    sql`SELECT status, count(*)::int AS n FROM sponsorship_requests WHERE id IN (${sql.join(
       ids.map((id) => sql`${id}::uuid`),
       sql`, `,
-    )} GROUP BY status`,
+    )}) GROUP BY status`,
   );
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }

@@ -1,0 +1,93 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workerHeartbeats } from "@/db/schema";
+import {
+  createRequest,
+  randomWallet,
+  readRequest,
+  spawnWorker,
+  stopSpawned,
+  waitFor,
+  type PipelineFixture,
+  type SpawnedWorker,
+  startPipelineFixture,
+} from "./test-support";
+
+/**
+ * The worker as a process the supervisor can rely on (issue 4 items 5 and 6): a graceful SIGTERM gives its
+ * relayer leases back and removes its heartbeat, exiting 0; a configuration it cannot work with exits 1 with one
+ * readable line; while running it keeps a heartbeat with what /health and the dashboard show.
+ */
+
+let fx: PipelineFixture;
+const spawned: SpawnedWorker[] = [];
+
+beforeAll(async () => {
+  fx = await startPipelineFixture({ blockTime: 0, relayers: 2 });
+});
+
+afterAll(async () => {
+  for (const w of spawned) await stopSpawned(w);
+  await fx?.stop();
+});
+
+describe("the worker process", () => {
+  it("keeps a heartbeat row with its relayers, queue depths, chain and treasury state", async () => {
+    const w = spawnWorker(fx);
+    spawned.push(w);
+    const { id } = await createRequest(fx);
+    await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed");
+    const beat = await waitFor("a heartbeat with the treasury state", async () => {
+      const [row] = await fx.database.db.select().from(workerHeartbeats);
+      const d = row?.details as { treasury?: unknown; totals?: { completed?: number } } | undefined;
+      return d?.treasury && (d.totals?.completed ?? 0) >= 1 ? row : undefined;
+    });
+    expect(beat!.pid).toBe(w.pid);
+    expect(beat!.details).toMatchObject({
+      version: 1,
+      state: "running",
+      relayers: { leased: expect.arrayContaining(fx.relayerKeys.map(() => expect.stringMatching(/^0x[0-9a-f]{40}$/))) },
+      queue: { pending: 0, approved: 0, relayed: 0 },
+      chain: { reachable: true, chainId: fx.deployment.chainId },
+      treasury: { address: fx.deployment.treasuryAddress, paused: false, underfunded: false },
+      lastError: null,
+    });
+    await stopSpawned(w);
+  });
+
+  it("stops gracefully on SIGTERM: exit 0, leases given back, heartbeat removed", async () => {
+    const w = spawnWorker(fx);
+    spawned.push(w);
+    await waitFor("the worker to hold its leases", async () => {
+      const rows = await fx.database.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM relayer_accounts WHERE lease_owner IS NOT NULL`);
+      return rows[0]!.n === 2;
+    });
+    w.process.kill("SIGTERM");
+    const exit = await w.exited;
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(w.output()).toContain('"msg":"worker stopped"');
+    const leased = await fx.database.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM relayer_accounts WHERE lease_owner IS NOT NULL`);
+    expect(leased[0]!.n).toBe(0);
+    expect(await fx.database.db.select().from(workerHeartbeats)).toEqual([]);
+  });
+
+  it("exits 1 with one readable line when the configured treasury has no contract", async () => {
+    const w = spawnWorker(fx, { TREASURY_ADDRESS: randomWallet() });
+    spawned.push(w);
+    const exit = await w.exited;
+    expect(exit.code).toBe(1);
+    const fatal = w
+      .output()
+      .split("\n")
+      .filter((l) => l.includes('"fatal":true'));
+    expect(fatal).toHaveLength(1);
+    expect(JSON.parse(fatal[0]!).msg).toMatch(/^worker cannot start: no contract at TREASURY_ADDRESS 0x[0-9a-f]{40}/);
+  });
+
+  it("exits 1 naming the variable when the configuration is invalid", async () => {
+    const w = spawnWorker(fx, { WORKER_INTERVAL_MS: "soon" });
+    spawned.push(w);
+    expect((await w.exited).code).toBe(1);
+    expect(w.output()).toContain("WORKER_INTERVAL_MS");
+  });
+});
