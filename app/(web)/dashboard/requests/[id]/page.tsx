@@ -15,7 +15,7 @@ export const metadata: Metadata = { title: "Request" };
 export default async function RequestDetailPage({ params }: { params: Promise<{ id: string }> }) {
   const { id } = await params;
   const session = await currentAdminSession();
-  if (!session) return <SignInForm returnTo="/dashboard/requests" />;
+  if (!session) return <SignInForm returnTo={/^[0-9a-fA-F-]{36}$/.test(id) ? `/dashboard/requests/${id}` : "/dashboard/requests"} />;
   const detail = await getRequestDetail(appDb(), id);
   if (!detail) {
     return (
