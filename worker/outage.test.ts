@@ -45,7 +45,9 @@ describe("a chain outage", () => {
   it("is waited out: no attempt burned, every request completes once the chain is back", async () => {
     const spawned = spawnWorker(fx, { RELAY_TIMEOUT_MS: "10000", WORKER_INTERVAL_MS: "1000" });
     worker = spawned;
-    onTestFailed(() => process.stderr.write(spawned.output().split("\n").slice(-80).join("\n")));
+    onTestFailed(() => {
+      process.stderr.write(spawned.output().split("\n").slice(-80).join("\n"));
+    });
 
     const before = await createRequests(fx, 10);
     await waitFor("the first requests to be relayed", async () => {
