@@ -105,10 +105,19 @@ export class WorkerLoop {
     const ran = new Set<Stage>();
     const failed = new Set<Stage>();
 
+    const timings: Partial<Record<Stage, number>> = {};
     const step = async <T>(stage: Stage, fn: () => Promise<T>): Promise<T | undefined> => {
       ran.add(stage);
+      const started = performance.now();
       try {
         return await fn();
+      } finally {
+        timings[stage] = Math.round(performance.now() - started);
+      }
+    };
+    const guarded = async <T>(stage: Stage, fn: () => Promise<T>): Promise<T | undefined> => {
+      try {
+        return await step(stage, fn);
       } catch (error) {
         failed.add(stage);
         this.recordError(stage, error);
@@ -119,17 +128,17 @@ export class WorkerLoop {
     const maintenance = now - this.lastMaintenance >= ctx.settings.heartbeatMs;
     if (maintenance) {
       this.lastMaintenance = now;
-      await step("leases", () => ctx.pool.rebalance());
+      await guarded("leases", () => ctx.pool.rebalance());
     }
 
     const queueDue = this.queueDue || now - this.lastQueueScan >= ctx.settings.intervalMs;
     if (queueDue) {
       this.queueDue = false;
       this.lastQueueScan = now;
-      const reviewed = await step("review", () => reviewPendingBatch(ctx));
+      const reviewed = await guarded("review", () => reviewPendingBatch(ctx));
       if (reviewed && reviewed.claimed >= ctx.settings.batchSize) busy = true;
       if (this.stopping) return false;
-      const relayed = await step("relay", () => relayBatch(ctx));
+      const relayed = await guarded("relay", () => relayBatch(ctx));
       if (relayed) {
         sent = relayed.stored ?? 0;
         if ((relayed.stored ?? 0) >= ctx.settings.batchSize) busy = true;
@@ -140,7 +149,7 @@ export class WorkerLoop {
 
     const fullDue = maintenance || now - this.lastFullCheck >= FULL_CHECK_MS;
     if (ctx.status.inFlight > 0 || sent > 0 || maintenance) {
-      await step("confirm", async () => {
+      await guarded("confirm", async () => {
         const block = await ctx.chain.blockNumber();
         const newBlock = block !== this.lastBlock;
         ctx.status.blockNumber = block;
@@ -152,6 +161,10 @@ export class WorkerLoop {
         if (outcome.settled > 0) this.queueDue = true;
       });
     }
+
+    // A full batch means more is waiting: scan the queue again at once.
+    if (busy) this.queueDue = true;
+    if (busy || sent > 0) ctx.log.debug("iteration", { ms: timings, sent, busy, inFlight: ctx.status.inFlight });
 
     if (failed.size === 0) {
       if (this.failures > 0) {
