@@ -17,6 +17,8 @@ export type HttpResult = {
   latencyMs: { p50: number; p90: number; p99: number; max: number };
   statusCounts: Record<string, number>;
   errors: number;
+  /** req/s of each round, when the endpoint was measured in interleaved rounds. */
+  rounds?: number[];
   /** Filled by the caller: req/s relative to /health of the same run. */
   ratioToHealth?: number;
 };
@@ -117,4 +119,50 @@ export function standardEndpoints(data: {
       next: () => ({ path: "/sponsorship/request", body: { walletAddress: pick(data.freshRegisteredWallets, fresh++) } }),
     },
   ];
+}
+
+/**
+ * Measures several endpoints in interleaved rounds (A B C, A B C, ...), so a burst of load from elsewhere on the
+ * machine falls on all of them alike. req/s is total requests over total time; latency percentiles are the
+ * median of the rounds' percentiles.
+ */
+export async function runInterleaved(
+  baseUrl: string,
+  endpoints: readonly Endpoint[],
+  options: { connections: number; seconds: number; rounds: number },
+): Promise<HttpResult[]> {
+  const perEndpoint = endpoints.map(() => [] as HttpResult[]);
+  for (let round = 0; round < options.rounds; round++) {
+    for (const [i, e] of endpoints.entries()) {
+      perEndpoint[i]!.push(
+        await runEndpoint(baseUrl, e, { connections: options.connections, seconds: options.seconds, warmupSeconds: round === 0 ? 3 : 1 }),
+      );
+    }
+  }
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+  };
+  return perEndpoint.map((runs) => {
+    const first = runs[0]!;
+    const requests = runs.reduce((a, r) => a + r.requests, 0);
+    const seconds = runs.reduce((a, r) => a + r.seconds, 0);
+    const statusCounts: Record<string, number> = {};
+    for (const r of runs) for (const [k, v] of Object.entries(r.statusCounts)) statusCounts[k] = (statusCounts[k] ?? 0) + v;
+    return {
+      ...first,
+      seconds,
+      requests,
+      reqPerSec: round(requests / seconds, 0),
+      latencyMs: {
+        p50: median(runs.map((r) => r.latencyMs.p50)),
+        p90: median(runs.map((r) => r.latencyMs.p90)),
+        p99: median(runs.map((r) => r.latencyMs.p99)),
+        max: Math.max(...runs.map((r) => r.latencyMs.max)),
+      },
+      statusCounts,
+      errors: runs.reduce((a, r) => a + r.errors, 0),
+      rounds: runs.map((r) => r.reqPerSec),
+    };
+  });
 }

@@ -7,7 +7,7 @@ import { anvilBinary } from "@/contracts/anvil";
 import { closeApiConnections } from "./api";
 import { measureCeiling } from "./ceiling";
 import { measureGrowth } from "./growth";
-import { runEndpoint, standardEndpoints, type HttpResult } from "./http";
+import { runEndpoint, runInterleaved, standardEndpoints, type HttpResult } from "./http";
 import { measurePipeline } from "./pipeline";
 import { evaluateTargets, renderMarkdown, type BenchReport, type ChainRun, type ScaleOutResult } from "./report";
 import { seedFreshWallets } from "./seed";
@@ -21,7 +21,7 @@ import { freePort } from "@/test/ports";
  * in one run so the ratios hold on a noisy machine; prints a table and writes bench/results/.
  *
  * Settings (environment): BENCH_PHASES (default "http,pipeline1,pipeline0,growth,scaleout"), BENCH_REQUESTS
- * (1000), BENCH_PACED_RATE (250), BENCH_SECONDS (10), BENCH_CONNECTIONS (32), BENCH_GROWTH
+ * (1000), BENCH_PACED_RATE (250), BENCH_SECONDS (5) x BENCH_ROUNDS (3), BENCH_CONNECTIONS (32), BENCH_GROWTH
  * ("1000,100000,1000000"), BENCH_URL (+ BENCH_DATABASE_URL, BENCH_RPC_URL, BENCH_DATA_DIR) for a running stack.
  */
 
@@ -32,7 +32,8 @@ const settings = {
   phases: (env.BENCH_PHASES ?? "http,pipeline1,pipeline0,growth,scaleout").split(",").map((s) => s.trim()),
   requests: int(env.BENCH_REQUESTS, 1000),
   pacedRate: int(env.BENCH_PACED_RATE, 250),
-  seconds: int(env.BENCH_SECONDS, 10),
+  seconds: int(env.BENCH_SECONDS, 5),
+  rounds: int(env.BENCH_ROUNDS, 3),
   connections: int(env.BENCH_CONNECTIONS, 32),
   growth: (env.BENCH_GROWTH ?? "1000,100000,1000000").split(",").map(Number).filter((n) => n > 0),
   ceilingRelayers: int(env.BENCH_CEILING_RELAYERS, 4),
@@ -59,7 +60,7 @@ function machine(): Record<string, string | number> {
 
 function anvilVersion(): string {
   try {
-    return execFileSync(anvilBinary(), ["--version"], { encoding: "utf8" }).split("\n")[0]!.trim();
+    return execFileSync(anvilBinary(), ["--version"], { encoding: "utf8" }).split("\n")[0]!.replace(/^anvil Version:\s*/i, "").trim();
   } catch {
     return "?";
   }
@@ -69,12 +70,14 @@ async function serverVersion(databaseUrl: string | undefined): Promise<string> {
   if (!databaseUrl) return "?";
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
   try {
-    const [r] = await sql<{ v: string }[]>`SHOW server_version`;
+    const [r] = await sql<{ v: string }[]>`SELECT current_setting('server_version') AS v`;
     return r?.v ?? "?";
   } finally {
     await sql.end({ timeout: 5 });
   }
 }
+
+let seedRound = 0;
 
 /** Requests and wallets that exist, for the read endpoints; fresh registered wallets for POST /sponsorship/request. */
 async function httpData(stack: Stack, seeded: number) {
@@ -88,7 +91,8 @@ async function httpData(stack: Stack, seeded: number) {
       await growRequests(sql, 0, 2000);
       rows = await sql<{ id: string; wallet_address: string }[]>`SELECT id, wallet_address FROM sponsorship_requests LIMIT 5000`;
     }
-    const fresh = await seedFreshWallets(sql, seeded, `b${Math.floor(Math.random() * 16).toString(16)}`);
+    // A prefix per call: wallets seeded for an earlier run already have requests.
+    const fresh = await seedFreshWallets(sql, seeded, `b${(seedRound++ % 16).toString(16)}`);
     return { requestIds: rows.map((r) => r.id), historyWallets: [...new Set(rows.map((r) => r.wallet_address))], freshRegisteredWallets: fresh };
   } finally {
     await sql.end({ timeout: 5 });
@@ -113,21 +117,22 @@ async function rejectOpenRequests(databaseUrl: string): Promise<number> {
 
 async function runHttpSuite(stack: Stack, resultsNote: string[]): Promise<HttpResult[]> {
   const data = stack.databaseUrl
-    ? await httpData(stack, Math.max(50_000, settings.seconds * 3000))
+    ? await httpData(stack, Math.max(50_000, settings.seconds * settings.rounds * 3000))
     : { requestIds: [], historyWallets: [], freshRegisteredWallets: [] };
   const endpoints = standardEndpoints(data).filter((e) => {
     if (e.name === "sponsorship-by-id" || e.name === "wallet-history") return data.requestIds.length > 0;
     if (e.name === "sponsorship-request") return data.freshRegisteredWallets.length > 0;
     return true;
   });
-  const results: HttpResult[] = [];
-  for (const e of endpoints) {
-    results.push(await runEndpoint(stack.url, e, { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 3 }));
-  }
-  // /health once more at the end: the first and last agree when the machine was steady.
-  const again = await runEndpoint(stack.url, endpoints[0]!, { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 0 });
-  const health = (results[0]!.reqPerSec + again.reqPerSec) / 2;
-  resultsNote.push(`GET /health measured before and after the others: ${results[0]!.reqPerSec} and ${again.reqPerSec} req/s; ratios use the mean.`);
+  const results = await runInterleaved(stack.url, endpoints, {
+    connections: settings.connections,
+    seconds: settings.seconds,
+    rounds: settings.rounds,
+  });
+  const health = results[0]!.reqPerSec;
+  resultsNote.push(
+    `HTTP: ${settings.rounds} interleaved rounds of ${settings.seconds} s per endpoint, ${settings.connections} connections; req/s per round of GET /health: ${results[0]!.rounds?.join(", ")}.`,
+  );
   for (const r of results) r.ratioToHealth = r.reqPerSec / health;
   return results;
 }
@@ -183,7 +188,7 @@ async function runScaleOut(stack: Stack, single: { postRequestPerSec: number; pi
     // HTTP: POST /sponsorship/request on both instances at once (workers paused, as in the single run).
     stack.pauseWorker();
     process.kill(worker2.pid, "SIGSTOP");
-    const data = await httpData(stack, Math.max(50_000, settings.seconds * 3000));
+    const data = await httpData(stack, Math.max(50_000, settings.seconds * settings.rounds * 3000));
     const half = Math.max(1, Math.floor(settings.connections / 2));
     const split = (k: number) => data.freshRegisteredWallets.filter((_, i) => i % 2 === k);
     const [a, b] = await Promise.all(
