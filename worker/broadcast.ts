@@ -1,6 +1,7 @@
 import type { Hash, Hex } from "viem";
 import { failNonceFills, failRelays, markBroadcastAccepted } from "@/db/queries/pipeline";
 import type { WorkerContext } from "./context";
+import { metrics } from "./metrics";
 
 /**
  * Broadcast of transactions already stored (hash and raw bytes in the database): the only way anything reaches the
@@ -20,6 +21,8 @@ export type StoredTransaction = {
   requestId?: string | null;
   relayer: string;
   nonce: number;
+  /** The relay attempt number (relays only). */
+  attempt?: number;
 };
 
 export type BroadcastSummary = { accepted: number; unavailable: number; rejected: number; nonceUsed: number };
@@ -51,6 +54,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
       case "rejected": {
         const reason = `rejected by the node before broadcast: ${outcome.message.slice(0, 300)}`;
         (tx.kind === "relay" ? rejectedRelays : rejectedFills).push({ id: tx.id, reason });
+        if (tx.kind === "relay") metrics.failure(tx.relayer, "rpc_error");
         ctx.log.warn("transaction refused by the node", { kind: tx.kind, requestId: tx.requestId, relayer: tx.relayer, nonce: tx.nonce, hash: tx.hash, message: outcome.message });
         break;
       }

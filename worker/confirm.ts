@@ -20,6 +20,7 @@ import type { Transaction } from "@/db/queries/executor";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
 import type { MinedReceipt, RelayerNonces } from "./chain";
 import { currentFees, type WorkerContext } from "./context";
+import { metrics } from "./metrics";
 import { LeaseLostError } from "./relayers";
 import { SPONSOR_GAS_LIMIT, bumpFees, signFillTransaction, signSponsorTransaction } from "./transactions";
 
@@ -181,7 +182,9 @@ export class Confirmer {
       return completeRequests(tx, [...new Set(requestIds)], ctx.actor, "relay transaction mined and confirmed");
     });
     ctx.status.totals.completed += completed.length;
+    metrics.finished(completed);
     for (const { winner, receipt } of items) {
+      metrics.confirmed(winner.relayerAddress);
       ctx.log.info("request completed", {
         requestId: winner.sponsorshipRequestId,
         hash: winner.transactionHash,
@@ -221,7 +224,9 @@ export class Confirmer {
       );
       if (req?.status !== "relayed") continue;
       const failure = requestFailure(req.attempts);
-      if (failure && (await failRequest(tx, requestId, ctx.actor, failure))) {
+      const failed = failure ? await failRequest(tx, requestId, ctx.actor, failure) : undefined;
+      if (failed) {
+        metrics.finished([failed]);
         ctx.status.totals.failed++;
         ctx.log.warn("request failed", { requestId, attempts: req.attempts, reason: failure });
       }
@@ -250,7 +255,7 @@ export class Confirmer {
           await failRelays(tx, [{ id: winner.id, reason }]);
           await this.closeGroup(tx, group, winner.id, `superseded: attempt ${winner.relayAttempt} at nonce ${group.nonce} was mined and reverted`, () => undefined);
           const ids = await confirmRelays(tx, [{ id: ours.id, blockNumber: event.blockNumber, gasUsed: paid?.gasUsed ?? 0n }]);
-          await completeRequests(tx, ids, ctx.actor, `relay transaction ${event.transactionHash} mined and confirmed`);
+          metrics.finished(await completeRequests(tx, ids, ctx.actor, `relay transaction ${event.transactionHash} mined and confirmed`));
         });
         ctx.status.totals.completed++;
         ctx.log.info("request completed (found by its Sponsored event)", { requestId, hash: event.transactionHash });
@@ -267,6 +272,7 @@ export class Confirmer {
       });
     });
     ctx.status.totals.failedAttempts++;
+    metrics.failure(winner.relayerAddress, "reverted");
     ctx.log.warn("relay attempt reverted", {
       requestId,
       attempt: winner.relayAttempt,
@@ -314,6 +320,7 @@ export class Confirmer {
         );
       });
       ctx.status.totals.failedAttempts++;
+      metrics.failure(group.relayer, "dropped");
       ctx.log.warn("relay attempt dropped", { relayer: group.relayer, nonce: group.nonce, hashes: group.rows.map((r) => r.transactionHash) });
       this.noReceiptSince.delete(key(group.relayer, group.nonce));
       settled++;
@@ -402,6 +409,8 @@ export class Confirmer {
           ]);
           ctx.status.totals.replacements++;
           ctx.status.totals.failedAttempts++;
+          metrics.failure(group.relayer, "timeout");
+          metrics.attempt(group.relayer, attempt);
           ctx.log.warn("relay attempt stuck: replaced at the same nonce", {
             requestId,
             attempt,

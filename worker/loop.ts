@@ -1,6 +1,7 @@
 import { ChainUnavailableError } from "./chain";
 import { Confirmer } from "./confirm";
 import type { WorkerContext } from "./context";
+import { metrics } from "./metrics";
 import { relayBatch } from "./relay";
 import { reviewPendingBatch } from "./review";
 
@@ -102,22 +103,17 @@ export class WorkerLoop {
     const now = Date.now();
     let busy = false;
     let sent = 0;
-    const ran = new Set<Stage>();
     const failed = new Set<Stage>();
 
     const timings: Partial<Record<Stage, number>> = {};
-    const step = async <T>(stage: Stage, fn: () => Promise<T>): Promise<T | undefined> => {
-      ran.add(stage);
+    const guarded = async <T>(stage: Stage, fn: () => Promise<T>, items?: (result: T) => number): Promise<T | undefined> => {
       const started = performance.now();
       try {
-        return await fn();
-      } finally {
-        timings[stage] = Math.round(performance.now() - started);
-      }
-    };
-    const guarded = async <T>(stage: Stage, fn: () => Promise<T>): Promise<T | undefined> => {
-      try {
-        return await step(stage, fn);
+        const result = await fn();
+        const ms = performance.now() - started;
+        timings[stage] = Math.round(ms);
+        if (stage !== "leases") metrics.step(stage, ms / 1000, items ? items(result) : 0);
+        return result;
       } catch (error) {
         failed.add(stage);
         this.recordError(stage, error);
@@ -135,10 +131,10 @@ export class WorkerLoop {
     if (queueDue) {
       this.queueDue = false;
       this.lastQueueScan = now;
-      const reviewed = await guarded("review", () => reviewPendingBatch(ctx));
+      const reviewed = await guarded("review", () => reviewPendingBatch(ctx), (r) => r.claimed);
       if (reviewed && reviewed.claimed >= ctx.settings.batchSize) busy = true;
       if (this.stopping) return false;
-      const relayed = await guarded("relay", () => relayBatch(ctx));
+      const relayed = await guarded("relay", () => relayBatch(ctx), (r) => r.stored ?? 0);
       if (relayed) {
         sent = relayed.stored ?? 0;
         if ((relayed.stored ?? 0) >= ctx.settings.batchSize) busy = true;
@@ -153,13 +149,14 @@ export class WorkerLoop {
         const block = await ctx.chain.blockNumber();
         const newBlock = block !== this.lastBlock;
         ctx.status.blockNumber = block;
-        if (!newBlock && !fullDue && sent === 0) return;
+        if (!newBlock && !fullDue && sent === 0) return 0;
         this.lastBlock = block;
         if (fullDue) this.lastFullCheck = now;
         const outcome = await this.confirmer.run({ checkHoles: maintenance });
         // A settled attempt may leave its request needing the next attempt: look at the queue again.
         if (outcome.settled > 0) this.queueDue = true;
-      });
+        return outcome.settled;
+      }, (settled) => settled);
     }
 
     // A full batch means more is waiting: scan the queue again at once.

@@ -2,6 +2,7 @@ import { claimRelayCandidates, countOpenRelays, failRequest, insertRelayAttempts
 import { lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
 import { currentFees, type WorkerContext } from "./context";
+import { metrics } from "./metrics";
 import { LeaseLostError } from "./relayers";
 import { SPONSOR_GAS_LIMIT, signSponsorTransaction } from "./transactions";
 
@@ -60,7 +61,7 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
       if (BigInt(attempts.length) >= affordable) break;
       if (c.attempts >= max) {
         // Only reachable when MAX_RELAY_ATTEMPTS was lowered: the confirm stage fails a request at its last attempt.
-        await failRequest(tx, c.id, ctx.actor, `relay failed: all ${c.attempts} attempts failed`);
+        metrics.finished([await failRequest(tx, c.id, ctx.actor, `relay failed: all ${c.attempts} attempts failed`)]);
         ctx.status.totals.failed++;
         continue;
       }
@@ -105,6 +106,7 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
           requestId: a.sponsorshipRequestId,
           relayer: a.relayerAddress,
           nonce: a.nonce,
+          attempt: a.relayAttempt,
         }),
       ),
     };
@@ -113,6 +115,7 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
   const waiting = "waiting" in result ? result.waiting : undefined;
   if (result.stored.length === 0) return { sent: 0, claimed: result.claimed, waiting };
   ctx.status.totals.attempts += result.stored.length;
+  for (const s of result.stored) metrics.attempt(s.relayer, s.attempt ?? 1);
   ctx.log.debug("relay attempts stored", { count: result.stored.length });
   const summary = await broadcastStored(ctx, result.stored, "first");
   return { sent: summary.accepted, claimed: result.claimed, stored: result.stored.length };

@@ -2,6 +2,7 @@ import { applyReviewDecisions, claimPendingRequests, type ReviewDecision } from 
 import { now } from "@/lib/sponsorship/clock";
 import { ChainUnavailableError } from "./chain";
 import type { WorkerContext } from "./context";
+import { metrics } from "./metrics";
 
 /**
  * Review (decisions.md "Pipeline"): claim due pending requests in a batch (FOR UPDATE SKIP LOCKED, so workers
@@ -37,7 +38,8 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
     }
     const moved = await applyReviewDecisions(tx, decisions, ctx.actor);
     const approved = decisions.filter((d) => d.status === "approved").length;
-    ctx.status.totals.reviewed += moved;
+    metrics.finished(moved.filter((r) => r.status === "rejected"));
+    ctx.status.totals.reviewed += moved.length;
     ctx.status.totals.approved += approved;
     ctx.status.totals.rejected += decisions.length - approved;
     if (decisions.length > 0) {

@@ -1,6 +1,7 @@
 import { encodeFunctionData, keccak256, type Hash, type Hex, type PrivateKeyAccount } from "viem";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { uuidToBytes16 } from "@/lib/chain/ids";
+import { SPONSOR_GAS_LIMIT } from "@/lib/chain/treasury";
 import type { Fees } from "./chain";
 
 /**
@@ -10,12 +11,8 @@ import type { Fees } from "./chain";
 
 type Address = `0x${string}`;
 
-/**
- * Gas limit of `sponsor`: it measures about 90,500 (registry write, event, transfer to a new account); the rest is
- * headroom for a recipient that is a contract wallet (the treasury forwards all gas to it). A block's packing is
- * decided by gas used, so a generous limit costs no throughput.
- */
-export const SPONSOR_GAS_LIMIT = 150_000n;
+/** Gas limit of `sponsor` (lib/chain/treasury: about 90,000 measured, the rest headroom for contract wallets). */
+export { SPONSOR_GAS_LIMIT };
 /** A plain transfer (the nonce fill: zero value to the relayer itself). */
 export const FILL_GAS_LIMIT = 21_000n;
 

@@ -5,6 +5,7 @@ import { applyMigrations } from "@/db/migrate";
 import { resolveDeployment } from "@/lib/chain/deployment";
 import { ConfigError, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
+import { startProcessMetricsServer } from "@/lib/metrics";
 import { ChainHealth, WorkerChain } from "./chain";
 import { emptyTotals, type WorkerContext, type WorkerSettings } from "./context";
 import { Heartbeat } from "./heartbeat";
@@ -153,6 +154,8 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     relayTimeoutMs: settings.relayTimeoutMs,
     maxRelayAttempts: settings.maxRelayAttempts,
   });
+  // METRICS_PORT + 1 on loopback, when METRICS_PORT is set (lib/metrics).
+  const metricsServer = await startProcessMetricsServer("worker", log);
   heartbeat.setState("running");
   const done = loop.run();
 
@@ -170,6 +173,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
       } catch (error) {
         log.warn("clean shutdown incomplete (leases expire by themselves)", { error: error instanceof Error ? error.message : String(error) });
       }
+      await metricsServer?.close().catch(() => {});
       await closeDatabase(db).catch(() => {});
       log.info("worker stopped", { totals: ctx.status.totals });
     })());

@@ -19,6 +19,40 @@ const list = (items: readonly string[]) => sql`(${sql.join(
   sql`, `,
 )})`;
 
+/** A request's status and timestamps after a change (for the worker's stage metrics). */
+export type RequestTimes = {
+  id: string;
+  status: RequestStatus;
+  requestedAt: Date;
+  approvedAt: Date | null;
+  rejectedAt: Date | null;
+  relayedAt: Date | null;
+  completedAt: Date | null;
+  failedAt: Date | null;
+};
+type RequestTimesRow = {
+  id: string;
+  status: RequestStatus;
+  requested_at: Date | string;
+  approved_at: Date | string | null;
+  rejected_at: Date | string | null;
+  relayed_at: Date | string | null;
+  completed_at: Date | string | null;
+  failed_at: Date | string | null;
+};
+const TIMES = sql.raw("r.id, r.status, r.requested_at, r.approved_at, r.rejected_at, r.relayed_at, r.completed_at, r.failed_at");
+const date = (v: Date | string | null) => (v === null ? null : new Date(v));
+const toTimes = (r: RequestTimesRow): RequestTimes => ({
+  id: r.id,
+  status: r.status,
+  requestedAt: new Date(r.requested_at),
+  approvedAt: date(r.approved_at),
+  rejectedAt: date(r.rejected_at),
+  relayedAt: date(r.relayed_at),
+  completedAt: date(r.completed_at),
+  failedAt: date(r.failed_at),
+});
+
 /* ------------------------------------------------------------------ review */
 
 export type PendingRequestClaim = {
@@ -50,11 +84,11 @@ export async function claimPendingRequests(tx: Transaction, limit: number, now: 
 
 export type ReviewDecision = { id: string; status: "approved" | "rejected"; reason: EligibilityReason };
 
-/** pending -> approved | rejected, with the eligibility reason. Returns the number of requests moved. */
-export async function applyReviewDecisions(tx: Executor, decisions: readonly ReviewDecision[], actor: string): Promise<number> {
-  if (decisions.length === 0) return 0;
+/** pending -> approved | rejected, with the eligibility reason. Returns the requests moved. */
+export async function applyReviewDecisions(tx: Executor, decisions: readonly ReviewDecision[], actor: string): Promise<RequestTimes[]> {
+  if (decisions.length === 0) return [];
   const rows = values(decisions.map((d) => sql`(${d.id}::uuid, ${d.status}::request_status, ${d.reason}::eligibility_reason)`));
-  const result = await tx.execute(sql`
+  const result = await tx.execute<RequestTimesRow>(sql`
     UPDATE sponsorship_requests r SET
       status = v.status,
       eligibility_reason = v.reason,
@@ -64,8 +98,8 @@ export async function applyReviewDecisions(tx: Executor, decisions: readonly Rev
       status_reason = v.reason::text
     FROM (VALUES ${rows}) AS v(id, status, reason)
     WHERE r.id = v.id AND r.status = 'pending'
-    RETURNING r.id`);
-  return result.length;
+    RETURNING ${TIMES}`);
+  return result.map(toTimes);
 }
 
 /* ------------------------------------------------------------------- relay */
@@ -303,23 +337,23 @@ export async function failRelays(tx: Executor, failures: readonly RelayFailure[]
   return result.length;
 }
 
-/** relayed -> completed. */
-export async function completeRequests(tx: Executor, ids: readonly string[], actor: string, reason: string): Promise<string[]> {
+/** relayed -> completed. Returns the requests moved. */
+export async function completeRequests(tx: Executor, ids: readonly string[], actor: string, reason: string): Promise<RequestTimes[]> {
   if (ids.length === 0) return [];
-  const result = await tx.execute<{ id: string }>(sql`
-    UPDATE sponsorship_requests SET status = 'completed', completed_at = now(), status_actor = ${actor}, status_reason = ${reason}
-    WHERE id IN ${list(ids)} AND status = 'relayed'
-    RETURNING id`);
-  return result.map((r) => r.id);
+  const result = await tx.execute<RequestTimesRow>(sql`
+    UPDATE sponsorship_requests r SET status = 'completed', completed_at = now(), status_actor = ${actor}, status_reason = ${reason}
+    WHERE r.id IN ${list(ids)} AND r.status = 'relayed'
+    RETURNING ${TIMES}`);
+  return result.map(toTimes);
 }
 
-/** relayed -> failed, with the reason shown to clients. */
-export async function failRequest(tx: Executor, id: string, actor: string, reason: string): Promise<boolean> {
-  const result = await tx.execute(sql`
-    UPDATE sponsorship_requests SET status = 'failed', failed_at = now(), failure_reason = ${reason}, status_actor = ${actor}, status_reason = ${reason}
-    WHERE id = ${id} AND status = 'relayed'
-    RETURNING id`);
-  return result.length > 0;
+/** relayed -> failed, with the reason shown to clients. Returns the request, or undefined when not relayed. */
+export async function failRequest(tx: Executor, id: string, actor: string, reason: string): Promise<RequestTimes | undefined> {
+  const [row] = await tx.execute<RequestTimesRow>(sql`
+    UPDATE sponsorship_requests r SET status = 'failed', failed_at = now(), failure_reason = ${reason}, status_actor = ${actor}, status_reason = ${reason}
+    WHERE r.id = ${id} AND r.status = 'relayed'
+    RETURNING ${TIMES}`);
+  return row ? toTimes(row) : undefined;
 }
 
 /* ---------------------------------------------------------------- fills */
