@@ -28,6 +28,8 @@ export class Heartbeat {
   private readonly startedAt = new Date();
   private state: HeartbeatDetails["state"] = "starting";
   private beating: Promise<void> | undefined;
+  private failingSince: number | undefined;
+  private lastFailureLog = 0;
 
   constructor(private readonly ctx: WorkerContext) {}
 
@@ -91,8 +93,16 @@ export class Heartbeat {
           startedAt: this.startedAt,
           details: await this.details(),
         });
+        if (this.failingSince !== undefined) ctx.log.info("heartbeat written again", { afterMs: Date.now() - this.failingSince });
+        this.failingSince = undefined;
       } catch (error) {
-        ctx.log.warn("heartbeat failed", { error });
+        // Logged once, then every 30 s while it lasts (the loop logs the outage itself).
+        const now = Date.now();
+        this.failingSince ??= now;
+        if (now - this.lastFailureLog >= 30_000) {
+          this.lastFailureLog = now;
+          ctx.log.warn("heartbeat failed", { error: error instanceof Error ? error.message : String(error), failingForMs: now - this.failingSince });
+        }
       } finally {
         this.beating = undefined;
       }

@@ -12,7 +12,8 @@ import { FatalWorkerError, startWorker, type RunningWorker } from "./worker";
  */
 
 const log = createLogger({ component: "worker" });
-const SHUTDOWN_LIMIT_MS = 25_000;
+// Below the supervisor's 20 s before it sends SIGKILL.
+const SHUTDOWN_LIMIT_MS = 15_000;
 
 async function main(): Promise<void> {
   const config = getConfig();
@@ -45,8 +46,17 @@ async function main(): Promise<void> {
   process.on("SIGINT", onSignal);
 
   running.worker = await startWorker({ config, log });
-  await running.worker.done;
-  // The loop only ends through stop(); onSignal exits once stop() has finished.
+  try {
+    await running.worker.done;
+  } catch (error) {
+    // The loop gave up (WorkerStuckError): give the leases back if possible, then exit 1 for the supervisor.
+    log.error("worker loop stopped on a fatal error", { error, fatal: true });
+    const limit = setTimeout(() => process.exit(1), SHUTDOWN_LIMIT_MS);
+    limit.unref();
+    await running.worker.stop().catch(() => {});
+    process.exit(1);
+  }
+  // Otherwise the loop only ends through stop(); onSignal exits once stop() has finished.
 }
 
 main().catch((error: unknown) => {

@@ -1,4 +1,5 @@
 import { ChainUnavailableError } from "./chain";
+import { isOutage } from "./errors";
 import { Confirmer } from "./confirm";
 import type { WorkerContext } from "./context";
 import { metrics } from "./metrics";
@@ -18,6 +19,16 @@ import { reviewPendingBatch } from "./review";
  */
 
 const MAX_BACKOFF_MS = 10_000;
+/**
+ * Consecutive iterations failing with errors that are not outages (a bug, a constraint the code did not expect)
+ * before the loop gives up and the process exits 1, so the supervisor restarts it and logs why. Outages never
+ * count: they are waited out however long they last.
+ */
+const MAX_FAILURES_BEFORE_EXIT = 30;
+
+export class WorkerStuckError extends Error {
+  override name = "WorkerStuckError";
+}
 const FULL_CHECK_MS = 1_000;
 
 type Stage = "leases" | "review" | "relay" | "confirm";
@@ -31,6 +42,8 @@ export class WorkerLoop {
   private lastFullCheck = 0;
   private lastBlock: bigint | undefined;
   private failures = 0;
+  private nonOutageFailures = 0;
+  private fatal: Error | undefined;
   private readonly confirmer: Confirmer;
   private readonly erroredStages = new Set<Stage>();
   private done: Promise<void> | undefined;
@@ -55,7 +68,8 @@ export class WorkerLoop {
   stop(): Promise<void> {
     this.stopping = true;
     this.wake();
-    return this.done ?? Promise.resolve();
+    // A loop that ended on a fatal error has reported it through run(); stopping still completes.
+    return (this.done ?? Promise.resolve()).catch(() => {});
   }
 
   get isStopping(): boolean {
@@ -70,6 +84,7 @@ export class WorkerLoop {
   private async loop(): Promise<void> {
     while (!this.stopping) {
       const busy = await this.iterate();
+      if (this.fatal) throw this.fatal;
       if (this.stopping) break;
       await this.sleep(this.delay(busy));
     }
@@ -164,6 +179,7 @@ export class WorkerLoop {
     if (busy || sent > 0) ctx.log.debug("iteration", { ms: timings, sent, busy, inFlight: ctx.status.inFlight });
 
     if (failed.size === 0) {
+      this.nonOutageFailures = 0;
       if (this.failures > 0) {
         ctx.log.info("worker recovered", { after: this.failures, stages: [...this.erroredStages] });
         this.erroredStages.clear();
@@ -196,6 +212,12 @@ export class WorkerLoop {
     this.ctx.status.lastError = { stage, message, at: new Date() };
     const fields = { stage, consecutiveFailures: this.failures + 1, nextRetryMs: Math.min(MAX_BACKOFF_MS, 250 * 2 ** this.failures) };
     if (error instanceof ChainUnavailableError) this.ctx.log.warn("chain unavailable, backing off", { ...fields, error: message });
-    else this.ctx.log.error("worker stage failed, backing off", { ...fields, error });
+    else if (isOutage(error)) this.ctx.log.warn("database unavailable, backing off", { ...fields, error: message });
+    else {
+      this.ctx.log.error("worker stage failed, backing off", { ...fields, error });
+      if (++this.nonOutageFailures >= MAX_FAILURES_BEFORE_EXIT) {
+        this.fatal = new WorkerStuckError(`stage ${stage} failed ${this.nonOutageFailures} times in a row: ${message}`, { cause: error });
+      }
+    }
   }
 }

@@ -6,8 +6,9 @@ import { resolveDeployment } from "@/lib/chain/deployment";
 import { ConfigError, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
 import { startProcessMetricsServer } from "@/lib/metrics";
-import { ChainHealth, WorkerChain } from "./chain";
+import { ChainHealth, ChainUnavailableError, WorkerChain } from "./chain";
 import { emptyTotals, type WorkerContext, type WorkerSettings } from "./context";
+import { isDatabaseUnavailable } from "./errors";
 import { Heartbeat } from "./heartbeat";
 import { WorkerLoop } from "./loop";
 import { RelayerPool } from "./relayers";
@@ -59,7 +60,9 @@ async function untilReady<T>(what: string, log: Logger, attempt: () => Promise<T
     try {
       return await attempt();
     } catch (error) {
-      if (error instanceof FatalWorkerError || error instanceof ConfigError || stopped()) throw error;
+      // Only an unreachable database or chain is waited for; anything else (a failing migration) is fatal.
+      const outage = error instanceof ChainUnavailableError || isDatabaseUnavailable(error);
+      if (!outage || error instanceof FatalWorkerError || error instanceof ConfigError || stopped()) throw error;
       const waitMs = Math.min(10_000, 250 * 2 ** failures);
       log.warn(`${what} not reachable at start-up, retrying`, { attempt: failures + 1, retryInMs: waitMs, error: error instanceof Error ? error.message : String(error) });
       await new Promise((r) => setTimeout(r, waitMs));
