@@ -165,16 +165,21 @@ export type CreationState = {
   hasCompletedRequest: boolean;
 };
 
-export async function readCreationState(
-  tx: Transaction,
-  input: { ip: string; address: string; now: Date } & CreationLimits,
-): Promise<CreationState> {
+export type CreationStateInput = { ip: string; address: string; now: Date } & CreationLimits;
+
+export async function readCreationState(tx: Transaction, input: CreationStateInput): Promise<CreationState> {
+  const rows = await tx.execute<CreationState>(creationStateQuery(input));
+  return rows[0]!;
+}
+
+/** The statement of readCreationState (exported for EXPLAIN in performance work). */
+export function creationStateQuery(input: CreationStateInput): SQL {
   const { ip, address, now } = input;
   const blockUntil = (subjectType: BlockSubject, subject: SQL | string, kindFilter: SQL) => sql`(
     SELECT (extract(epoch FROM max(b.expires_at)) * 1000)::float8 FROM blocks b
     WHERE b.subject_type = ${subjectType} AND b.subject = ${subject} AND ${kindFilter} AND ${blockActive("b", now)}
   )`;
-  const rows = await tx.execute<CreationState>(sql`
+  return sql`
     SELECT
       EXISTS (
         SELECT 1 FROM blocks b WHERE b.subject_type = 'ip' AND b.subject = ${ip} AND b.expires_at IS NULL AND b.lifted_at IS NULL
@@ -198,8 +203,7 @@ export async function readCreationState(
       ) AS "hasOpenRequest",
       EXISTS (SELECT 1 FROM sponsorship_requests r WHERE r.wallet_id = w.id AND r.status = 'completed') AS "hasCompletedRequest"
     FROM (SELECT 1) AS one
-    LEFT JOIN wallets w ON w.wallet_address = ${address}`);
-  return rows[0]!;
+    LEFT JOIN wallets w ON w.wallet_address = ${address}`;
 }
 
 export type CreationWrites = {
