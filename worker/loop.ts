@@ -189,6 +189,8 @@ export class WorkerLoop {
     } else {
       for (const s of failed) this.erroredStages.add(s);
       this.failures++;
+      // Wake-ups may be lost while failing (a LISTEN connection down): the retry scans the queue.
+      this.queueDue = true;
     }
     return busy;
   }

@@ -138,7 +138,10 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   const listen = async () => {
     try {
       await listener?.unlisten().catch(() => {});
-      listener = await db.$client.listen(WAKEUP_CHANNEL, () => loop.wake(), () => loop.wake());
+      listener = await db.$client.listen(WAKEUP_CHANNEL, () => loop.wake(), () => {
+        log.info("listening for wake-ups", { channel: WAKEUP_CHANNEL });
+        loop.wake();
+      });
     } catch (error) {
       log.warn("LISTEN failed; polling every WORKER_INTERVAL_MS until it works", { error: error instanceof Error ? error.message : String(error) });
       listener = undefined;

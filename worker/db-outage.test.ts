@@ -1,0 +1,106 @@
+import { createServer, connect, type Server, type Socket } from "node:net";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
+import { freePort } from "@/test/ports";
+import {
+  createRequests,
+  spawnWorker,
+  stopSpawned,
+  waitFor,
+  waitTerminal,
+  type PipelineFixture,
+  type SpawnedWorker,
+  startPipelineFixture,
+} from "./test-support";
+
+/**
+ * Issue 4 "RPC or database outages are waited out with backoff, and logged": the worker reaches PostgreSQL
+ * through a TCP relay the test can cut (every connection dropped, new ones refused) and restore, so the outage is
+ * a real network failure of the real database. After it, the worker's LISTEN works again (a request is picked up
+ * at once although the poll interval is a minute away).
+ */
+
+let fx: PipelineFixture;
+let worker: SpawnedWorker | undefined;
+let relay: { port: number; cut: () => Promise<void>; restore: () => Promise<void>; close: () => Promise<void> };
+
+async function startTcpRelay(target: { host: string; port: number }) {
+  const port = await freePort();
+  const sockets = new Set<Socket>();
+  let server: Server | undefined;
+  const listen = () =>
+    new Promise<void>((resolve, reject) => {
+      server = createServer((client) => {
+        const upstream = connect(target.port, target.host);
+        sockets.add(client).add(upstream);
+        const drop = () => {
+          client.destroy();
+          upstream.destroy();
+          sockets.delete(client);
+          sockets.delete(upstream);
+        };
+        client.on("error", drop).on("close", drop);
+        upstream.on("error", drop).on("close", drop);
+        client.pipe(upstream).pipe(client);
+      });
+      server.once("error", reject);
+      server.listen(port, "127.0.0.1", () => resolve());
+    });
+  const cut = async () => {
+    const closed = new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    for (const s of sockets) s.destroy();
+    sockets.clear();
+    await closed;
+  };
+  await listen();
+  return { port, cut, restore: listen, close: cut };
+}
+
+beforeAll(async () => {
+  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
+  const url = new URL(fx.database.url);
+  relay = await startTcpRelay({ host: url.hostname, port: Number(url.port) });
+});
+
+afterAll(async () => {
+  if (worker) await stopSpawned(worker);
+  await relay?.close();
+  await fx?.stop();
+});
+
+describe("a database outage", () => {
+  it("is waited out and logged; requests created meanwhile complete afterwards, and wake-ups work again", async () => {
+    const url = new URL(fx.database.url);
+    url.port = String(relay.port);
+    const spawned = spawnWorker(fx, { DATABASE_URL: url.toString(), WORKER_INTERVAL_MS: "60000" });
+    worker = spawned;
+    onTestFailed(() => {
+      process.stderr.write(spawned.output().split("\n").slice(-60).join("\n"));
+    });
+
+    const first = await createRequests(fx, 3);
+    expect(await waitTerminal(fx, first.map((r) => r.id), 30_000)).toEqual({ completed: 3 });
+
+    await relay.cut();
+    const during = await createRequests(fx, 3);
+    await waitFor("the worker to log the outage", async () => spawned.output().includes('"msg":"database unavailable, backing off"'), 30_000);
+    // The outage lasts 5 s from here (a condition of the test, not a wait for the worker).
+    const cutAt = Date.now();
+    await waitFor("5 s of outage", async () => Date.now() - cutAt >= 5_000, 10_000, 250);
+    await relay.restore();
+
+    // Picked up after the outage (the worker scans the queue when it recovers, LISTEN or not).
+    expect(await waitTerminal(fx, during.map((r) => r.id), 60_000)).toEqual({ completed: 3 });
+    expect(spawned.output()).toContain('"msg":"worker recovered"');
+
+    // LISTEN was set up again: a new request is handled long before the 60-second poll.
+    await waitFor("LISTEN to be set up again", async () => spawned.output().split('"msg":"listening for wake-ups"').length - 1 >= 2, 30_000);
+    const created = Date.now();
+    const after = await createRequests(fx, 1);
+    expect(await waitTerminal(fx, after.map((r) => r.id), 30_000)).toEqual({ completed: 1 });
+    expect(Date.now() - created).toBeLessThan(30_000);
+
+    const attempts = await fx.database.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM relay_transactions WHERE relay_attempt > 1`);
+    expect(attempts[0]!.n).toBe(0);
+  }, 180_000);
+});
