@@ -91,7 +91,7 @@ describe("a database outage", () => {
 
     // Picked up after the outage (the worker scans the queue when it recovers, LISTEN or not).
     expect(await waitTerminal(fx, during.map((r) => r.id), 60_000)).toEqual({ completed: 3 });
-    expect(spawned.output()).toContain('"msg":"worker recovered"');
+    await waitFor("the worker to log its recovery", async () => spawned.output().includes('"msg":"worker recovered"'), 30_000);
 
     // LISTEN was set up again: a new request is handled long before the 60-second poll.
     await waitFor("LISTEN to be set up again", async () => spawned.output().split('"msg":"listening for wake-ups"').length - 1 >= 2, 30_000);
