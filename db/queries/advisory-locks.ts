@@ -1,5 +1,6 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { Transaction } from "./executor";
+import { queryPrepared } from "./prepared";
 
 /**
  * Serialises transactions that work on the same keys (an IP's or a wallet's counters and blocks) until the
@@ -8,8 +9,13 @@ import type { Transaction } from "./executor";
  * statement sees everything the previous holder committed.
  */
 export async function lockKeys(tx: Transaction, keys: readonly string[]): Promise<void> {
+  if (keys.length === 0) return;
+  await queryPrepared(tx, lockKeysSql(keys));
+}
+
+/** The statement of lockKeys (for a pipelined transaction, see two-step-transaction.ts). */
+export function lockKeysSql(keys: readonly string[]): SQL {
   const sorted = [...new Set(keys)].sort();
-  if (sorted.length === 0) return;
   const locks = sorted.map((key) => sql`pg_advisory_xact_lock(hashtextextended(${key}, 0))`);
-  await tx.execute(sql`SELECT ${sql.join(locks, sql`, `)}`);
+  return sql`SELECT ${sql.join(locks, sql`, `)}`;
 }

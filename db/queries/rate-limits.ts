@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import type { RateLimitScope } from "@/db/schema";
 import type { Executor } from "./executor";
 import { ts } from "./sql-helpers";
+import { queryPrepared } from "./prepared";
 
 /**
  * Rolling-window counters: one row per counted hit in `rate_limit_hits`. A key is over its limit when its
@@ -16,19 +17,6 @@ export const limitReachedAtMs = (scope: RateLimitScope, key: string, limit: numb
   ORDER BY h.created_at DESC OFFSET ${Math.max(0, limit - 1)} LIMIT 1
 )`;
 
-/** When the key reached its limit inside the window (the limit-th newest hit), or undefined while under it. */
-export async function findLimitReachedAt(
-  db: Executor,
-  scope: RateLimitScope,
-  key: string,
-  limit: number,
-  windowStart: Date,
-): Promise<Date | undefined> {
-  const rows = await db.execute<{ at: number | null }>(sql`SELECT ${limitReachedAtMs(scope, key, limit, windowStart)} AS at`);
-  const at = rows[0]?.at;
-  return at === null || at === undefined ? undefined : new Date(at);
-}
-
 /** SQL that records hits (to be used in a CTE or alone). */
 export const insertHitsSql = (hits: readonly { scope: RateLimitScope; key: string }[], now: Date) =>
   sql`INSERT INTO rate_limit_hits (scope, key, created_at) VALUES ${sql.join(
@@ -36,14 +24,9 @@ export const insertHitsSql = (hits: readonly { scope: RateLimitScope; key: strin
     sql`, `,
   )}`;
 
-export async function recordHits(db: Executor, hits: readonly { scope: RateLimitScope; key: string }[], now: Date): Promise<void> {
-  if (hits.length === 0) return;
-  await db.execute(insertHitsSql(hits, now));
-}
-
 /** Deletes hits older than `before` (at most `batch` rows a call); returns how many went. */
 export async function pruneRateLimitHits(db: Executor, before: Date, batch = 10_000): Promise<number> {
-  const rows = await db.execute<{ n: number }>(sql`
+  const rows = await queryPrepared<{ n: number }>(db, sql`
     WITH gone AS (
       DELETE FROM rate_limit_hits WHERE id IN (
         SELECT id FROM rate_limit_hits WHERE created_at < ${ts(before)} LIMIT ${batch}

@@ -1,8 +1,12 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { BlockSubject, EligibilityReason, RequestStatus } from "@/db/schema";
-import type { Executor, Transaction } from "./executor";
+import type { Database } from "@/db/client";
+import { lockKeysSql } from "./advisory-locks";
+import type { Executor } from "./executor";
 import { insertHitsSql, limitReachedAtMs } from "./rate-limits";
 import { blockActive, isoUtc, ts } from "./sql-helpers";
+import { queryPrepared } from "./prepared";
+import { twoStepTransaction } from "./two-step-transaction";
 
 /* ------------------------------------------------------------------ views */
 
@@ -39,24 +43,26 @@ export type RequestDetailView = RequestView & {
   relayTransactions: RelaySummaryView[];
 };
 
-const requestViewColumns = sql`
-  r.id,
-  r.wallet_id AS "walletId",
-  r.wallet_address AS "walletAddress",
-  r.status,
-  ${isoUtc(sql`r.requested_at`)} AS "requestedAt",
-  ${isoUtc(sql`r.approved_at`)} AS "approvedAt",
-  ${isoUtc(sql`r.rejected_at`)} AS "rejectedAt",
-  ${isoUtc(sql`r.completed_at`)} AS "completedAt",
-  ${isoUtc(sql`r.failed_at`)} AS "failedAt",
-  r.ip_address AS "ipAddress",
-  r.user_agent AS "userAgent",
-  r.eligibility_reason AS "eligibilityReason"`;
+/** The fields of a RequestView and their expressions over `sponsorship_requests r`. */
+const requestViewFields: [keyof RequestView, SQL][] = [
+  ["id", sql`r.id`],
+  ["walletId", sql`r.wallet_id`],
+  ["walletAddress", sql`r.wallet_address`],
+  ["status", sql`r.status`],
+  ["requestedAt", isoUtc(sql`r.requested_at`)],
+  ["approvedAt", isoUtc(sql`r.approved_at`)],
+  ["rejectedAt", isoUtc(sql`r.rejected_at`)],
+  ["completedAt", isoUtc(sql`r.completed_at`)],
+  ["failedAt", isoUtc(sql`r.failed_at`)],
+  ["ipAddress", sql`r.ip_address`],
+  ["userAgent", sql`r.user_agent`],
+  ["eligibilityReason", sql`r.eligibility_reason`],
+];
 
-export async function findRequestView(db: Executor, id: string): Promise<RequestView | undefined> {
-  const rows = await db.execute<RequestView>(sql`SELECT ${requestViewColumns} FROM sponsorship_requests r WHERE r.id = ${id}`);
-  return rows[0];
-}
+const requestViewColumns = sql.join(
+  requestViewFields.map(([name, expression]) => sql`${expression} AS ${sql.identifier(name)}`),
+  sql`, `,
+);
 
 /** One round trip: the request, its wallet (with the blocked flag) and its relay attempts. */
 function detailQuery(where: SQL, now: Date): SQL {
@@ -89,13 +95,13 @@ function detailQuery(where: SQL, now: Date): SQL {
 }
 
 export async function findRequestDetail(db: Executor, id: string, now: Date): Promise<RequestDetailView | undefined> {
-  const rows = await db.execute<RequestDetailView>(detailQuery(sql`r.id = ${id}`, now));
+  const rows = await queryPrepared<RequestDetailView>(db, detailQuery(sql`r.id = ${id}`, now));
   return rows[0];
 }
 
 /** The request that owns the relay transaction with this hash (stored lowercase). */
 export async function findRequestDetailByTransactionHash(db: Executor, hash: string, now: Date): Promise<RequestDetailView | undefined> {
-  const rows = await db.execute<RequestDetailView>(
+  const rows = await queryPrepared<RequestDetailView>(db, 
     detailQuery(sql`r.id = (SELECT t.sponsorship_request_id FROM relay_transactions t WHERE t.transaction_hash = ${hash.toLowerCase()})`, now),
   );
   return rows[0];
@@ -114,7 +120,7 @@ export async function findHistoryAnchor(
   address: string,
   cursor: string | undefined,
 ): Promise<{ walletId: string; cursorValid: boolean } | undefined> {
-  const rows = await db.execute<{ walletId: string; cursorValid: boolean }>(sql`
+  const rows = await queryPrepared<{ walletId: string; cursorValid: boolean }>(db, sql`
     SELECT w.id AS "walletId",
       ${cursor === undefined ? sql`true` : sql`EXISTS (SELECT 1 FROM sponsorship_requests c WHERE c.id = ${cursor} AND c.wallet_id = w.id)`} AS "cursorValid"
     FROM wallets w WHERE w.wallet_address = ${address}`);
@@ -126,7 +132,7 @@ export async function listHistoryPage(db: Executor, walletId: string, cursor: st
   const after = cursor === undefined
     ? sql``
     : sql`AND (r.requested_at, r.id) < (SELECT c.requested_at, c.id FROM sponsorship_requests c WHERE c.id = ${cursor})`;
-  const rows = await db.execute<HistoryItemView>(sql`
+  const rows = await queryPrepared<HistoryItemView>(db, sql`
     SELECT r.id, r.wallet_id AS "walletId", r.status,
       ${isoUtc(sql`r.requested_at`)} AS "requestedAt",
       ${isoUtc(sql`r.approved_at`)} AS "approvedAt",
@@ -157,7 +163,8 @@ export type CreationState = {
   /** The IP's limit-th newest hit in the window (epoch ms), or null while under the limit. */
   ipLimitReachedAtMs: number | null;
   walletId: string | null;
-  replayRequestId: string | null;
+  /** The newest request of the wallet from this IP inside the replay window, or null. */
+  replayRequest: RequestView | null;
   walletAdminBlocked: boolean;
   walletBlockedUntilMs: number | null;
   walletLimitReachedAtMs: number | null;
@@ -167,12 +174,7 @@ export type CreationState = {
 
 export type CreationStateInput = { ip: string; address: string; now: Date } & CreationLimits;
 
-export async function readCreationState(tx: Transaction, input: CreationStateInput): Promise<CreationState> {
-  const rows = await tx.execute<CreationState>(creationStateQuery(input));
-  return rows[0]!;
-}
-
-/** The statement of readCreationState (exported for EXPLAIN in performance work). */
+/** The read of every fact, as one statement (exported for EXPLAIN in performance work). */
 export function creationStateQuery(input: CreationStateInput): SQL {
   const { ip, address, now } = input;
   const blockUntil = (subjectType: BlockSubject, subject: SQL | string, kindFilter: SQL) => sql`(
@@ -188,10 +190,14 @@ export function creationStateQuery(input: CreationStateInput): SQL {
       ${limitReachedAtMs("sponsorship_ip", ip, input.ipLimit, input.windowStart)} AS "ipLimitReachedAtMs",
       w.id AS "walletId",
       (
-        SELECT r.id FROM sponsorship_requests r
+        SELECT json_build_object(${sql.join(
+          requestViewFields.map(([name, expression]) => sql`${sql.raw(`'${name}'`)}, ${expression}`),
+          sql`, `,
+        )})
+        FROM sponsorship_requests r
         WHERE r.wallet_id = w.id AND r.ip_address = ${ip} AND r.requested_at > ${ts(input.replayStart)}
         ORDER BY r.requested_at DESC LIMIT 1
-      ) AS "replayRequestId",
+      ) AS "replayRequest",
       EXISTS (
         SELECT 1 FROM blocks b
         WHERE b.subject_type = 'wallet' AND b.subject = ${address} AND b.kind = 'admin' AND ${blockActive("b", now)}
@@ -214,11 +220,11 @@ export type CreationWrites = {
 };
 
 /**
- * The writes of one creation attempt in one statement: counted hits, an automatic block, and the new request
+ * The writes of one creation attempt as one statement: counted hits, an automatic block, and the new request
  * with its wallet's counter. An insert that meets another open request of the wallet fails on the partial unique
- * index (the database's guarantee; the caller's lock and check normally prevent it).
+ * index (the database's guarantee; the caller's lock and check normally prevent it). Undefined: nothing to write.
  */
-export async function writeCreationOutcome(tx: Transaction, writes: CreationWrites): Promise<void> {
+export function creationWritesSql(writes: CreationWrites): SQL | undefined {
   const parts: SQL[] = [];
   if (writes.hits.length > 0) parts.push(sql`hits AS (${insertHitsSql(writes.hits, writes.now)})`);
   if (writes.block) {
@@ -240,6 +246,23 @@ export async function writeCreationOutcome(tx: Transaction, writes: CreationWrit
       WHERE id = (SELECT wallet_id FROM request)
     )`);
   }
-  if (parts.length === 0) return;
-  await tx.execute(sql`WITH ${sql.join(parts, sql`, `)} SELECT 1`);
+  if (parts.length === 0) return undefined;
+  return sql`WITH ${sql.join(parts, sql`, `)} SELECT 1`;
+}
+
+/**
+ * One creation attempt in two round trips (see two-step-transaction.ts): BEGIN, the IP and wallet locks and the
+ * read of every fact leave together; `decide` (the domain's rules) says what to write and what to answer; the
+ * writes and COMMIT leave together.
+ */
+export async function attemptCreation<T>(
+  db: Database,
+  input: CreationStateInput & { lockKeys: readonly string[] },
+  decide: (state: CreationState) => Promise<{ writes: CreationWrites; result: T }>,
+): Promise<T> {
+  return twoStepTransaction(db, [lockKeysSql(input.lockKeys), creationStateQuery(input)], async ([, stateRows]) => {
+    const { writes, result } = await decide(stateRows![0] as CreationState);
+    const statement = creationWritesSql(writes);
+    return { statements: statement ? [statement] : [], finish: () => result };
+  });
 }

@@ -1,6 +1,11 @@
 import { sql } from "drizzle-orm";
+import type { Database } from "@/db/client";
+import { lockKeysSql } from "./advisory-locks";
 import type { Executor } from "./executor";
+import { insertHitsSql, limitReachedAtMs } from "./rate-limits";
+import { twoStepTransaction } from "./two-step-transaction";
 import { blockActive, isoUtc, ts } from "./sql-helpers";
+import { queryPrepared } from "./prepared";
 
 /** A wallet as the API shows it, timestamps already in the wire format. */
 export type WalletView = {
@@ -24,28 +29,50 @@ const walletViewColumns = (now: Date) => sql`
   ) AS "isBlocked"`;
 
 export async function findWalletView(db: Executor, address: string, now: Date): Promise<WalletView | undefined> {
-  const rows = await db.execute<WalletView>(sql`SELECT ${walletViewColumns(now)} FROM wallets w WHERE w.wallet_address = ${address}`);
+  const rows = await queryPrepared<WalletView>(db, sql`SELECT ${walletViewColumns(now)} FROM wallets w WHERE w.wallet_address = ${address}`);
   return rows[0];
 }
 
-/**
- * Registers the wallet, or touches `last_seen_at` when it exists (one statement, safe under concurrency).
- * `created` tells which happened.
- */
-export async function upsertWallet(db: Executor, address: string, now: Date): Promise<WalletView & { created: boolean }> {
-  const rows = await db.execute<WalletView & { created: boolean }>(sql`
+function upsertWalletSql(address: string, now: Date) {
+  return sql`
     WITH w AS (
       INSERT INTO wallets (wallet_address, first_seen_at, last_seen_at)
       VALUES (${address}, ${ts(now)}, ${ts(now)})
       ON CONFLICT (wallet_address) DO UPDATE SET last_seen_at = GREATEST(wallets.last_seen_at, EXCLUDED.last_seen_at)
       RETURNING *, (xmax = 0) AS created
     )
-    SELECT ${walletViewColumns(now)}, w.created FROM w`);
-  return rows[0]!;
+    SELECT ${walletViewColumns(now)}, w.created FROM w`;
 }
 
-/** The wallet's id, or undefined when the address is not registered. */
-export async function findWalletId(db: Executor, address: string): Promise<string | undefined> {
-  const rows = await db.execute<{ id: string }>(sql`SELECT id FROM wallets WHERE wallet_address = ${address}`);
-  return rows[0]?.id;
+export type RegistrationAttempt =
+  | { admitted: false; limitReachedAtMs: number | null }
+  | { admitted: true; wallet: WalletView; created: boolean };
+
+/**
+ * A registration in two round trips (two-step-transaction.ts): BEGIN, the IP's lock and its registration count
+ * leave together; `admit` (the domain's rule) sees when the IP reached its limit; if admitted, the counted hit,
+ * the upsert and COMMIT leave together.
+ */
+export async function attemptRegistration(
+  db: Database,
+  input: { ip: string; address: string; now: Date; limit: number; windowStart: Date; lockKey: string },
+  admit: (limitReachedAtMs: number | null) => boolean,
+): Promise<RegistrationAttempt> {
+  const { ip, address, now } = input;
+  return twoStepTransaction<RegistrationAttempt>(
+    db,
+    [lockKeysSql([input.lockKey]), sql`SELECT ${limitReachedAtMs("register_ip", ip, input.limit, input.windowStart)} AS at`],
+    ([, countRows]) => {
+      const reachedAt = (countRows![0] as { at: number | null }).at;
+      if (!admit(reachedAt)) return { statements: [], finish: () => ({ admitted: false as const, limitReachedAtMs: reachedAt }) };
+      return {
+        statements: [insertHitsSql([{ scope: "register_ip", key: ip }], now), upsertWalletSql(address, now)],
+        finish: ([, upserted]) => {
+          const { created, ...wallet } = upserted![0] as WalletView & { created: boolean };
+          return { admitted: true as const, wallet, created };
+        },
+      };
+    },
+  );
 }
+

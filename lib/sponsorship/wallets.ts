@@ -1,8 +1,6 @@
 import type { Database } from "@/db/client";
-import { lockKeys } from "@/db/queries/advisory-locks";
 import type { Executor } from "@/db/queries/executor";
-import { findLimitReachedAt, recordHits } from "@/db/queries/rate-limits";
-import { findWalletView, upsertWallet, type WalletView } from "@/db/queries/wallets";
+import { attemptRegistration, findWalletView, type WalletView } from "@/db/queries/wallets";
 import type { Config } from "@/lib/config";
 import type { Address } from "./address";
 import { now as clockNow } from "./clock";
@@ -21,16 +19,22 @@ export async function registerWallet(
   deps: { config: Config; now?: Date },
 ): Promise<{ wallet: WalletView; created: boolean }> {
   const at = deps.now ?? clockNow();
-  const outcome = await db.transaction(async (tx) => {
-    await lockKeys(tx, [registerIpLockKey(input.ip)]);
-    const reachedAt = await findLimitReachedAt(tx, "register_ip", input.ip, deps.config.registerLimitIpPerHour, rateWindowStart(at));
-    if (reachedAt) return { limited: true, untilMs: reachedAt.getTime() + RATE_LIMIT_WINDOW_MS } as const;
-    await recordHits(tx, [{ scope: "register_ip", key: input.ip }], at);
-    const { created, ...wallet } = await upsertWallet(tx, input.walletAddress, at);
-    return { limited: false, wallet, created } as const;
-  });
-  if (outcome.limited) {
-    throw new SponsorshipError("rate_limited", "Too many registrations from this address; retry later", secondsUntil(at, outcome.untilMs));
+  const outcome = await attemptRegistration(
+    db,
+    {
+      ip: input.ip,
+      address: input.walletAddress,
+      now: at,
+      limit: deps.config.registerLimitIpPerHour,
+      windowStart: rateWindowStart(at),
+      lockKey: registerIpLockKey(input.ip),
+    },
+    // Admitted while the rolling hour holds fewer than the limit; a refused registration counts nothing.
+    (limitReachedAtMs) => limitReachedAtMs === null,
+  );
+  if (!outcome.admitted) {
+    const untilMs = (outcome.limitReachedAtMs ?? at.getTime()) + RATE_LIMIT_WINDOW_MS;
+    throw new SponsorshipError("rate_limited", "Too many registrations from this address; retry later", secondsUntil(at, untilMs));
   }
   return { wallet: outcome.wallet, created: outcome.created };
 }
