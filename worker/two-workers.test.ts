@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
 import {
+  chainNonces,
   createRequests,
   readSponsoredEvents,
   spawnWorker,
@@ -73,5 +74,62 @@ describe("two workers at once", () => {
       sql`SELECT DISTINCT actor FROM request_events WHERE to_status = 'relayed'`,
     );
     expect(relayActors.length).toBe(2);
+  }, 180_000);
+
+  it("finish every request exactly once when one of them is killed (kill -9) halfway: the other takes its relayers over", async () => {
+    for (const w of workers.splice(0)) await stopSpawned(w);
+    const a = spawnWorker(fx);
+    const b = spawnWorker(fx);
+    workers.push(a, b);
+    onTestFailed(() => {
+      for (const w of [a, b]) process.stderr.write(`--- worker ${w.pid}\n${w.output().split("\n").slice(-60).join("\n")}\n`);
+    });
+    await waitFor("both workers to hold two relayer leases each", async () => {
+      const rows = await fx.database.db.execute<{ n: number }>(
+        sql`SELECT count(*)::int AS n FROM relayer_accounts WHERE lease_owner IS NOT NULL GROUP BY lease_owner`,
+      );
+      return rows.length === 2 && rows.every((r) => r.n === 2);
+    }, 30_000);
+
+    const requests = await createRequests(fx, 200);
+    const ids = requests.map((r) => r.id);
+    await waitFor("some requests to be relayed by each worker", async () => {
+      const rows = await fx.database.db.execute<{ n: number }>(
+        sql`SELECT count(DISTINCT actor)::int AS n FROM request_events WHERE to_status = 'relayed' AND sponsorship_request_id IN (${sql.join(
+          ids.map((id) => sql`${id}::uuid`),
+          sql`, `,
+        )})`,
+      );
+      return rows[0]!.n === 2;
+    }, 60_000);
+    a.process.kill("SIGKILL");
+    expect((await a.exited).signal).toBe("SIGKILL");
+
+    expect(await waitTerminal(fx, ids, 120_000)).toEqual({ completed: 200 });
+    const events = (await readSponsoredEvents(fx)).filter((e) => ids.includes(e.requestId));
+    expect(events).toHaveLength(200);
+    expect(new Set(events.map((e) => e.requestId)).size).toBe(200);
+    const confirmed = await fx.database.db.execute<{ n: number; requests: number }>(
+      sql`SELECT count(*)::int AS n, count(DISTINCT sponsorship_request_id)::int AS requests FROM relay_transactions
+          WHERE status = 'confirmed' AND sponsorship_request_id IN (${sql.join(
+            ids.map((id) => sql`${id}::uuid`),
+            sql`, `,
+          )})`,
+    );
+    expect(confirmed[0]).toEqual({ n: 200, requests: 200 });
+    // The survivor holds every relayer now, and no nonce is left open on any of them.
+    expect(b.output()).toContain('"msg":"relayer lease acquired"');
+    const owners = await fx.database.db.execute<{ owner: string | null; n: number }>(
+      sql`SELECT lease_owner AS owner, count(*)::int AS n FROM relayer_accounts GROUP BY lease_owner`,
+    );
+    expect(owners).toHaveLength(1);
+    expect(owners[0]!.n).toBe(4);
+    const accounts = await fx.database.db.execute<{ address: `0x${string}`; next: string }>(
+      sql`SELECT address, next_nonce AS next FROM relayer_accounts`,
+    );
+    for (const account of accounts) {
+      const n = Number(account.next);
+      expect(await chainNonces(fx, account.address)).toEqual({ latest: n, pending: n });
+    }
   }, 180_000);
 });
