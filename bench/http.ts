@@ -1,4 +1,5 @@
 import autocannon from "autocannon";
+import { cpuBetween, snapshotCpu, type CpuGroups } from "./cpu";
 import { ipFor, note, randomAddress, round } from "./util";
 
 /**
@@ -17,6 +18,8 @@ export type HttpResult = {
   latencyMs: { p50: number; p90: number; p99: number; max: number };
   statusCounts: Record<string, number>;
   errors: number;
+  /** CPU milliseconds per request spent by each part of the stack (from /proc), when known. */
+  cpuMsPerRequest?: Record<string, number>;
   /** req/s of each round, when the endpoint was measured in interleaved rounds. */
   rounds?: number[];
   /** Filled by the caller: req/s relative to /health of the same run. */
@@ -35,7 +38,7 @@ export type Endpoint = {
 export async function runEndpoint(
   baseUrl: string,
   endpoint: Endpoint,
-  options: { connections: number; seconds: number; warmupSeconds: number },
+  options: { connections: number; seconds: number; warmupSeconds: number; cpu?: CpuGroups },
 ): Promise<HttpResult> {
   let i = 0;
   const run = (duration: number) =>
@@ -65,7 +68,9 @@ export async function runEndpoint(
     });
   if (options.warmupSeconds > 0) await run(options.warmupSeconds);
   note(`http: ${endpoint.method} ${endpoint.path} for ${options.seconds} s`);
+  const before = options.cpu ? snapshotCpu(options.cpu) : undefined;
   const r = await run(options.seconds);
+  const cpuMs = before && options.cpu ? cpuBetween(before, options.cpu) : undefined;
   const statusCounts: Record<string, number> = {};
   for (const [code, stat] of Object.entries(r.statusCodeStats ?? {})) statusCounts[code] = stat.count ?? 0;
   return {
@@ -79,6 +84,9 @@ export async function runEndpoint(
     latencyMs: { p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, max: r.latency.max },
     statusCounts,
     errors: r.errors,
+    ...(cpuMs && r.requests.total > 0
+      ? { cpuMsPerRequest: Object.fromEntries(Object.entries(cpuMs).map(([k, v]) => [k, round(v / r.requests.total, 3)])) }
+      : {}),
   };
 }
 
@@ -129,13 +137,13 @@ export function standardEndpoints(data: {
 export async function runInterleaved(
   baseUrl: string,
   endpoints: readonly Endpoint[],
-  options: { connections: number; seconds: number; rounds: number },
+  options: { connections: number; seconds: number; rounds: number; cpu?: CpuGroups },
 ): Promise<HttpResult[]> {
   const perEndpoint = endpoints.map(() => [] as HttpResult[]);
   for (let round = 0; round < options.rounds; round++) {
     for (const [i, e] of endpoints.entries()) {
       perEndpoint[i]!.push(
-        await runEndpoint(baseUrl, e, { connections: options.connections, seconds: options.seconds, warmupSeconds: round === 0 ? 3 : 1 }),
+        await runEndpoint(baseUrl, e, { connections: options.connections, seconds: options.seconds, warmupSeconds: round === 0 ? 3 : 1, cpu: options.cpu }),
       );
     }
   }
@@ -163,6 +171,16 @@ export async function runInterleaved(
       statusCounts,
       errors: runs.reduce((a, r) => a + r.errors, 0),
       rounds: runs.map((r) => r.reqPerSec),
+      ...(first.cpuMsPerRequest ? { cpuMsPerRequest: weightedCpu(runs) } : {}),
     };
   });
+}
+
+/** Per-request CPU over several runs, weighted by their request counts. */
+function weightedCpu(runs: readonly HttpResult[]): Record<string, number> {
+  const total = runs.reduce((a, r) => a + r.requests, 0);
+  const out: Record<string, number> = {};
+  for (const r of runs) for (const [k, v] of Object.entries(r.cpuMsPerRequest ?? {})) out[k] = (out[k] ?? 0) + (v * r.requests) / total;
+  for (const k of Object.keys(out)) out[k] = round(out[k]!, 3);
+  return out;
 }

@@ -3,6 +3,7 @@ import type { Hex } from "viem";
 import { uuidToBytes16 } from "@/lib/chain/ids";
 import { sponsoredTopic } from "./ceiling";
 import { registerWallet, requestSponsorship } from "./api";
+import { cpuBetween, snapshotCpu, type CpuGroups } from "./cpu";
 import { rpc } from "./rpc";
 import { mapConcurrent, note, percentile, randomAddress, waitFor, type Address } from "./util";
 
@@ -27,6 +28,8 @@ export type PipelineResult = {
   relayAttempts: { total: number; maxPerRequest: number };
   onChain: { sponsoredEvents: number; distinctWallets: number; walletsPaidTwice: number; unexpected: number };
   gasUsed: { mean: number; min: number; max: number } | null;
+  /** CPU milliseconds per request by part of the stack, submission to last completion. */
+  cpuMsPerRequest?: Record<string, number>;
 };
 
 type Row = {
@@ -48,6 +51,7 @@ export async function measurePipeline(options: {
   /** Requests per second in paced mode. */
   rate?: number;
   concurrency?: number;
+  cpu?: CpuGroups;
 }): Promise<PipelineResult> {
   const { baseUrls, requests: n } = options;
   const sql = postgres(options.databaseUrl, { max: 2, onnotice: () => {} });
@@ -59,6 +63,7 @@ export async function measurePipeline(options: {
     const startBlock = BigInt(await rpc<Hex>(options.rpcUrl, "eth_blockNumber"));
 
     note(`pipeline (${options.mode}): submitting ${n} requests${options.mode === "paced" ? ` at ${options.rate}/s` : ""}`);
+    const cpuBefore = options.cpu ? snapshotCpu(options.cpu) : undefined;
     const t0 = performance.now();
     let ids: string[];
     if (options.mode === "burst") {
@@ -87,7 +92,7 @@ export async function measurePipeline(options: {
       },
       { timeoutMs: 10 * 60_000, intervalMs: 100 },
     );
-    // One more block so every receipt the worker saw is in the range we read.
+    const cpuMs = cpuBefore && options.cpu ? cpuBetween(cpuBefore, options.cpu) : undefined;
     const rows = await sql<Row[]>`
       SELECT id, status, requested_at, approved_at, relayed_at, completed_at
       FROM sponsorship_requests WHERE id = ANY(${ids}::uuid[])`;
@@ -152,6 +157,7 @@ export async function measurePipeline(options: {
         walletsPaidTwice: [...paid.values()].filter((c) => c > 1).length,
         unexpected,
       },
+      ...(cpuMs ? { cpuMsPerRequest: Object.fromEntries(Object.entries(cpuMs).map(([k, v]) => [k, Math.round((v / n) * 100) / 100])) } : {}),
       gasUsed: gas.length ? { mean: gas.reduce((a, b) => a + b, 0) / gas.length, min: Math.min(...gas), max: Math.max(...gas) } : null,
     };
   } finally {

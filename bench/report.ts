@@ -38,6 +38,15 @@ export type BenchReport = {
 const f = (n: number | undefined | null, digits = 0) => (n === undefined || n === null || !Number.isFinite(n) ? "-" : round(n, digits).toLocaleString("en-US"));
 const pct = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? "-" : `${round(n * 100, 0)}%`);
 
+/** "web 1.2, postgres 0.8, ..." largest first. */
+const cpu = (m: Record<string, number> | undefined) =>
+  m
+    ? Object.entries(m)
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => `${k} ${round(v, 2)}`)
+        .join(", ")
+    : "-";
+
 export function evaluateTargets(report: BenchReport): Target[] {
   const targets: Target[] = [];
   const byName = (name: string) => report.http?.find((h) => h.name === name);
@@ -115,10 +124,17 @@ export function renderMarkdown(report: BenchReport): string {
   out.push(Object.entries(report.settings).map(([k, v]) => `${k}=${v}`).join(" "), "");
 
   if (report.http?.length) {
-    out.push("## HTTP", "", "| endpoint | req/s | vs /health | p50 ms | p90 ms | p99 ms | statuses | errors |", "|---|---:|---:|---:|---:|---:|---|---:|");
+    out.push(
+      "## HTTP",
+      "",
+      "| endpoint | req/s | vs /health | p50 ms | p90 ms | p99 ms | CPU ms per request | statuses | errors |",
+      "|---|---:|---:|---:|---:|---:|---|---|---:|",
+    );
     for (const h of report.http) {
       const statuses = Object.entries(h.statusCounts).map(([k, v]) => `${k}: ${v}`).join(", ");
-      out.push(`| ${h.method} ${h.path} | ${f(h.reqPerSec)} | ${pct(h.ratioToHealth)} | ${f(h.latencyMs.p50)} | ${f(h.latencyMs.p90)} | ${f(h.latencyMs.p99)} | ${statuses} | ${h.errors} |`);
+      out.push(
+        `| ${h.method} ${h.path} | ${f(h.reqPerSec)} | ${pct(h.ratioToHealth)} | ${f(h.latencyMs.p50)} | ${f(h.latencyMs.p90)} | ${f(h.latencyMs.p99)} | ${cpu(h.cpuMsPerRequest)} | ${statuses} | ${h.errors} |`,
+      );
     }
     out.push("");
   }
@@ -135,13 +151,13 @@ export function renderMarkdown(report: BenchReport): string {
     const runs = [c.burst, c.paced].filter((r): r is PipelineResult => r !== undefined);
     if (runs.length) {
       out.push(
-        "| run | requests | offered/s | completed/s | % of ceiling | p50 ms | p95 ms | p99 ms | stage p50 review/queue/confirm ms | statuses | attempts | Sponsored events | paid twice |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|",
+        "| run | requests | offered/s | completed/s | % of ceiling | p50 ms | p95 ms | p99 ms | stage p50 review/queue/confirm ms | statuses | attempts | Sponsored events | paid twice | CPU ms per request |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---|",
       );
       for (const r of runs) {
         const share = c.ceiling ? r.completedPerSecond / c.ceiling.perSecond : undefined;
         out.push(
-          `| ${r.mode} | ${r.requests} | ${r.offeredPerSecond ?? "all at once"} | ${f(r.completedPerSecond)} | ${pct(share)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p95)} | ${f(r.latencyMs.p99)} | ${f(r.stageMsP50.review)} / ${f(r.stageMsP50.queue)} / ${f(r.stageMsP50.confirm)} | ${Object.entries(r.statuses).map(([k, v]) => `${k} ${v}`).join(", ")} | ${r.relayAttempts.total} | ${r.onChain.sponsoredEvents} | ${r.onChain.walletsPaidTwice} |`,
+          `| ${r.mode} | ${r.requests} | ${r.offeredPerSecond ?? "all at once"} | ${f(r.completedPerSecond)} | ${pct(share)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p95)} | ${f(r.latencyMs.p99)} | ${f(r.stageMsP50.review)} / ${f(r.stageMsP50.queue)} / ${f(r.stageMsP50.confirm)} | ${Object.entries(r.statuses).map(([k, v]) => `${k} ${v}`).join(", ")} | ${r.relayAttempts.total} | ${r.onChain.sponsoredEvents} | ${r.onChain.walletsPaidTwice} | ${cpu(r.cpuMsPerRequest)} |`,
         );
       }
       const gas = runs.find((r) => r.gasUsed)?.gasUsed;

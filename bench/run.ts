@@ -128,6 +128,7 @@ async function runHttpSuite(stack: Stack, resultsNote: string[]): Promise<HttpRe
     connections: settings.connections,
     seconds: settings.seconds,
     rounds: settings.rounds,
+    cpu: stack.cpu,
   });
   const health = results[0]!.reqPerSec;
   resultsNote.push(
@@ -147,7 +148,14 @@ async function runChain(stack: Stack, blockTime: number): Promise<ChainRun> {
     relayers: settings.ceilingRelayers,
   });
   note(`ceiling at ${blockTime}-s blocks: ${Math.round(run.ceiling.perSecond)}/s`);
-  const common = { baseUrls: [stack.url], databaseUrl: stack.databaseUrl!, rpcUrl: stack.rpcUrl!, treasury: stack.treasuryAddress!, requests: settings.requests };
+  const common = {
+    baseUrls: [stack.url],
+    databaseUrl: stack.databaseUrl!,
+    rpcUrl: stack.rpcUrl!,
+    treasury: stack.treasuryAddress!,
+    requests: settings.requests,
+    cpu: stack.cpu,
+  };
   run.burst = await measurePipeline({ ...common, mode: "burst" });
   note(`pipeline burst at ${blockTime}-s blocks: ${Math.round(run.burst.completedPerSecond)}/s, p50 ${Math.round(run.burst.latencyMs.p50)} ms`);
   run.paced = await measurePipeline({ ...common, mode: "paced", rate: settings.pacedRate });

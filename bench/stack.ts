@@ -5,6 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { freePort } from "@/test/ports";
+import { stackCpuGroups, type CpuGroups } from "./cpu";
 import { note, waitFor, type Address } from "./util";
 
 /**
@@ -28,6 +29,8 @@ export type Stack = {
   blockTime: number | undefined;
   /** The environment the supervisor gave its children (for extra instances in the scale-out run). */
   childEnv: NodeJS.ProcessEnv | undefined;
+  /** The stack's processes by part (web, worker, postgres, anvil, bench), for CPU accounting. */
+  cpu: CpuGroups | undefined;
   /** Pids of the supervisor's children, from DATA_DIR/processes.json. */
   pids(): Record<string, number>;
   /** SIGSTOP / SIGCONT the stack's worker (it keeps its connections; the supervisor sees no exit). */
@@ -170,6 +173,7 @@ export async function startStack(options: {
       adminToken,
       blockTime: options.blockTime,
       childEnv,
+      cpu: stackCpuGroups(dataDir, pids),
       pids,
       pauseWorker: () => signalWorker("SIGSTOP"),
       resumeWorker: () => signalWorker("SIGCONT"),
@@ -200,6 +204,7 @@ export async function attachStack(env: NodeJS.ProcessEnv): Promise<Stack> {
     adminToken: env.BENCH_ADMIN_TOKEN,
     blockTime: undefined,
     childEnv: undefined,
+    cpu: undefined,
     pids: () => ({}),
     pauseWorker: () => {},
     resumeWorker: () => {},

@@ -1,0 +1,85 @@
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+
+/**
+ * Where the CPU goes: CPU time (user + system, from /proc) consumed by each part of the stack during a
+ * measurement, so a figure comes with what bounds it (the web server, PostgreSQL, anvil, the worker, or the
+ * load generator itself). Linux only; elsewhere the groups read as empty.
+ */
+
+const TICK_MS = 10; // CLK_TCK is 100 on Linux
+
+export type CpuGroups = Record<string, () => number[]>;
+export type CpuSnapshot = Map<string, Map<number, number>>;
+
+function ticks(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of the full line)
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every process whose parent is `pid` (the PostgreSQL backends of a postmaster). */
+export function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pid) out.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+export function readPidFile(file: string): number | undefined {
+  if (!existsSync(file)) return undefined;
+  const pid = Number(readFileSync(file, "utf8").split("\n")[0]?.trim());
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+/** The stack's process groups, from its DATA_DIR and process file. */
+export function stackCpuGroups(dataDir: string, pids: () => Record<string, number>): CpuGroups {
+  const postmaster = () => readPidFile(path.join(dataDir, "postgres", "postmaster.pid"));
+  return {
+    web: () => [pids().web].filter((p): p is number => p !== undefined),
+    worker: () => [pids().worker].filter((p): p is number => p !== undefined),
+    postgres: () => {
+      const pm = postmaster();
+      return pm ? [pm, ...childrenOf(pm)] : [];
+    },
+    anvil: () => [readPidFile(path.join(dataDir, "anvil", "anvil.pid"))].filter((p): p is number => p !== undefined),
+    bench: () => [process.pid],
+  };
+}
+
+export function snapshotCpu(groups: CpuGroups): CpuSnapshot {
+  const snap: CpuSnapshot = new Map();
+  for (const [name, list] of Object.entries(groups)) {
+    const m = new Map<number, number>();
+    for (const pid of list()) {
+      const t = ticks(pid);
+      if (t !== undefined) m.set(pid, t);
+    }
+    snap.set(name, m);
+  }
+  return snap;
+}
+
+/** CPU milliseconds per group between two snapshots (processes born in between count from zero). */
+export function cpuBetween(before: CpuSnapshot, groups: CpuGroups): Record<string, number> {
+  const after = snapshotCpu(groups);
+  const out: Record<string, number> = {};
+  for (const [name, m] of after) {
+    let total = 0;
+    for (const [pid, t] of m) total += t - (before.get(name)?.get(pid) ?? 0);
+    out[name] = total * TICK_MS;
+  }
+  return out;
+}
