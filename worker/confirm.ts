@@ -15,7 +15,7 @@ import {
   type OpenNonceTransaction,
   type RelayFailure,
 } from "@/db/queries/pipeline";
-import { listRelayerLeases, lockLeasedRelayers } from "@/db/queries/relayers";
+import { listRelayerLeases, lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
 import type { Transaction } from "@/db/queries/executor";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
 import type { MinedReceipt, RelayerNonces } from "./chain";
@@ -468,6 +468,20 @@ export class Confirmer {
     for (const lease of leases) {
       const n = nonces.get(lease.address);
       if (!n) continue;
+      if (n.pending > lease.nextNonce) {
+        // The key was used outside the service: move past the nonces it took, or every new attempt collides.
+        await ctx.db.transaction(async (tx) => {
+          const fence = await lockLeasedRelayers(tx, ctx.workerId, [lease.address]);
+          const current = fence.get(lease.address);
+          if (current !== undefined && current < n.pending) await setRelayerNextNonces(tx, ctx.workerId, new Map([[lease.address, n.pending]]));
+        });
+        ctx.log.warn("relayer nonce ahead of the database: the key was used outside this service", {
+          relayer: lease.address,
+          chainPending: n.pending,
+          nextNonce: lease.nextNonce,
+        });
+        continue;
+      }
       const hole = n.pending;
       const k = key(lease.address, hole);
       if (lease.nextNonce <= hole || groups.has(k)) {

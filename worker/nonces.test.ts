@@ -161,4 +161,25 @@ describe("nonce management", () => {
     const nonces = await chainNonces(fx, relayer);
     expect(nonces).toEqual({ latest: hole + 2, pending: hole + 2 });
   });
+
+  it("moves past nonces the relayer key spent outside the service instead of colliding with them", async () => {
+    worker = await startInProcessWorker(fx);
+    const running = worker;
+    const warm = await createRequest(fx);
+    await waitStatus(warm.id, "completed");
+    // Someone sends three transactions with the relayer's key behind the service's back.
+    const outsider = fx.clients.walletClient(fx.relayerKeys[0]!);
+    for (let i = 0; i < 3; i++) {
+      const hash = await outsider.sendTransaction({ to: relayer, value: 0n });
+      await fx.clients.waitForTransactionReceipt({ hash });
+    }
+    const { latest } = await chainNonces(fx, relayer);
+    await waitFor("the worker to move its next nonce past them", async () => {
+      const [account] = await running.ctx.db.select().from(relayerAccounts).where(eq(relayerAccounts.address, relayer));
+      return account!.nextNonce === latest;
+    });
+    const { id } = await createRequest(fx);
+    await waitStatus(id, "completed");
+    expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.nonce])).toEqual([[1, latest]]);
+  });
 });
