@@ -96,7 +96,8 @@ export class Confirmer {
       ctx.status.inFlight = 0;
       return { open: 0, settled: 0 };
     }
-    const rows = await listOpenNonceGroups(ctx.db, relayers);
+    // Both reads together: no other stage of this worker runs meanwhile, and no other worker touches these relayers.
+    const [rows, nonces] = await Promise.all([listOpenNonceGroups(ctx.db, relayers), ctx.chain.nonces(relayers)]);
     if (rows.length === 0 && !options.checkHoles) {
       ctx.status.inFlight = 0;
       return { open: 0, settled: 0 };
@@ -109,7 +110,6 @@ export class Confirmer {
       g.rows.push(row);
     }
 
-    const nonces = await ctx.chain.nonces(relayers);
     const consumed: Group[] = [];
     const unconsumed: Group[] = [];
     for (const g of groups.values()) {

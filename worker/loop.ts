@@ -167,7 +167,11 @@ export class WorkerLoop {
         if (!newBlock && !fullDue && sent === 0) return 0;
         this.lastBlock = block;
         if (fullDue) this.lastFullCheck = now;
+        const started = performance.now();
         const outcome = await this.confirmer.run({ checkHoles: maintenance });
+        if (outcome.settled > 0) {
+          ctx.log.debug("confirmed", { block, settled: outcome.settled, open: outcome.open, ms: Math.round(performance.now() - started) });
+        }
         // A settled attempt may leave its request needing the next attempt: look at the queue again.
         if (outcome.settled > 0) this.queueDue = true;
         return outcome.settled;

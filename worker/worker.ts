@@ -49,7 +49,7 @@ export function workerSettings(config: Config, overrides: Partial<WorkerSettings
     intervalMs: config.workerIntervalMs,
     heartbeatMs: 2_000,
     leaseTtlMs: 15_000,
-    confirmPollMs: 100,
+    confirmPollMs: 50,
     crashAfterBroadcasts: config.workerTestCrashAfterBroadcasts,
     ...overrides,
   };
