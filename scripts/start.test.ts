@@ -176,4 +176,22 @@ describe("npm start", () => {
     expect(output).not.toMatch(/generated an administrator token/);
     expect(await stopService(supervisor)).toBe(0);
   });
+
+  it("shuts down by itself when the process that started it dies without passing a signal on", async () => {
+    output = "";
+    // A shell that does not exec (like `npm start` through sh), killed with SIGKILL: the supervisor is orphaned.
+    const shell = spawn("bash", ["-c", `"${process.execPath}" --import tsx "${path.join(ROOT, "scripts", "start.ts")}"; true`], {
+      cwd: ROOT,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    shell.stdout?.on("data", (c: Buffer) => (output += c.toString()));
+    shell.stderr?.on("data", (c: Buffer) => (output += c.toString()));
+    await until("GET /health answers 200", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
+    const pids = processes();
+    shell.kill("SIGKILL");
+    await until("the orphaned supervisor to stop everything", () => (alive(pids.supervisor!) ? undefined : true), 60_000);
+    for (const name of ["web", "worker"]) expect(alive(pids[name]!)).toBe(false);
+    expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid"))).toBe(false);
+  });
 });

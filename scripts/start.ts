@@ -105,6 +105,12 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => void shutdown("SIGINT", 0));
   process.on("SIGTERM", () => void shutdown("SIGTERM", 0));
   process.on("SIGHUP", () => void shutdown("SIGHUP", 0));
+  // If whatever started us dies without passing a signal on (npm killed, a terminal gone), stop cleanly rather
+  // than leave the database, the chain, the web server and the worker running with no one to stop them.
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) void shutdown("parent process exited", 0);
+  }, 1000).unref();
   process.on("uncaughtException", (error) => {
     logger.error("supervisor failed", { error });
     void shutdown("uncaught exception", 1);
