@@ -30,7 +30,13 @@ export function readCookie(header: string | null, name: string): string | undefi
   for (const part of header.split(";")) {
     const eq = part.indexOf("=");
     if (eq === -1) continue;
-    if (part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+    if (part.slice(0, eq).trim() !== name) continue;
+    try {
+      return decodeURIComponent(part.slice(eq + 1).trim());
+    } catch {
+      // A malformed percent-escape is no session (and must not be a 500).
+      return undefined;
+    }
   }
   return undefined;
 }

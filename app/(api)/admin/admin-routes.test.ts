@@ -76,9 +76,14 @@ describe("admin routes", () => {
       expect(body).toMatchObject({ status: 401, code: "unauthorized", requestId: expect.any(String) });
       expect(JSON.stringify(body)).not.toContain(target.slice(2, 10));
     }
-    // A forged cookie is no session either.
+    // A forged cookie is no session either, nor a malformed one (a bad percent-escape is not a 500).
     const forged = await call(overview.GET, "/admin/overview", { cookie: `admin_session=${"A".repeat(43)}` });
     expect(forged.status).toBe(401);
+    for (const cookie of ["admin_session=%ZZ", "admin_session=%E0%A4%A"]) {
+      const malformed = await call(overview.GET, "/admin/overview", { cookie });
+      expect(malformed.status, cookie).toBe(401);
+      expect((await malformed.json()).code).toBe("unauthorized");
+    }
     expect(await isWalletBlocked(t.db, target)).toBe(false);
   });
 
