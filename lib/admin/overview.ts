@@ -36,7 +36,8 @@ export const OVERVIEW_RANGES = {
 export type OverviewRange = keyof typeof OVERVIEW_RANGES;
 
 export function parseOverviewRange(value: unknown): OverviewRange {
-  return typeof value === "string" && value in OVERVIEW_RANGES ? (value as OverviewRange) : "24h";
+  // Own keys only: `"constructor" in OVERVIEW_RANGES` is true too.
+  return typeof value === "string" && Object.hasOwn(OVERVIEW_RANGES, value) ? (value as OverviewRange) : "24h";
 }
 
 export type HeartbeatView = WorkerHeartbeat & { ageMs: number; healthy: boolean };

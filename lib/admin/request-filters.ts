@@ -48,7 +48,8 @@ export function parseRequestFilters(params: Params, now: Date = new Date()): Par
   const statusText = first(params, "status");
   const status = (requestStatus.enumValues as readonly string[]).includes(statusText) ? (statusText as RequestStatus) : "";
   const rangeText = first(params, "range");
-  const range: RequestTimeRange = rangeText in REQUEST_TIME_RANGES ? (rangeText as RequestTimeRange) : "all";
+  // Own keys only: `"constructor" in REQUEST_TIME_RANGES` is true too.
+  const range: RequestTimeRange = Object.hasOwn(REQUEST_TIME_RANGES, rangeText) ? (rangeText as RequestTimeRange) : "all";
   const q = first(params, "q").slice(0, 200);
   const ms = REQUEST_TIME_RANGES[range].ms;
   return {

@@ -101,6 +101,15 @@ describe("admin routes", () => {
     const overviewResponse = await call(overview.GET, "/admin/overview?range=1h", { cookie });
     expect(overviewResponse.status).toBe(200);
     expect(await overviewResponse.json()).toMatchObject({ range: "1h", treasury: { kind: "not_configured" } });
+    // A range named like an Object.prototype member is an unknown range (the default), not a 500.
+    for (const range of ["constructor", "toString", "__proto__", "hasOwnProperty"]) {
+      const o = await call(overview.GET, `/admin/overview?range=${range}`, { cookie });
+      expect(o.status, range).toBe(200);
+      expect((await o.json()).range).toBe("24h");
+      const r = await call(requests.GET, `/admin/requests?range=${range}`, { cookie });
+      expect(r.status, range).toBe(200);
+      expect((await r.json()).filters.range).toBe("all");
+    }
   });
 
   it("refuses a wrong token with 401 and limits failed sign-ins per IP with 429 and Retry-After", async () => {
