@@ -157,6 +157,12 @@ describe("requests table", () => {
     expect(decodeRequestCursor(encodeRequestCursor(c))).toEqual(c);
     expect(decodeRequestCursor("garbage")).toBeUndefined();
     expect(decodeRequestCursor(Buffer.from("2030-01-01_notauuid").toString("base64url"))).toBeUndefined();
+    // Dates JavaScript accepts but PostgreSQL does not (year 0, negative, six digits) are refused, not sent.
+    for (const iso of ["0000-01-01T00:00:00.000Z", "-000001-01-01T00:00:00.000Z", "+275760-09-13T00:00:00.000Z", "+010000-01-01T00:00:00.000Z"]) {
+      expect(decodeRequestCursor(Buffer.from(`${iso}_${randomUUID()}`).toString("base64url")), iso).toBeUndefined();
+    }
+    const edge = { requestedAt: new Date("9999-12-31T23:59:59.999Z"), id: randomUUID() };
+    expect(decodeRequestCursor(encodeRequestCursor(edge))).toEqual(edge);
   });
 
   it("walks every request of a range once, forwards and back, with keyset pagination", async () => {

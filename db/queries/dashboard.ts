@@ -175,6 +175,9 @@ export function decodeRequestCursor(raw: string | undefined): RequestCursor | un
   if (!iso || !id || !UUID.test(id)) return undefined;
   const requestedAt = new Date(iso);
   if (Number.isNaN(requestedAt.getTime())) return undefined;
+  // Years 1-9999 only: PostgreSQL refuses JavaScript's year 0, negative and 6-digit years in ISO form.
+  const year = requestedAt.getUTCFullYear();
+  if (year < 1 || year > 9999) return undefined;
   return { requestedAt, id: id.toLowerCase() };
 }
 

@@ -110,6 +110,13 @@ describe("admin routes", () => {
       expect(r.status, range).toBe(200);
       expect((await r.json()).filters.range).toBe("all");
     }
+    // A forged cursor with a date PostgreSQL cannot take (year 0, six digits) is ignored, not a 500.
+    for (const iso of ["0000-01-01T00:00:00.000Z", "+275760-09-13T00:00:00.000Z"]) {
+      const cursor = Buffer.from(`${iso}_00000000-0000-0000-0000-000000000000`).toString("base64url");
+      for (const name of ["after", "before"]) {
+        expect((await call(requests.GET, `/admin/requests?${name}=${cursor}`, { cookie })).status, `${name} ${iso}`).toBe(200);
+      }
+    }
   });
 
   it("refuses a wrong token with 401 and limits failed sign-ins per IP with 429 and Retry-After", async () => {
