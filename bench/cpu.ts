@@ -83,3 +83,13 @@ export function cpuBetween(before: CpuSnapshot, groups: CpuGroups): Record<strin
   }
   return out;
 }
+
+/** `groups` with extra processes added to some groups (the scale-out run's second web server and worker). */
+export function withExtraPids(groups: CpuGroups, extra: Record<string, () => number[]>): CpuGroups {
+  const out: CpuGroups = { ...groups };
+  for (const [name, list] of Object.entries(extra)) {
+    const base = groups[name];
+    out[name] = () => [...(base ? base() : []), ...list()];
+  }
+  return out;
+}

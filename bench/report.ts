@@ -14,7 +14,7 @@ export type ChainRun = {
 };
 
 export type ScaleOutResult = {
-  single: { postRequestPerSec: number; pipelinePerSec: number | null };
+  single: { postRequestPerSec: number; pipelinePerSec: number | null; pipeline?: PipelineResult };
   double: { postRequestPerSec: number; perInstance: number[]; pipelinePerSec: number | null; pipeline?: PipelineResult };
   relayerLeases: Record<string, number>;
 };
@@ -96,6 +96,21 @@ export function evaluateTargets(report: BenchReport): Target[] {
       });
     }
   }
+  if (g && g.length >= 2) {
+    const first = g[0]!;
+    const last = g[g.length - 1]!;
+    for (const q of last.queryMs) {
+      const a = first.queryMs.find((x) => x.name === q.name);
+      if (!a) continue;
+      const ratio = q.p99 / Math.max(0.001, a.p99);
+      targets.push({
+        name: `database time of ${q.name}, p99 at ${f(last.rows)} vs ${f(first.rows)} rows`,
+        target: "<= 2x",
+        value: `${q.p99} ms vs ${a.p99} ms (${round(ratio, 2)}x)`,
+        met: ratio <= 2,
+      });
+    }
+  }
   if (report.scaleOut) {
     const s = report.scaleOut;
     targets.push({
@@ -173,6 +188,15 @@ export function renderMarkdown(report: BenchReport): string {
         out.push(`| ${f(g.rows)} | ${r.method} ${r.path} | ${f(r.reqPerSec)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p99)} | ${Object.entries(r.statusCounts).map(([k, v]) => `${k}: ${v}`).join(", ")} |`);
       }
     }
+    out.push("", "Database time per statement (prepared, one connection, 2,000 different rows), ms p50 / p99:", "");
+    const names = report.growth[0]!.queryMs.map((q) => q.name);
+    out.push(`| statement | ${report.growth.map((g) => f(g.rows)).join(" | ")} |`, `|---|${report.growth.map(() => "---:").join("|")}|`);
+    for (const name of names) {
+      out.push(`| ${name} | ${report.growth.map((g) => {
+        const q = g.queryMs.find((x) => x.name === name);
+        return q ? `${q.p50} / ${q.p99}` : "-";
+      }).join(" | ")} |`);
+    }
     const last = report.growth[report.growth.length - 1]!;
     out.push("", `Query plans at ${f(last.rows)} requests (EXPLAIN (ANALYZE, BUFFERS) of the SQL the endpoints run):`, "");
     for (const p of last.plans) {
@@ -189,6 +213,8 @@ export function renderMarkdown(report: BenchReport): string {
       "|---|---:|---:|",
       `| POST /sponsorship/request req/s | ${f(s.single.postRequestPerSec)} | ${f(s.double.postRequestPerSec)} (${s.double.perInstance.map((n) => f(n)).join(" + ")}) |`,
       `| pipeline completed/s (burst) | ${f(s.single.pipelinePerSec)} | ${f(s.double.pipelinePerSec)} |`,
+      `| pipeline p50 / p95 ms | ${f(s.single.pipeline?.latencyMs.p50)} / ${f(s.single.pipeline?.latencyMs.p95)} | ${f(s.double.pipeline?.latencyMs.p50)} / ${f(s.double.pipeline?.latencyMs.p95)} |`,
+      `| pipeline CPU ms per request | ${cpu(s.single.pipeline?.cpuMsPerRequest)} | ${cpu(s.double.pipeline?.cpuMsPerRequest)} |`,
       "",
       `Relayer leases during the two-worker run: ${Object.entries(s.relayerLeases).map(([k, v]) => `${k}: ${v}`).join(", ")}.`,
       "",

@@ -13,6 +13,7 @@ import { evaluateTargets, renderMarkdown, type BenchReport, type ChainRun, type 
 import { seedFreshWallets } from "./seed";
 import { attachStack, healthy, spawnInstance, startStack, type Stack } from "./stack";
 import { note, waitFor } from "./util";
+import { withExtraPids } from "./cpu";
 import { freePort } from "@/test/ports";
 
 /**
@@ -175,65 +176,74 @@ async function relayerLeases(databaseUrl: string): Promise<Record<string, number
   }
 }
 
-async function runScaleOut(stack: Stack, single: { postRequestPerSec: number; pipelinePerSec: number | null }, logDir: string): Promise<ScaleOutResult> {
+async function runScaleOut(stack: Stack, logDir: string): Promise<ScaleOutResult> {
+  // One web server and one worker first, measured right here so both sides see the same chain and tables.
+  const common = {
+    databaseUrl: stack.databaseUrl!,
+    rpcUrl: stack.rpcUrl!,
+    treasury: stack.treasuryAddress!,
+    requests: settings.requests,
+  };
+  const singlePipeline = await measurePipeline({ ...common, baseUrls: [stack.url], mode: "burst", cpu: stack.cpu });
+
   const port2 = await freePort();
   note(`scale-out: a second web server on ${port2} and a second worker`);
   const web2 = spawnInstance(stack, "web", { PORT: String(port2) }, logDir);
   const worker2 = spawnInstance(stack, "worker", {}, logDir);
   const url2 = `http://127.0.0.1:${port2}`;
-  try {
-    await waitFor("the second web server", async () => ((await healthy(url2)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
-    // Each live worker holds at most ceil(relayers / workers) leases: wait until both hold some.
-    const leases = await waitFor(
+  const cpu = stack.cpu ? withExtraPids(stack.cpu, { web: () => [web2.pid], worker: () => [worker2.pid] }) : undefined;
+  const bothLease = () =>
+    waitFor(
       "both workers to hold relayer leases",
       async () => {
         const l = await relayerLeases(stack.databaseUrl!);
         return Object.keys(l).filter((k) => k !== "none").length >= 2 ? l : undefined;
       },
-      { timeoutMs: 120_000, intervalMs: 500 },
+      { timeoutMs: 90_000, intervalMs: 500 },
     ).catch(async () => relayerLeases(stack.databaseUrl!));
+  try {
+    await waitFor("the second web server", async () => ((await healthy(url2)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
+    const leases = await bothLease();
 
-    // HTTP: POST /sponsorship/request on both instances at once (workers paused, as in the single run).
+    // HTTP: POST /sponsorship/request on one instance, then on both at once, in interleaved rounds (workers paused).
     stack.pauseWorker();
     process.kill(worker2.pid, "SIGSTOP");
-    const data = await httpData(stack, Math.max(50_000, settings.seconds * settings.rounds * 3000));
-    const half = Math.max(1, Math.floor(settings.connections / 2));
-    const split = (k: number) => data.freshRegisteredWallets.filter((_, i) => i % 2 === k);
-    const [a, b] = await Promise.all(
-      [stack.url, url2].map((url, k) =>
-        runEndpoint(
-          url,
-          standardEndpoints({ ...data, freshRegisteredWallets: split(k) }).find((e) => e.name === "sponsorship-request")!,
-          { connections: half, seconds: settings.seconds, warmupSeconds: 3 },
+    const data = await httpData(stack, settings.rounds * 3 * Math.max(15_000, settings.seconds * 3000));
+    const post = (wallets: readonly string[]) =>
+      standardEndpoints({ ...data, freshRegisteredWallets: wallets }).find((e) => e.name === "sponsorship-request")!;
+    // Disjoint wallets for each run of each round: every request is a new one (201), never a 409.
+    const chunk = Math.floor(data.freshRegisteredWallets.length / (settings.rounds * 3));
+    const wallets = (round: number, k: number) => data.freshRegisteredWallets.slice((round * 3 + k) * chunk, (round * 3 + k + 1) * chunk);
+    const single: number[] = [];
+    const double: [number, number][] = [];
+    for (let round = 0; round < settings.rounds; round++) {
+      const one = await runEndpoint(stack.url, post(wallets(round, 0)), {
+        connections: settings.connections,
+        seconds: settings.seconds,
+        warmupSeconds: 1,
+      });
+      single.push(one.reqPerSec);
+      const half = Math.max(1, Math.floor(settings.connections / 2));
+      const [a, b] = await Promise.all(
+        [stack.url, url2].map((url, k) =>
+          runEndpoint(url, post(wallets(round, 1 + k)), { connections: half, seconds: settings.seconds, warmupSeconds: 1 }),
         ),
-      ),
-    );
+      );
+      double.push([a!.reqPerSec, b!.reqPerSec]);
+    }
     await rejectOpenRequests(stack.databaseUrl!);
     process.kill(worker2.pid, "SIGCONT");
     stack.resumeWorker();
 
     // Pipeline: requests spread over both web servers, relayed by both workers.
-    await waitFor(
-      "both workers to hold relayer leases again",
-      async () => {
-        const l = await relayerLeases(stack.databaseUrl!);
-        return Object.keys(l).filter((k) => k !== "none").length >= 2 ? l : undefined;
-      },
-      { timeoutMs: 120_000, intervalMs: 500 },
-    ).catch(() => undefined);
-    const pipeline = await measurePipeline({
-      baseUrls: [stack.url, url2],
-      databaseUrl: stack.databaseUrl!,
-      rpcUrl: stack.rpcUrl!,
-      treasury: stack.treasuryAddress!,
-      requests: settings.requests,
-      mode: "burst",
-    });
+    await bothLease();
+    const pipeline = await measurePipeline({ ...common, baseUrls: [stack.url, url2], mode: "burst", cpu });
+    const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
     return {
-      single,
+      single: { postRequestPerSec: mean(single), pipelinePerSec: singlePipeline.completedPerSecond, pipeline: singlePipeline },
       double: {
-        postRequestPerSec: a!.reqPerSec + b!.reqPerSec,
-        perInstance: [a!.reqPerSec, b!.reqPerSec],
+        postRequestPerSec: mean(double.map(([a, b]) => a + b)),
+        perInstance: [mean(double.map(([a]) => a)), mean(double.map(([, b]) => b))],
         pipelinePerSec: pipeline.completedPerSecond,
         pipeline,
       },
@@ -318,20 +328,17 @@ async function main(): Promise<void> {
           report.chains.push(await runChain(stack, 1));
           save();
         }
-        let postSingle = 0;
         if (has("http")) {
           stack.pauseWorker();
           report.notes.push("HTTP figures are taken with the worker paused (SIGSTOP), so relaying does not compete for the two cores.");
           report.http = await runHttpSuite(stack, report.notes);
-          postSingle = report.http.find((h) => h.name === "sponsorship-request")?.reqPerSec ?? 0;
           const rejected = await rejectOpenRequests(stack.databaseUrl!);
           report.notes.push(`${rejected} requests created by the HTTP run were marked rejected before the worker resumed.`);
           stack.resumeWorker();
           save();
         }
         if (has("scaleout")) {
-          const single = { postRequestPerSec: postSingle, pipelinePerSec: report.chains.find((c) => c.blockTime === 1)?.burst?.completedPerSecond ?? null };
-          report.scaleOut = await runScaleOut(stack, single, outDir);
+          report.scaleOut = await runScaleOut(stack, outDir);
           save();
         }
         if (has("growth")) {
@@ -343,6 +350,7 @@ async function main(): Promise<void> {
             levels: settings.growth,
             connections: settings.connections,
             seconds: settings.seconds,
+            rounds: settings.rounds,
           });
           stack.resumeWorker();
           save();

@@ -4,6 +4,7 @@ import { createWriteStream, existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { freePort } from "@/test/ports";
 import { stackCpuGroups, type CpuGroups } from "./cpu";
 import { note, waitFor, type Address } from "./util";
@@ -160,6 +161,8 @@ export async function startStack(options: {
       CHAIN_ID: String(deployment.chainId),
       REGISTRY_ADDRESS: deployment.registryAddress,
       TREASURY_ADDRESS: deployment.treasuryAddress,
+      // What the supervisor gives its children: with RPC_URL set the default would be no keys at all.
+      RELAYER_PRIVATE_KEYS: env.RELAYER_PRIVATE_KEYS ?? LOCAL_RELAYER_KEYS.join(","),
     };
     note(`stack "${options.name}" is up`);
     return {
