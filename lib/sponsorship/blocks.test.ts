@@ -83,6 +83,8 @@ describe("administrator blocks", () => {
   it("refuses a malformed address, an empty reason or an empty actor", async () => {
     await expect(blockWallet(t.db, { walletAddress: "0x123", reason: "x", actor: "a" })).rejects.toMatchObject({ code: "invalid_address" });
     await expect(blockWallet(t.db, { walletAddress: newAddress(), reason: "  ", actor: "a" })).rejects.toMatchObject({ code: "invalid_value" });
+    await expect(blockWallet(t.db, { walletAddress: newAddress(), reason: "a\u0000b", actor: "a" })).rejects.toMatchObject({ code: "invalid_value" });
+    await expect(unblockWallet(t.db, { walletAddress: newAddress(), reason: "\u0000", actor: "a" })).rejects.toMatchObject({ code: "invalid_value" });
     await expect(unblockWallet(t.db, { walletAddress: newAddress(), reason: "x", actor: "" })).rejects.toMatchObject({ code: "invalid_value" });
   });
 });

@@ -26,8 +26,9 @@ function addressOrThrow(input: string): Address {
 
 function reasonOrThrow(input: string): string {
   const reason = typeof input === "string" ? input.trim() : "";
-  if (reason === "" || reason.length > MAX_REASON_LENGTH) {
-    throw new SponsorshipError("invalid_value", `reason must be 1 to ${MAX_REASON_LENGTH} characters`);
+  // PostgreSQL text cannot hold NUL: refuse it here rather than fail the insert.
+  if (reason === "" || reason.length > MAX_REASON_LENGTH || reason.includes("\u0000")) {
+    throw new SponsorshipError("invalid_value", `reason must be 1 to ${MAX_REASON_LENGTH} characters, without NUL`);
   }
   return reason;
 }

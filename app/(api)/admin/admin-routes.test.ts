@@ -145,6 +145,12 @@ describe("admin routes", () => {
     expect(await isWalletBlocked(t.db, target)).toBe(true);
     const noReason = await call(block.POST, `/admin/wallets/${target}/block`, { method: "POST", body: {}, params: { address: target }, cookie });
     expect(noReason.status).toBe(422);
+    // A NUL in the reason (PostgreSQL text cannot hold it) is a 422, not a 500.
+    for (const route of [block, unblock]) {
+      const nul = await call(route.POST, `/admin/wallets/${target}/x`, { method: "POST", body: { reason: "a\u0000b" }, params: { address: target }, cookie });
+      expect(nul.status).toBe(422);
+      expect((await nul.json()).code).toBe("invalid_value");
+    }
     const lifted = await call(unblock.POST, `/admin/wallets/${target}/unblock`, {
       method: "POST",
       body: { reason: "false positive" },
