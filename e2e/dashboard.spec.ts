@@ -119,6 +119,11 @@ test.describe("an administrator", () => {
     // That wallet's request on /request is refused with the blocked message.
     const requestPage = new RequestPage(await context.newPage());
     await requestPage.goto();
+    // The HttpOnly session cookie is sent to /request too: its value must never be written into the page.
+    const requestHtml = await (await context.request.get("/request")).text();
+    expect(requestHtml).toContain("Get gas for a new wallet");
+    expect(requestHtml).not.toContain(cookie!.value);
+    expect(await requestPage.page.content()).not.toContain(cookie!.value);
     await requestPage.requestFor(blocked);
     await expect(requestPage.refusalTitled("This wallet is blocked")).toBeVisible();
     await requestPage.page.close();

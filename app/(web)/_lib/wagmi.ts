@@ -1,5 +1,6 @@
 import { defineChain } from "viem";
 import { cookieStorage, createConfig, createStorage, custom, injected, type Config } from "wagmi";
+import { WAGMI_STORAGE_KEY } from "./wagmi-cookie";
 
 /**
  * wagmi for the /request page: one injected connector (the browser's wallet), cookie storage so the server
@@ -20,7 +21,7 @@ export function createWagmiConfig(chainId: number): Config {
     chains: [chain],
     connectors: [injected()],
     ssr: true,
-    storage: createStorage({ storage: cookieStorage, key: "sponsorship.wagmi" }),
+    storage: createStorage({ storage: cookieStorage, key: WAGMI_STORAGE_KEY }),
     transports: {
       [chain.id]: custom({
         async request() {
