@@ -128,6 +128,11 @@ export class ChainHealth {
 export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   const message = messageOf(error);
   if (isUnreachable(error)) return { kind: "unavailable", message };
+  // An HTTP failure without a JSON-RPC answer (401/403 from a gateway, 404, 413...): the node never judged the
+  // transaction, nothing was broadcast, so no attempt may be consumed.
+  if (error instanceof BaseError && error.walk((e) => e instanceof HttpRequestError) instanceof HttpRequestError) {
+    return { kind: "unavailable", message };
+  }
   if (/already known|already imported|known transaction|already in (the )?(mem)?pool/i.test(message)) return { kind: "accepted" };
   if (/nonce too low|nonce has already been used|already mined|old nonce/i.test(message)) return { kind: "nonce_used", message };
   if (/insufficient funds|rate limit|too many requests|temporarily|try again|busy|txpool is full|pool is full/i.test(message)) {

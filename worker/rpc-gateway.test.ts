@@ -1,0 +1,85 @@
+import { createServer, type Server } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "@/test/ports";
+import type { RunningWorker } from "./worker";
+import {
+  createRequest,
+  readRelays,
+  readRequest,
+  readSponsoredEvents,
+  startInProcessWorker,
+  startPipelineFixture,
+  waitFor,
+  type PipelineFixture,
+} from "./test-support";
+
+/**
+ * decisions.md "Pipeline": errors before anything was broadcast consume no attempt. Here the worker reaches the
+ * real anvil through an HTTP gateway (as with a hosted RPC provider) that answers `eth_sendRawTransaction` with an
+ * HTTP error and no JSON-RPC answer (an expired API key: 401) for a while: the node never saw the transaction.
+ */
+
+let fx: PipelineFixture;
+let worker: RunningWorker | undefined;
+let gateway: { url: string; refused: () => number; refuse: (on: boolean) => void; close: () => Promise<void> };
+
+async function startGateway(target: string) {
+  const port = await freePort();
+  let refusing = false;
+  let refused = 0;
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks).toString("utf8");
+      if (refusing && body.includes("eth_sendRawTransaction")) {
+        refused++;
+        res.writeHead(401, { "content-type": "text/plain" }).end("Unauthorized");
+        return;
+      }
+      fetch(target, { method: "POST", headers: { "content-type": "application/json" }, body })
+        .then(async (upstream) => res.writeHead(upstream.status, { "content-type": "application/json" }).end(await upstream.text()))
+        .catch(() => res.writeHead(502).end());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", () => resolve()));
+  return {
+    url: `http://127.0.0.1:${port}`,
+    refused: () => refused,
+    refuse: (on: boolean) => void (refusing = on),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+beforeAll(async () => {
+  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
+  gateway = await startGateway(fx.anvil.rpcUrl);
+});
+
+afterAll(async () => {
+  await worker?.stop();
+  await gateway?.close();
+  await fx?.stop();
+});
+
+describe("an RPC gateway refusing broadcasts at the HTTP level", () => {
+  it("burns no attempt: the stored transaction waits queued and is sent once the gateway lets it through", async () => {
+    gateway.refuse(true);
+    worker = await startInProcessWorker(fx, { RPC_URL: gateway.url });
+    const { id, wallet } = await createRequest(fx);
+    const before = await fx.clients.getBalance({ address: wallet });
+
+    // The first broadcast and at least one re-broadcast (3 s later) were refused.
+    await waitFor("two refused broadcasts", async () => gateway.refused() >= 2, 30_000);
+    const waiting = await readRelays(fx, id);
+    expect(waiting.map((r) => [r.relayAttempt, r.status, r.failureReason])).toEqual([[1, "queued", null]]);
+    expect((await readRequest(fx, id)).status).toBe("relayed");
+
+    gateway.refuse(false);
+    await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed", 30_000);
+    const relays = await readRelays(fx, id);
+    expect(relays.map((r) => [r.relayAttempt, r.status, r.transactionHash])).toEqual([[1, "confirmed", waiting[0]!.transactionHash]]);
+    expect(await fx.clients.getBalance({ address: wallet })).toBe(before + 10n ** 16n);
+    expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toHaveLength(1);
+  }, 90_000);
+});
