@@ -2,6 +2,7 @@ import type { Hash } from "viem";
 import {
   completeRequests,
   confirmNonceFill,
+  countOpenAttempts,
   confirmRelays,
   failNonceFills,
   failRelays,
@@ -223,6 +224,9 @@ export class Confirmer {
         group.rows.filter((r) => r.kind === "relay" && r.sponsorshipRequestId === requestId && r.id !== winnerId && isOpen(r)).map((r) => ({ id: r.id, reason })),
       );
       if (req?.status !== "relayed") continue;
+      // Another attempt still open (at another nonce: made by a worker that took the relayer over while this one
+      // was paused on what it had read) could still be mined: only its own settlement may fail the request.
+      if ((await countOpenAttempts(tx, requestId)) > 0) continue;
       const failure = requestFailure(req.attempts);
       const failed = failure ? await failRequest(tx, requestId, ctx.actor, failure) : undefined;
       if (failed) {

@@ -191,6 +191,13 @@ export async function lockRequest(tx: Transaction, id: string): Promise<{ status
   return { status: row.status, attempts: a?.attempts ?? 0 };
 }
 
+/** Attempts of a request still queued or submitted: each of them could still be mined and pay the wallet. */
+export async function countOpenAttempts(tx: Executor, id: string): Promise<number> {
+  const [row] = await tx.execute<{ n: number }>(sql`
+    SELECT count(*)::int AS n FROM relay_transactions WHERE sponsorship_request_id = ${id} AND status IN ('queued', 'submitted')`);
+  return row?.n ?? 0;
+}
+
 /* ------------------------------------------------ broadcast bookkeeping */
 
 /** queued -> submitted (first broadcast accepted) for relays and fills, by hash. */
