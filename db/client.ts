@@ -10,6 +10,12 @@ export type DatabaseOptions = {
   max?: number;
   /** A name shown in pg_stat_activity. */
   applicationName?: string;
+  /**
+   * The server ends a session left idle inside a transaction this long (its locks are released). For processes
+   * whose transactions hold locks others wait for, so a frozen process (SIGSTOP, a paused container) cannot
+   * hold them for ever. Unset: no limit.
+   */
+  idleInTransactionTimeoutMs?: number;
 };
 
 /** A Drizzle database over its own postgres.js pool. Close it with `closeDatabase`. */
@@ -17,7 +23,10 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   const client = postgres(url, {
     max: options.max ?? 10,
     onnotice: () => {},
-    connection: { application_name: options.applicationName ?? "sponsorship" },
+    connection: {
+      application_name: options.applicationName ?? "sponsorship",
+      ...(options.idleInTransactionTimeoutMs ? { idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs } : {}),
+    },
     // Timestamps are timestamptz(3): postgres.js returns them as Date.
   });
   return drizzle({ client, schema }) as Database;

@@ -103,7 +103,11 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     throw new FatalWorkerError(`no contract at TREASURY_ADDRESS ${deployment.treasuryAddress} on chain ${chainId} (a reset chain?)`);
   }
 
-  const db: Database = createDatabase(databaseUrl, { max: 6, applicationName: "sponsorship-worker" });
+  // A worker frozen inside a transaction (SIGSTOP, a paused container) would hold its relayer's row lock and the
+  // requests it claimed for ever, and another worker taking the expired lease over would wait on that lock: the
+  // server ends such a session. The longest legitimate idle gap inside a worker transaction is one chain read
+  // (5 s timeout) or signing a batch.
+  const db: Database = createDatabase(databaseUrl, { max: 6, applicationName: "sponsorship-worker", idleInTransactionTimeoutMs: 15_000 });
   const settings = workerSettings(config, options.settings);
   const pool = new RelayerPool({ db, chain, log, workerId, keys: config.relayerPrivateKeys, leaseTtlMs: settings.leaseTtlMs });
   const ctx: WorkerContext = {
