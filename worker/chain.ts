@@ -125,6 +125,10 @@ export class ChainHealth {
   }
 }
 
+/** EIP-1474: parse error, invalid request, method not found, resource unavailable, method not supported, limit
+ * exceeded, JSON-RPC version not supported. */
+const REQUEST_LEVEL_RPC_CODES = new Set([-32700, -32600, -32601, -32002, -32004, -32005, -32006]);
+
 export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   const message = messageOf(error);
   if (isUnreachable(error)) return { kind: "unavailable", message };
@@ -133,6 +137,11 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   if (error instanceof BaseError && error.walk((e) => e instanceof HttpRequestError) instanceof HttpRequestError) {
     return { kind: "unavailable", message };
   }
+  // A JSON-RPC error about the request rather than the transaction (a batch refused as a whole, a method not
+  // offered, a request limit): no verdict on the transaction either. Nodes judge transactions with other codes
+  // (anvil -32003, geth -32000).
+  const rpc = error instanceof BaseError ? error.walk((e) => e instanceof RpcRequestError) : undefined;
+  if (rpc instanceof RpcRequestError && REQUEST_LEVEL_RPC_CODES.has(rpc.code)) return { kind: "unavailable", message };
   if (/already known|already imported|known transaction|already in (the )?(mem)?pool/i.test(message)) return { kind: "accepted" };
   if (/nonce too low|nonce has already been used|already mined|old nonce/i.test(message)) return { kind: "nonce_used", message };
   if (/insufficient funds|rate limit|too many requests|temporarily|try again|busy|txpool is full|pool is full/i.test(message)) {

@@ -1,5 +1,5 @@
 import { createServer, type Server } from "node:http";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "@/test/ports";
 import type { RunningWorker } from "./worker";
 import {
@@ -15,17 +15,19 @@ import {
 
 /**
  * decisions.md "Pipeline": errors before anything was broadcast consume no attempt. Here the worker reaches the
- * real anvil through an HTTP gateway (as with a hosted RPC provider) that answers `eth_sendRawTransaction` with an
- * HTTP error and no JSON-RPC answer (an expired API key: 401) for a while: the node never saw the transaction.
+ * real anvil through an HTTP gateway (as with a hosted RPC provider) that, for a while, answers
+ * `eth_sendRawTransaction` with an error that is no verdict on the transaction: an HTTP error without a JSON-RPC
+ * answer (an expired API key: 401), or one JSON-RPC error for the whole batch (a provider's batch limit).
  */
 
 let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
-let gateway: { url: string; refused: () => number; refuse: (on: boolean) => void; close: () => Promise<void> };
+type Refusal = "http_401" | "batch_error" | false;
+let gateway: { url: string; refused: () => number; refuse: (how: Refusal) => void; close: () => Promise<void> };
 
 async function startGateway(target: string) {
   const port = await freePort();
-  let refusing = false;
+  let refusing: Refusal = false;
   let refused = 0;
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -34,7 +36,8 @@ async function startGateway(target: string) {
       const body = Buffer.concat(chunks).toString("utf8");
       if (refusing && body.includes("eth_sendRawTransaction")) {
         refused++;
-        res.writeHead(401, { "content-type": "text/plain" }).end("Unauthorized");
+        if (refusing === "http_401") res.writeHead(401, { "content-type": "text/plain" }).end("Unauthorized");
+        else res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "batch too large" } }));
         return;
       }
       fetch(target, { method: "POST", headers: { "content-type": "application/json" }, body })
@@ -46,7 +49,7 @@ async function startGateway(target: string) {
   return {
     url: `http://127.0.0.1:${port}`,
     refused: () => refused,
-    refuse: (on: boolean) => void (refusing = on),
+    refuse: (how: Refusal) => void (refusing = how),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
@@ -56,21 +59,30 @@ beforeAll(async () => {
   gateway = await startGateway(fx.anvil.rpcUrl);
 });
 
-afterAll(async () => {
+afterEach(async () => {
   await worker?.stop();
+  worker = undefined;
+  gateway.refuse(false);
+});
+
+afterAll(async () => {
   await gateway?.close();
   await fx?.stop();
 });
 
-describe("an RPC gateway refusing broadcasts at the HTTP level", () => {
-  it("burns no attempt: the stored transaction waits queued and is sent once the gateway lets it through", async () => {
-    gateway.refuse(true);
+describe("an RPC gateway refusing broadcasts without judging the transaction", () => {
+  it.each([
+    ["an HTTP 401 without a JSON-RPC answer", "http_401"],
+    ["one JSON-RPC error (-32600) for the whole batch", "batch_error"],
+  ] as const)("burns no attempt on %s: the stored transaction waits queued and is sent once the gateway lets it through", async (_, how) => {
+    const refusedBefore = gateway.refused();
+    gateway.refuse(how);
     worker = await startInProcessWorker(fx, { RPC_URL: gateway.url });
     const { id, wallet } = await createRequest(fx);
     const before = await fx.clients.getBalance({ address: wallet });
 
     // The first broadcast and at least one re-broadcast (3 s later) were refused.
-    await waitFor("two refused broadcasts", async () => gateway.refused() >= 2, 30_000);
+    await waitFor("two refused broadcasts", async () => gateway.refused() - refusedBefore >= 2, 30_000);
     const waiting = await readRelays(fx, id);
     expect(waiting.map((r) => [r.relayAttempt, r.status, r.failureReason])).toEqual([[1, "queued", null]]);
     expect((await readRequest(fx, id)).status).toBe("relayed");
