@@ -261,6 +261,13 @@ export class WorkerChain {
     return this.reach("areSponsored", () => readAreSponsored(this.client, this.registryAddress, wallets));
   }
 
+  /** The registry the treasury writes (its immutable `registry()`), lowercase. */
+  async treasuryRegistry(): Promise<Address> {
+    return this.reach("treasury registry", async () =>
+      (await this.client.readContract({ address: this.treasuryAddress, abi: treasuryAbi, functionName: "registry" })).toLowerCase() as Address,
+    );
+  }
+
   async treasuryState(): Promise<TreasuryState> {
     return this.reach("treasury state", () => readTreasuryState(this.client, this.treasuryAddress));
   }

@@ -84,6 +84,19 @@ describe("the worker process", () => {
     expect(JSON.parse(fatal[0]!).msg).toMatch(/^worker cannot start: no contract at TREASURY_ADDRESS 0x[0-9a-f]{40}/);
   });
 
+  it("exits 1 with one readable line when REGISTRY_ADDRESS is not the configured treasury's registry", async () => {
+    const w = spawnWorker(fx, { REGISTRY_ADDRESS: randomWallet() });
+    spawned.push(w);
+    const exit = await waitFor("the worker to exit", async () => (w.process.exitCode !== null ? w.exited : undefined), 30_000);
+    expect(exit.code).toBe(1);
+    const fatal = w
+      .output()
+      .split("\n")
+      .filter((l) => l.includes('"fatal":true'));
+    expect(fatal).toHaveLength(1);
+    expect(JSON.parse(fatal[0]!).msg).toMatch(/^worker cannot start: REGISTRY_ADDRESS 0x[0-9a-f]{40} is not the registry of TREASURY_ADDRESS 0x[0-9a-f]{40}/);
+  });
+
   it("exits 1 naming the variable when the configuration is invalid", async () => {
     const w = spawnWorker(fx, { WORKER_INTERVAL_MS: "soon" });
     spawned.push(w);

@@ -102,6 +102,17 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   if (!code || code === "0x") {
     throw new FatalWorkerError(`no contract at TREASURY_ADDRESS ${deployment.treasuryAddress} on chain ${chainId} (a reset chain?)`);
   }
+  // Review reads isSponsored from REGISTRY_ADDRESS while the treasury refuses by its own registry: a registry of
+  // another deployment would silently approve sponsored wallets (then fail on-chain) and reject others.
+  const registryOfTreasury = await untilReady("chain", log, () => chain.treasuryRegistry(), () => stopped).catch((error: unknown) => {
+    if (error instanceof ChainUnavailableError) throw error;
+    throw new FatalWorkerError(`TREASURY_ADDRESS ${deployment.treasuryAddress} is not a sponsorship treasury (registry() cannot be read)`);
+  });
+  if (registryOfTreasury !== deployment.registryAddress.toLowerCase()) {
+    throw new FatalWorkerError(
+      `REGISTRY_ADDRESS ${deployment.registryAddress} is not the registry of TREASURY_ADDRESS ${deployment.treasuryAddress} (its registry is ${registryOfTreasury})`,
+    );
+  }
 
   // A worker frozen inside a transaction (SIGSTOP, a paused container) would hold its relayer's row lock and the
   // requests it claimed for ever, and another worker taking the expired lease over would wait on that lock: the
