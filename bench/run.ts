@@ -22,7 +22,7 @@ import { freePort } from "@/test/ports";
  * in one run so the ratios hold on a noisy machine; prints a table and writes bench/results/.
  *
  * Settings (environment): BENCH_PHASES (default "http,pipeline1,pipeline0,growth,scaleout"), BENCH_REQUESTS
- * (1000), BENCH_PACED_RATE (250), BENCH_SECONDS (5) x BENCH_ROUNDS (3), BENCH_CONNECTIONS (32), BENCH_GROWTH
+ * (1000), BENCH_PACED_RATE (200), BENCH_SECONDS (5) x BENCH_ROUNDS (3), BENCH_CONNECTIONS (32), BENCH_GROWTH
  * ("1000,100000,1000000"), BENCH_URL (+ BENCH_DATABASE_URL, BENCH_RPC_URL, BENCH_DATA_DIR) for a running stack.
  */
 
@@ -32,7 +32,7 @@ const int = (v: string | undefined, d: number) => (v && /^\d+$/.test(v) ? Number
 const settings = {
   phases: (env.BENCH_PHASES ?? "http,pipeline1,pipeline0,growth,scaleout").split(",").map((s) => s.trim()),
   requests: int(env.BENCH_REQUESTS, 1000),
-  pacedRate: int(env.BENCH_PACED_RATE, 250),
+  pacedRate: int(env.BENCH_PACED_RATE, 200),
   seconds: int(env.BENCH_SECONDS, 5),
   rounds: int(env.BENCH_ROUNDS, 3),
   connections: int(env.BENCH_CONNECTIONS, 32),
