@@ -1,5 +1,6 @@
 import { and, asc, count, desc, eq, gt, gte, isNull, min, type SQL } from "drizzle-orm";
 import type { Database } from "@/db/client";
+import type { Executor } from "./executor";
 import { adminActions, adminSessions, rateLimitHits, type AdminAction, type AdminSession, type RateLimitScope } from "@/db/schema";
 
 /** Administration: sessions, the audit log of administrator actions, and the sign-in attempt counter. */
@@ -43,7 +44,7 @@ export type NewAdminActionValues = {
   createdAt?: Date;
 };
 
-export async function insertAdminAction(db: Database, values: NewAdminActionValues): Promise<AdminAction> {
+export async function insertAdminAction(db: Executor, values: NewAdminActionValues): Promise<AdminAction> {
   const [row] = await db
     .insert(adminActions)
     .values({

@@ -51,6 +51,18 @@ describe("wallet administration", () => {
     ]);
   });
 
+  it("writes a block and its audit record together or not at all", async () => {
+    const s = await session();
+    const wallet = address();
+    // An audit record that cannot be written (a session id that is not a UUID) must take the block with it.
+    const broken = { ...s, id: "not-a-session-id" };
+    await expect(blockWalletAsAdministrator(t.db, { session: broken, ipAddress: null }, { walletAddress: wallet, reason: "abuse" })).rejects.toThrow();
+    expect(await isWalletBlocked(t.db, wallet)).toBe(false);
+    await blockWalletAsAdministrator(t.db, { session: s, ipAddress: null }, { walletAddress: wallet, reason: "abuse" });
+    await expect(unblockWalletAsAdministrator(t.db, { session: broken, ipAddress: null }, { walletAddress: wallet, reason: "ok" })).rejects.toThrow();
+    expect(await isWalletBlocked(t.db, wallet)).toBe(true);
+  });
+
   it("refuses a block without a reason and writes nothing", async () => {
     const s = await session();
     const wallet = address();

@@ -10,7 +10,8 @@ import { adminActor } from "./session";
 /**
  * Wallet administration from the dashboard and the admin routes: look up, block with a reason, unblock. The
  * blocking itself is lib/sponsorship/blocks.ts (shared with the API and the worker); this adds the
- * administrator's audit record in admin_actions (who, when, why, from where).
+ * administrator's audit record in admin_actions (who, when, why, from where), in the same transaction: a block
+ * never exists without its audit record.
  */
 
 const logger = createLogger({ component: "admin" });
@@ -22,20 +23,23 @@ export async function blockWalletAsAdministrator(
   context: AdminContext,
   input: { walletAddress: string; reason: string },
 ): Promise<{ block: Block; created: boolean }> {
-  const result = await blockWallet(db, {
-    walletAddress: input.walletAddress,
-    reason: input.reason,
-    actor: adminActor(context.session),
-    now: context.now,
-  });
-  await insertAdminAction(db, {
-    action: "block_wallet",
-    subject: result.block.subject,
-    reason: input.reason.trim(),
-    sessionId: context.session.id,
-    ipAddress: context.ipAddress,
-    details: { blockId: result.block.id, created: result.created },
-    createdAt: context.now,
+  const result = await db.transaction(async (tx) => {
+    const blocked = await blockWallet(tx, {
+      walletAddress: input.walletAddress,
+      reason: input.reason,
+      actor: adminActor(context.session),
+      now: context.now,
+    });
+    await insertAdminAction(tx, {
+      action: "block_wallet",
+      subject: blocked.block.subject,
+      reason: input.reason.trim(),
+      sessionId: context.session.id,
+      ipAddress: context.ipAddress,
+      details: { blockId: blocked.block.id, created: blocked.created },
+      createdAt: context.now,
+    });
+    return blocked;
   });
   logger.info("wallet blocked by an administrator", { wallet: result.block.subject, sessionId: context.session.id, created: result.created });
   return result;
@@ -46,20 +50,23 @@ export async function unblockWalletAsAdministrator(
   context: AdminContext,
   input: { walletAddress: string; reason: string },
 ): Promise<{ lifted: Block[] }> {
-  const result = await unblockWallet(db, {
-    walletAddress: input.walletAddress,
-    reason: input.reason,
-    actor: adminActor(context.session),
-    now: context.now,
-  });
-  await insertAdminAction(db, {
-    action: "unblock_wallet",
-    subject: normalizeAddress(input.walletAddress) ?? input.walletAddress,
-    reason: input.reason.trim(),
-    sessionId: context.session.id,
-    ipAddress: context.ipAddress,
-    details: { liftedBlockIds: result.lifted.map((b) => b.id) },
-    createdAt: context.now,
+  const result = await db.transaction(async (tx) => {
+    const unblocked = await unblockWallet(tx, {
+      walletAddress: input.walletAddress,
+      reason: input.reason,
+      actor: adminActor(context.session),
+      now: context.now,
+    });
+    await insertAdminAction(tx, {
+      action: "unblock_wallet",
+      subject: normalizeAddress(input.walletAddress) ?? input.walletAddress,
+      reason: input.reason.trim(),
+      sessionId: context.session.id,
+      ipAddress: context.ipAddress,
+      details: { liftedBlockIds: unblocked.lifted.map((b) => b.id) },
+      createdAt: context.now,
+    });
+    return unblocked;
   });
   logger.info("wallet unblocked by an administrator", { wallet: input.walletAddress, sessionId: context.session.id, lifted: result.lifted.length });
   return result;

@@ -1,4 +1,3 @@
-import type { Database } from "@/db/client";
 import { lockKeys } from "@/db/queries/advisory-locks";
 import { findActiveBlocks, hasActiveBlock, insertBlock, liftActiveBlocks, listBlocksOf } from "@/db/queries/blocks";
 import type { Executor } from "@/db/queries/executor";
@@ -51,7 +50,7 @@ export type BlockWalletResult = {
  * keeps that block. The wallet need not be registered. `actor` names who acted, e.g. `admin:<session id>`.
  */
 export async function blockWallet(
-  db: Database,
+  db: Executor,
   input: { walletAddress: string; reason: string; actor: string; now?: Date },
 ): Promise<BlockWalletResult> {
   const address = addressOrThrow(input.walletAddress);
@@ -80,7 +79,7 @@ export async function blockWallet(
  * the wallet was not blocked).
  */
 export async function unblockWallet(
-  db: Database,
+  db: Executor,
   input: { walletAddress: string; reason: string; actor: string; now?: Date },
 ): Promise<{ lifted: Block[] }> {
   const address = addressOrThrow(input.walletAddress);
