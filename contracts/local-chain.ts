@@ -17,6 +17,7 @@ import { createChainClients, type ChainClients } from "@/lib/chain/clients";
 import { readLocalDeployment, writeLocalDeployment, type LocalDeploymentRecord } from "@/lib/chain/deployment";
 import { ConfigError, LOCAL_DEPLOYER_KEY, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
+import { processAlive } from "@/lib/process-alive";
 
 /**
  * The embedded chain of `npm start` when RPC_URL is unset: anvil under `<DATA_DIR>/anvil` (its state persisted,
@@ -62,14 +63,6 @@ function pidFileOf(dataDir: string): string {
   return path.join(anvilDir(dataDir), "anvil.pid");
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** The pid is an anvil (its command line names the anvil binary), not a process that reused the number. */
 function isAnvil(pid: number): boolean {
@@ -98,12 +91,12 @@ export async function stopStaleAnvil(dataDir: string, logger: Logger): Promise<v
   const pidFile = pidFileOf(dataDir);
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, "utf8").trim());
-  if (Number.isInteger(pid) && pid > 0 && alive(pid) && isAnvil(pid)) {
+  if (Number.isInteger(pid) && pid > 0 && processAlive(pid) && isAnvil(pid)) {
     logger.warn("stopping the anvil left running by a previous start", { pid });
     process.kill(pid, "SIGTERM");
-    if (!(await waitUntil(() => !alive(pid), 10_000))) {
+    if (!(await waitUntil(() => !processAlive(pid), 10_000))) {
       process.kill(pid, "SIGKILL");
-      await waitUntil(() => !alive(pid), 5_000);
+      await waitUntil(() => !processAlive(pid), 5_000);
     }
   }
   rmSync(pidFile, { force: true });

