@@ -45,6 +45,7 @@ describe("configuration", () => {
     ["DATABASE_URL", "not a url", /^Invalid configuration: DATABASE_URL must be a URL$/],
     ["TREASURY_ADDRESS", "0x12", /^Invalid configuration: TREASURY_ADDRESS /],
     ["SPONSOR_AMOUNT_WEI", "0", /^Invalid configuration: SPONSOR_AMOUNT_WEI must be greater than 0$/],
+    ["SPONSOR_AMOUNT_WEI", (2n ** 128n).toString(), /^Invalid configuration: SPONSOR_AMOUNT_WEI must be less than 2\^128$/],
   ])("stops on a bad %s with one line naming it", (name, value, message) => {
     let error: unknown;
     try {

@@ -85,7 +85,9 @@ const envSchema = z.object({
       .trim()
       .regex(/^\d+$/, "must be a whole number of wei")
       .transform((v) => BigInt(v))
-      .refine((v) => v > 0n, "must be greater than 0"),
+      .refine((v) => v > 0n, "must be greater than 0")
+      // The treasury stores the amount in 128 bits (its setAmount refuses more).
+      .refine((v) => v < 2n ** 128n, "must be less than 2^128"),
     "10000000000000000",
   ),
   WORKER_INTERVAL_MS: withDefault(integer(10, 3_600_000), "5000"),
