@@ -9,6 +9,7 @@ import { problemBody, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
 import { ConfigError, getConfig, type Config } from "@/lib/config";
 import { log } from "@/lib/log";
+import { instrumentHttpRequest, serveWebMetrics, startProcessMetricsServer } from "@/lib/metrics";
 import { RATE_LIMIT_WINDOW_MS } from "@/lib/sponsorship/rate-limits";
 
 /**
@@ -76,6 +77,7 @@ async function main(): Promise<void> {
   const handle = app.getRequestHandler();
 
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    instrumentHttpRequest(req, res);
     // A client may not choose its own address: whatever it sent in x-client-ip is replaced.
     delete req.headers[CLIENT_IP_HEADER];
     req.headers[CLIENT_IP_HEADER] = resolveClientIp({
@@ -90,6 +92,11 @@ async function main(): Promise<void> {
     if (stopping) res.setHeader("Connection", "close");
     if (!pathDecodes(req.url)) {
       sendProblem(res, "invalid_path", "The path contains a malformed percent-escape", requestId);
+      return;
+    }
+    // Prometheus text format, only for the administrator's bearer credential (or on the loopback METRICS_PORT).
+    if (req.url === "/metrics" || req.url?.startsWith("/metrics?")) {
+      void serveWebMetrics(req, res, log);
       return;
     }
     handle(req, res).catch((error: unknown) => {
@@ -138,6 +145,7 @@ async function main(): Promise<void> {
       resolve();
     });
   });
+  void startProcessMetricsServer("web", log);
   log.info("web server listening", { port: config.port, url: `http://localhost:${config.port}`, trustProxy: config.trustProxy, pid: process.pid });
 }
 

@@ -251,4 +251,17 @@ test.describe.serial("the API over real HTTP", () => {
     const found = await request.get(`/wallets/${wallet.toUpperCase().replace("0X", "0x")}`);
     expect(walletResponse.parse(await found.json()).walletAddress).toBe(wallet);
   });
+
+  test("GET /metrics is Prometheus text for the administrator's credential only", async ({ request }) => {
+    expect((await request.get("/metrics")).status()).toBe(401);
+    expect((await request.get("/metrics", { headers: { authorization: "Bearer not-the-token-0123456789" } })).status()).toBe(401);
+    await request.get("/health");
+    const response = await request.get("/metrics", { headers: { authorization: `Bearer ${E2E.adminToken}` } });
+    expect(response.status()).toBe(200);
+    expect(response.headers()["content-type"]).toContain("text/plain");
+    const text = await response.text();
+    expect(text).toMatch(/^http_requests_total\{[^}]*route="\/health"[^}]*\} \d+/m);
+    expect(text).toMatch(/^http_request_duration_seconds_bucket\{/m);
+    expect(text).toMatch(/^sponsorship_treasury_balance_wei\{?[^\n]*\d/m);
+  });
 });
