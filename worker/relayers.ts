@@ -107,7 +107,14 @@ export class RelayerPool {
         .filter((w) => w.workerId !== workerId && ((w.hostname === here && !processAlive(w.pid)) || w.lastBeatAgeMs > leaseTtlMs))
         .map((w) => w.workerId),
     );
-    const live = new Set(presence.filter((w) => !dead.has(w.workerId)).map((w) => w.workerId));
+    // Only workers that hold keys for some of our relayers compete for them: a worker with other keys, or none,
+    // must not shrink our share and leave accounts unused.
+    const live = new Set(
+      presence
+        .filter((w) => !dead.has(w.workerId))
+        .filter((w) => w.configuredRelayers === null || w.configuredRelayers.some((a) => this.accounts.has(a.toLowerCase() as Address)))
+        .map((w) => w.workerId),
+    );
     live.add(workerId);
     const share = Math.ceil(this.accounts.size / live.size);
 

@@ -26,14 +26,28 @@ export async function deleteHeartbeat(db: Executor, workerId: string): Promise<v
   await db.execute(sql`DELETE FROM worker_heartbeats WHERE worker_id = ${workerId}`);
 }
 
-export type WorkerPresence = { workerId: string; hostname: string; pid: number; lastBeatAgeMs: number };
+export type WorkerPresence = {
+  workerId: string;
+  hostname: string;
+  pid: number;
+  lastBeatAgeMs: number;
+  /** The relayer addresses the worker holds keys for (from its heartbeat); null when it has not said. */
+  configuredRelayers: string[] | null;
+};
 
 /** Every heartbeat row with its age (database clock). */
 export async function listWorkerPresence(db: Executor): Promise<WorkerPresence[]> {
-  const rows = await db.execute<{ worker_id: string; hostname: string; pid: number; age_ms: string }>(sql`
-    SELECT worker_id, hostname, pid, floor(extract(epoch FROM now() - last_beat_at) * 1000)::bigint AS age_ms
+  const rows = await db.execute<{ worker_id: string; hostname: string; pid: number; age_ms: string; configured: unknown }>(sql`
+    SELECT worker_id, hostname, pid, floor(extract(epoch FROM now() - last_beat_at) * 1000)::bigint AS age_ms,
+           details -> 'relayers' -> 'configured' AS configured
     FROM worker_heartbeats ORDER BY worker_id`);
-  return rows.map((r) => ({ workerId: r.worker_id, hostname: r.hostname, pid: r.pid, lastBeatAgeMs: Number(r.age_ms) }));
+  return rows.map((r) => ({
+    workerId: r.worker_id,
+    hostname: r.hostname,
+    pid: r.pid,
+    lastBeatAgeMs: Number(r.age_ms),
+    configuredRelayers: Array.isArray(r.configured) ? r.configured.filter((a): a is string => typeof a === "string") : null,
+  }));
 }
 
 /** Removes rows of workers silent for longer than `olderThanMs` (crashed processes leave theirs behind). */
