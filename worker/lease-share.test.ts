@@ -55,6 +55,7 @@ describe("relayer lease shares", () => {
     const w = await startInProcessWorker(fx);
     workers.push(w);
     await waitFor("all four relayers leased", async () => ((await leasedBy(w.workerId)) === 4 ? true : undefined), 8_000);
+    expect(await leasedBy(w.workerId)).toBe(4);
   });
 
   it("leaves half of them to another live worker that holds the same keys", async () => {
@@ -62,5 +63,6 @@ describe("relayer lease shares", () => {
     const w = await startInProcessWorker(fx);
     workers.push(w);
     await waitFor("two relayers leased", async () => ((await leasedBy(w.workerId)) === 2 ? true : undefined), 8_000);
+    expect(await leasedBy(w.workerId)).toBe(2);
   });
 });
