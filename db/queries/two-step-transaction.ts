@@ -20,17 +20,20 @@ const dialect = new PgDialect();
 
 export type Row = Record<string, unknown>;
 
-function send(connection: postgres.ReservedSql, query: SQL): Promise<Row[]> {
-  const { sql, params } = dialect.sqlToQuery(query);
+/** A Drizzle SQL, or a statement whose text is already built (only the parameters vary). */
+export type Statement = SQL | { text: string; params: unknown[] };
+
+function send(connection: postgres.ReservedSql, query: Statement): Promise<Row[]> {
+  const { sql, params } = "text" in query ? { sql: query.text, params: query.params } : dialect.sqlToQuery(query);
   return connection.unsafe<Row[]>(sql, params as postgres.ParameterOrJSON<never>[], { prepare: true }).then((rows) => [...rows]);
 }
 
 /** The second step: its statements, and how to make the result from their rows. */
-export type SecondStep<T> = { statements: SQL[]; finish: (results: Row[][]) => T };
+export type SecondStep<T> = { statements: Statement[]; finish: (results: Row[][]) => T };
 
 export async function twoStepTransaction<T>(
   db: Database,
-  first: SQL[],
+  first: Statement[],
   decide: (results: Row[][]) => Promise<SecondStep<T>> | SecondStep<T>,
 ): Promise<T> {
   const connection = await db.$client.reserve();
