@@ -1,13 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { Database } from "@/db/client";
-import { attemptCreation, type CreationState, type CreationWrites, type RequestView } from "@/db/queries/sponsorship-requests";
+import { createRequestInDatabase, type CreationCallResult, type RequestView } from "@/db/queries/sponsorship-requests";
 import type { Config } from "@/lib/config";
 import type { Address } from "./address";
 import { now as clockNow } from "./clock";
 import { checkSponsoredOnChain, type SponsoredReader } from "./eligibility";
-import { SponsorshipError, type SponsorshipErrorCode } from "./errors";
-import { sponsorshipIpLockKey, walletLockKey } from "./lock-keys";
-import { judgeLimit, rateWindowStart } from "./rate-limits";
+import { SponsorshipError } from "./errors";
+import { rateWindowStart, secondsUntil } from "./rate-limits";
 
 /**
  * POST /sponsorship/request (interface-spec 4.4, decisions.md). The order of checks is the decisions':
@@ -17,10 +16,11 @@ import { judgeLimit, rateWindowStart } from "./rate-limits";
  *
  * One transaction under two advisory locks (the IP's and the wallet's), so counters, blocks, the replay window
  * and "one open request per wallet" hold under any concurrency and across app instances; the partial unique
- * index on open requests is the database's own guarantee behind the lock. Two round trips: BEGIN + locks + one
- * read of every fact, then one write of the outcome + COMMIT (db/queries/two-step-transaction.ts); the rules
- * below decide in between. The chain is asked in parallel with the database work and only its answer is
- * awaited at the last step; if it cannot be reached the request is accepted as pending.
+ * index on open requests is the database's own guarantee behind the lock. One prepared round trip: the PL/pgSQL
+ * function `create_sponsorship_request` (db/migrations/0004_create-request-function.sql) takes the locks, reads,
+ * decides in the order above and writes; this function supplies the time, limits, reasons, the new id and the
+ * chain's answer, and turns the outcome into the answer or a SponsorshipError. The chain is asked first (its
+ * answer is a parameter); if it cannot be reached the request is accepted as pending.
  *
  * Counting: every validated request counts against the IP and (once the wallet is known and not rate-limited)
  * the wallet, refusals (404, 409, 422) included; a replay counts nothing; a 429 counts nothing.
@@ -32,9 +32,6 @@ export const MAX_USER_AGENT_LENGTH = 512;
 export type CreateRequestInput = { walletAddress: Address; ip: string; userAgent: string | null };
 export type CreateRequestDeps = { config: Config; readIsSponsored?: SponsoredReader; now?: Date };
 export type CreateRequestResult = { outcome: "created" | "replayed"; request: RequestView };
-
-type Refusal = { refusal: SponsorshipErrorCode; message: string; retryAfterSeconds?: number };
-type Outcome = Refusal | CreateRequestResult;
 
 function isUniqueViolation(error: unknown): boolean {
   for (let e: unknown = error; e; e = (e as { cause?: unknown }).cause) {
@@ -52,80 +49,55 @@ export async function createSponsorshipRequest(
   const at = deps.now ?? clockNow();
   const { walletAddress: address, ip } = input;
   const userAgent = input.userAgent === null ? null : input.userAgent.slice(0, MAX_USER_AGENT_LENGTH);
-  // Leaves now, overlapping the database work; awaited only if every other check passes.
-  const onChain = checkSponsoredOnChain(deps.readIsSponsored, address);
+  // Awaited before the one database round trip (its answer is a parameter): no lock is held while the chain
+  // answers. "unknown" (no chain, unreachable, timed out, backing off) is accepted as pending.
+  const onChain = await checkSponsoredOnChain(deps.readIsSponsored, address);
 
-  const decide = async (s: CreationState): Promise<{ writes: CreationWrites; result: Outcome }> => {
-    const writes: CreationWrites = { now: at, hits: [] };
-    const refuse = (refusal: Refusal) => ({ writes, result: refusal });
-
-    // IP block / limit.
-    const ipVerdict = judgeLimit(
-      { blockedForever: s.ipBlockedForever, blockedUntilMs: s.ipBlockedUntilMs, limitReachedAtMs: s.ipLimitReachedAtMs },
-      at,
-      config.autoBlockMinutes,
-    );
-    if (ipVerdict.limited) {
-      if (ipVerdict.newBlockExpiresAt) {
-        writes.block = {
-          subjectType: "ip",
-          subject: ip,
-          reason: `more than ${config.rateLimitIpPerHour} sponsorship requests within an hour`,
-          expiresAt: ipVerdict.newBlockExpiresAt,
-        };
-      }
-      return refuse({ refusal: "rate_limited", message: "Too many requests from this address; retry later", retryAfterSeconds: ipVerdict.retryAfterSeconds });
+  const requestId = randomUUID();
+  let result: CreationCallResult;
+  try {
+    result = await createRequestInDatabase(db, {
+      ip,
+      address,
+      now: at,
+      ipLimit: config.rateLimitIpPerHour,
+      walletLimit: config.rateLimitWalletPerHour,
+      windowStart: rateWindowStart(at),
+      replayStart: new Date(at.getTime() - config.replayWindowMs),
+      autoBlockMinutes: config.autoBlockMinutes,
+      ipBlockReason: `more than ${config.rateLimitIpPerHour} sponsorship requests within an hour`,
+      walletBlockReason: `more than ${config.rateLimitWalletPerHour} sponsorship requests within an hour`,
+      requestId,
+      userAgent,
+      onChainSponsored: onChain === "unknown" ? null : onChain === "sponsored",
+    });
+  } catch (error) {
+    // The partial unique index caught a second open request the lock did not (another writer): still a 409.
+    if (isUniqueViolation(error)) {
+      throw new SponsorshipError("request_open", "A request for this wallet is still pending, approved or relayed");
     }
-
-    // Wallet registered.
-    writes.hits.push({ scope: "sponsorship_ip", key: ip });
-    if (s.walletId === null) {
-      return refuse({ refusal: "wallet_not_registered", message: `Register ${address} with POST /wallets/register first` });
+    throw error;
+  }
+  if ("refusal" in result) {
+    switch (result.refusal) {
+      case "rate_limited":
+        throw new SponsorshipError(
+          "rate_limited",
+          result.subject === "ip" ? "Too many requests from this address; retry later" : "Too many requests for this wallet; retry later",
+          secondsUntil(at, result.retryAtMs),
+        );
+      case "wallet_not_registered":
+        throw new SponsorshipError("wallet_not_registered", `Register ${address} with POST /wallets/register first`);
+      default:
+        throw new SponsorshipError(result.refusal, refusalMessages[result.refusal]);
     }
-
-    // Replay: the same wallet from the same IP within the window answers the existing request, counting nothing.
-    if (s.replayRequest !== null) {
-      return { writes: { now: at, hits: [] }, result: { outcome: "replayed", request: s.replayRequest } };
-    }
-
-    // Wallet block / limit. An administrator's block is final (422); an automatic one passes (429).
-    if (s.walletAdminBlocked) {
-      writes.hits.push({ scope: "sponsorship_wallet", key: address });
-      return refuse({ refusal: "wallet_blocked", message: "This wallet is blocked and cannot be sponsored" });
-    }
-    const walletVerdict = judgeLimit(
-      { blockedForever: false, blockedUntilMs: s.walletBlockedUntilMs, limitReachedAtMs: s.walletLimitReachedAtMs },
-      at,
-      config.autoBlockMinutes,
-    );
-    if (walletVerdict.limited) {
-      // A 429 counts nothing.
-      writes.hits = [];
-      if (walletVerdict.newBlockExpiresAt) {
-        writes.block = {
-          subjectType: "wallet",
-          subject: address,
-          reason: `more than ${config.rateLimitWalletPerHour} sponsorship requests within an hour`,
-          expiresAt: walletVerdict.newBlockExpiresAt,
-        };
-      }
-      return refuse({ refusal: "rate_limited", message: "Too many requests for this wallet; retry later", retryAfterSeconds: walletVerdict.retryAfterSeconds });
-    }
-    writes.hits.push({ scope: "sponsorship_wallet", key: address });
-
-    // One open request per wallet.
-    if (s.hasOpenRequest) {
-      return refuse({ refusal: "request_open", message: "A request for this wallet is still pending, approved or relayed" });
-    }
-
-    // Already sponsored: a completed request, or the registry says so.
-    if (s.hasCompletedRequest || (await onChain) === "sponsored") {
-      return refuse({ refusal: "already_sponsored", message: "This wallet has already been sponsored" });
-    }
-
-    const request: RequestView = {
-      id: randomUUID(),
-      walletId: s.walletId,
+  }
+  if (result.outcome === "replayed") return { outcome: "replayed", request: result.request };
+  return {
+    outcome: "created",
+    request: {
+      id: requestId,
+      walletId: result.walletId,
       walletAddress: address,
       status: "pending",
       requestedAt: at.toISOString(),
@@ -136,34 +108,12 @@ export async function createSponsorshipRequest(
       ipAddress: ip,
       userAgent,
       eligibilityReason: null,
-    };
-    writes.request = { id: request.id, walletId: s.walletId, walletAddress: address, ipAddress: ip, userAgent };
-    return { writes, result: { outcome: "created", request } };
+    },
   };
-
-  let outcome: Outcome;
-  try {
-    outcome = await attemptCreation(
-      db,
-      {
-        ip,
-        address,
-        now: at,
-        ipLimit: config.rateLimitIpPerHour,
-        walletLimit: config.rateLimitWalletPerHour,
-        windowStart: rateWindowStart(at),
-        replayStart: new Date(at.getTime() - config.replayWindowMs),
-        lockKeys: [sponsorshipIpLockKey(ip), walletLockKey(address)],
-      },
-      decide,
-    );
-  } catch (error) {
-    // The partial unique index caught a second open request the lock did not (another writer): still a 409.
-    if (isUniqueViolation(error)) {
-      throw new SponsorshipError("request_open", "A request for this wallet is still pending, approved or relayed");
-    }
-    throw error;
-  }
-  if ("refusal" in outcome) throw new SponsorshipError(outcome.refusal, outcome.message, outcome.retryAfterSeconds);
-  return outcome;
 }
+
+const refusalMessages: Record<"wallet_blocked" | "request_open" | "already_sponsored", string> = {
+  wallet_blocked: "This wallet is blocked and cannot be sponsored",
+  request_open: "A request for this wallet is still pending, approved or relayed",
+  already_sponsored: "This wallet has already been sponsored",
+};
