@@ -1,7 +1,7 @@
 -- POST /sponsorship/request as one statement (docs/performance.md): takes the IP's and the wallet's advisory
 -- locks (keys as lib/sponsorship/lock-keys.ts, sorted), reads, decides in decisions.md's order and writes. Each
 -- statement of a volatile function takes a new snapshot, so reads after the locks see what the previous holder
--- committed. The rules are lib/sponsorship/create-request.ts's (and judgeLimit's in rate-limits.ts); the caller
+-- committed. The rules are those documented in lib/sponsorship/create-request.ts and rate-limits.ts; the caller
 -- passes the time (an injectable clock), the limits, the block reasons, the new request's id and the chain's
 -- answer (NULL: unknown, accepted). Returns json:
 --   {"refusal": "rate_limited"|"wallet_not_registered"|"wallet_blocked"|"request_open"|"already_sponsored",
