@@ -10,6 +10,7 @@ import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
 import { ConfigError, getConfig, type Config } from "@/lib/config";
 import { log } from "@/lib/log";
 import { instrumentHttpRequest, serveWebMetrics, startProcessMetricsServer } from "@/lib/metrics";
+import { stopWhenSupervisorGone } from "@/lib/supervised";
 import { RATE_LIMIT_WINDOW_MS } from "@/lib/sponsorship/rate-limits";
 
 /**
@@ -137,6 +138,7 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
+  stopWhenSupervisorGone(config);
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

@@ -31,6 +31,12 @@ export type AnvilOptions = {
   pidFile?: string;
   /** Default true: no per-request log lines (they grow without bound under load); errors are still written. */
   quiet?: boolean;
+  /**
+   * Run anvil in its own process group, so a signal to the starter's whole group (Ctrl-C in a terminal) does not
+   * stop the chain before the starter has stopped what uses it. The starter must then stop it (`stop()`, or by
+   * `pidFile` after a crash). Default false.
+   */
+  ownProcessGroup?: boolean;
 };
 
 export type Anvil = {
@@ -122,7 +128,11 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
   args.push(...(options.extraArgs ?? []));
 
   const log = createWriteStream(path.join(dir, "anvil.log"), { flags: "a" });
-  const child = spawn(anvilBinary(), args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, HOME: dir } });
+  const child = spawn(anvilBinary(), args, {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, HOME: dir },
+    detached: options.ownProcessGroup ?? false,
+  });
   if (options.pidFile && child.pid) writeFileSync(options.pidFile, String(child.pid));
   child.stdout?.pipe(log);
   child.stderr?.pipe(log);

@@ -120,6 +120,8 @@ async function launch(config: Config, logger: Logger): Promise<Anvil> {
     persistState: true,
     chainId: LOCAL_CHAIN_ID,
     pidFile: pidFileOf(config.dataDir),
+    // npm start stops the chain itself, after the web server and the worker.
+    ownProcessGroup: true,
   };
   try {
     return await startAnvil(options);

@@ -111,6 +111,8 @@ const envSchema = z.object({
   LOCAL_BLOCK_TIME: withDefault(integer(0, 3600), "1"),
   METRICS_PORT: optional(integer(0, 65535)),
   EXPLORER_URL: optional(url),
+  /** Set by `npm start` for its children only: they stop when that process is gone. */
+  SUPERVISOR_PID: optional(integer(1, 2 ** 31)),
   LOG_LEVEL: withDefault(z.enum(["debug", "info", "warn", "error", "silent"]), "info"),
 });
 
@@ -148,6 +150,7 @@ export type Config = Readonly<{
   metricsPort: number | undefined;
   explorerUrl: string | undefined;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
+  supervisorPid: number | undefined;
 }>;
 
 /** A configuration error: its message is one line that names the variable. */
@@ -193,6 +196,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     metricsPort: e.METRICS_PORT,
     explorerUrl: e.EXPLORER_URL,
     logLevel: e.LOG_LEVEL,
+    supervisorPid: e.SUPERVISOR_PID,
   });
 }
 

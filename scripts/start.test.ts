@@ -21,11 +21,13 @@ let pgPort: number;
 let supervisor: ChildProcess | undefined;
 let output = "";
 
-function startService(): ChildProcess {
+function startService(options: { ownGroup?: boolean } = {}): ChildProcess {
   const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "scripts", "start.ts")], {
     cwd: ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group, as a terminal gives `npm start`: the test can signal the whole group like Ctrl-C.
+    detached: options.ownGroup ?? false,
   });
   child.stdout?.on("data", (c: Buffer) => (output += c.toString()));
   child.stderr?.on("data", (c: Buffer) => (output += c.toString()));
@@ -174,6 +176,37 @@ describe("npm start", () => {
     const res = await fetch(`http://127.0.0.1:${port}/wallets/${wallet}`);
     expect(res.status).toBe(200);
     expect(output).not.toMatch(/generated an administrator token/);
+    expect(await stopService(supervisor)).toBe(0);
+  });
+
+  it("stops in order on Ctrl-C (SIGINT to the whole process group): children first, then the chain and PostgreSQL", async () => {
+    output = "";
+    supervisor = startService({ ownGroup: true });
+    await until("GET /health answers 200", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
+    const pids = processes();
+    const exited = new Promise<number | null>((resolve) => supervisor!.once("exit", (code) => resolve(code)));
+    process.kill(-supervisor!.pid!, "SIGINT");
+    expect(await exited).toBe(0);
+    for (const name of ["web", "worker"]) expect(alive(pids[name]!)).toBe(false);
+    // Only the supervisor got the signal: the worker stopped once, cleanly, and the chain was stopped, not killed.
+    expect(output).toMatch(/"process":"worker","exit":"exited with code 0"/);
+    expect(output).not.toMatch(/second signal/);
+    expect(output).not.toMatch(/anvil exited unexpectedly/);
+    expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid"))).toBe(false);
+  });
+
+  it("after the supervisor itself is killed (SIGKILL), its children stop by themselves and the next start recovers", async () => {
+    output = "";
+    supervisor = startService();
+    await until("GET /health answers 200", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
+    const pids = processes();
+    supervisor.kill("SIGKILL");
+    await until("web server and worker to stop without their supervisor", () =>
+      alive(pids.web!) || alive(pids.worker!) ? undefined : true, 30_000);
+    // PostgreSQL and anvil were left running; the next start stops them by their pid files and comes up.
+    output = "";
+    supervisor = startService();
+    await until("GET /health answers 200 after the crash", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
     expect(await stopService(supervisor)).toBe(0);
   });
 

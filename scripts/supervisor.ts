@@ -55,10 +55,14 @@ export function supervise(options: SupervisedOptions): Supervised {
     timer = undefined;
     if (stopping) return;
     const startedAt = Date.now();
+    // Its own process group: a signal to the supervisor's whole group (Ctrl-C in a terminal, a process manager
+    // signalling the group) reaches the supervisor alone, which then stops the children in order. A child whose
+    // supervisor is gone stops by itself (lib/supervised.ts).
     const proc = spawn(options.command, options.args, {
       cwd: options.cwd,
-      env: options.env,
+      env: { ...options.env, SUPERVISOR_PID: String(process.pid) },
       stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
     });
     child = proc;
     proc.stdout?.on("data", (chunk: Buffer) => {

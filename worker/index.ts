@@ -1,5 +1,6 @@
 import { ConfigError, getConfig } from "@/lib/config";
 import { createLogger } from "@/lib/log";
+import { stopWhenSupervisorGone } from "@/lib/supervised";
 import { FatalWorkerError, startWorker, type RunningWorker } from "./worker";
 
 /**
@@ -44,6 +45,7 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  stopWhenSupervisorGone(config);
 
   running.worker = await startWorker({ config, log });
   try {
