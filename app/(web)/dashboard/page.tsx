@@ -8,21 +8,13 @@ import { currentAdminSession } from "@/lib/admin/request-context";
 import { appDb } from "@/lib/http/app-context";
 import { focusRing, link } from "../_components/styles";
 import { formatAge, formatCount, formatDateTime, formatDuration, formatEth, shortHex } from "../_lib/format";
+import { STATUS_LABELS } from "../_lib/status-labels";
 import { AutoRefresh } from "./_components/auto-refresh";
 import { OutcomeChart } from "./_components/outcome-chart";
 import { SignInForm } from "./_components/sign-in-form";
 import { Notice, Section, TableScroll, td, th } from "./_components/ui";
 
 export const metadata: Metadata = { title: "Overview" };
-
-const STATUS_LABELS: Record<string, string> = {
-  pending: "Pending",
-  approved: "Approved",
-  relayed: "Relayed",
-  completed: "Completed",
-  rejected: "Rejected",
-  failed: "Failed",
-};
 
 export default async function OverviewPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const session = await currentAdminSession();

@@ -12,6 +12,7 @@ import {
   type ApiProblem,
   type SponsorshipRequestView,
 } from "../_lib/api";
+import { STATUS_LABELS } from "../../_lib/status-labels";
 import { checkAddress, describeOutcome, describeProblem, formatCountdown, type Refusal } from "../_lib/problems";
 import { ConnectWallet } from "./connect-wallet";
 import { RequestTimeline } from "./request-timeline";
@@ -20,15 +21,6 @@ import { RequestTimeline } from "./request-timeline";
 export const POLL_INTERVAL_MS = 3000;
 
 type ShownRefusal = Refusal & { serial: number; openRequestId?: string | null };
-
-const STATUS_WORDS: Record<string, string> = {
-  pending: "Pending",
-  approved: "Approved",
-  relayed: "Relayed",
-  completed: "Completed",
-  rejected: "Rejected",
-  failed: "Failed",
-};
 
 const STATUS_SENTENCES: Record<string, string> = {
   pending: "We received the request and are checking the wallet.",
@@ -318,7 +310,7 @@ function RequestProgress({ id, explorerUrl, onWallet }: { id: string; explorerUr
       </div>
 
       <p className="mt-3 text-slate-900" aria-live="polite" data-testid="request-status">
-        Status: <strong>{status ? STATUS_WORDS[status] : "…"}</strong>
+        Status: <strong>{status ? STATUS_LABELS[status] : "…"}</strong>
       </p>
       <p className={`mt-1 min-h-12 ${status === "rejected" || status === "failed" ? "font-medium text-red-800" : "text-slate-700"}`}>
         {outcome ?? (status ? STATUS_SENTENCES[status] : "\u00a0")}
