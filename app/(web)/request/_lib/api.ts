@@ -3,20 +3,14 @@
  * clients use (docs/api.md). Nothing here is private to the web app.
  */
 
+import type { RelayTransactionSummary } from "@/lib/sponsorship/schemas";
+
 export type RequestStatus = "pending" | "approved" | "relayed" | "completed" | "rejected" | "failed";
 export const TERMINAL_STATUSES: readonly RequestStatus[] = ["completed", "rejected", "failed"];
 export const OPEN_STATUSES: readonly RequestStatus[] = ["pending", "approved", "relayed"];
 
-export type RelayTransactionView = {
-  id: string;
-  status: "queued" | "submitted" | "confirmed" | "failed";
-  relayAttempt: number;
-  transactionHash: string | null;
-  submittedAt: string | null;
-  confirmedAt: string | null;
-  failedAt: string | null;
-  failureReason: string | null;
-};
+/** A relay attempt as GET /sponsorship/:id returns it: the API's own wire schema (type only, no runtime import). */
+export type RelayTransactionView = RelayTransactionSummary;
 
 export type SponsorshipRequestView = {
   id: string;
