@@ -63,7 +63,6 @@ function pidFileOf(dataDir: string): string {
   return path.join(anvilDir(dataDir), "anvil.pid");
 }
 
-
 /** The pid is an anvil (its command line names the anvil binary), not a process that reused the number. */
 function isAnvil(pid: number): boolean {
   try {

@@ -42,7 +42,6 @@ function loadEmbeddedPostgres() {
 const USER = "postgres";
 const PASSWORD = "postgres";
 
-
 /**
  * A server left running by a start that was killed (SIGKILL leaves the postgres child behind) holds the data
  * directory. Ask it, by the pid in its own postmaster.pid, for a fast shutdown and wait until it is gone.

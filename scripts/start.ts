@@ -28,7 +28,6 @@ function fail(message: string): never {
   process.exit(1);
 }
 
-
 /** One `npm start` per data directory. */
 function claimDataDir(dataDir: string): void {
   mkdirSync(dataDir, { recursive: true });

@@ -30,7 +30,6 @@ export class LeaseLostError extends Error {
   override name = "LeaseLostError";
 }
 
-
 export type RelayerPoolOptions = {
   db: Database;
   chain: WorkerChain;
