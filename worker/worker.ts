@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { closeDatabase, createDatabase, type Database } from "@/db/client";
 import { applyMigrations } from "@/db/migrate";
+import { WAKEUP_CHANNEL } from "@/db/queries/wakeup";
 import { resolveDeployment } from "@/lib/chain/deployment";
 import { ConfigError, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
@@ -23,7 +24,6 @@ export class FatalWorkerError extends Error {
   override name = "FatalWorkerError";
 }
 
-export const WAKEUP_CHANNEL = "sponsorship_wakeup";
 
 export type WorkerOptions = {
   config: Config;
@@ -147,7 +147,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     throw error;
   }
 
-  // Wake-ups: the API's insert trigger NOTIFYs; a (re)established LISTEN also wakes (notifications may have
+  // Wake-ups: the API NOTIFYs after each creation (coalesced, db/queries/wakeup.ts); a (re)established LISTEN also wakes (notifications may have
   // been missed while it was down). After a database outage LISTEN is set up again.
   let listener: { unlisten: () => Promise<void> } | undefined;
   const listen = async () => {

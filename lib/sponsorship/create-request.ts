@@ -1,7 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { Database } from "@/db/client";
 import { createRequestInDatabase, type CreationCallResult, type RequestView } from "@/db/queries/sponsorship-requests";
+import { wakeWorkers } from "@/db/queries/wakeup";
 import type { Config } from "@/lib/config";
+import { log } from "@/lib/log";
 import type { Address } from "./address";
 import { now as clockNow } from "./clock";
 import { checkSponsoredOnChain, type SponsoredReader } from "./eligibility";
@@ -20,7 +22,8 @@ import { rateWindowStart, secondsUntil } from "./rate-limits";
  * function `create_sponsorship_request` (db/migrations/0004_create-request-function.sql) takes the locks, reads,
  * decides in the order above and writes; this function supplies the time, limits, reasons, the new id and the
  * chain's answer, and turns the outcome into the answer or a SponsorshipError. The chain is asked first (its
- * answer is a parameter); if it cannot be reached the request is accepted as pending.
+ * answer is a parameter); if it cannot be reached the request is accepted as pending. A created request wakes
+ * the workers after the commit (db/queries/wakeup.ts).
  *
  * Counting: every validated request counts against the IP and (once the wallet is known and not rate-limited)
  * the wallet, refusals (404, 409, 422) included; a replay counts nothing; a 429 counts nothing.
@@ -93,6 +96,8 @@ export async function createSponsorshipRequest(
     }
   }
   if (result.outcome === "replayed") return { outcome: "replayed", request: result.request };
+  // Committed: the workers are told at once (coalesced; they poll anyway if this is lost).
+  wakeWorkers(db, (error) => log.warn("waking the workers failed; they will find the request at their next poll", { error }));
   return {
     outcome: "created",
     request: {
