@@ -28,6 +28,11 @@ export type ChainClientOptions = {
   timeoutMs?: number;
   /** Retries of a failed HTTP request (viem's backoff). Default 3. */
   retryCount?: number;
+  /**
+   * How long a JSON-RPC call waits for others to travel with it in one batch. Default 0: calls issued in the same
+   * tick share a request. A few milliseconds gather calls from concurrent HTTP requests (the eligibility check).
+   */
+  batchWaitMs?: number;
 };
 
 export type ChainPublicClient = PublicClient<HttpTransport, Chain | undefined>;
@@ -60,7 +65,7 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
   const { rpcUrl } = options;
   const pollingInterval = options.pollingIntervalMs ?? (isLoopbackRpc(rpcUrl) ? 100 : 1_000);
   const transport = http(rpcUrl, {
-    batch: { batchSize: 200, wait: 0 },
+    batch: { batchSize: 200, wait: options.batchWaitMs ?? 0 },
     timeout: options.timeoutMs ?? 10_000,
     retryCount: options.retryCount ?? 3,
   });

@@ -24,9 +24,9 @@ export function appDb(): Database {
   if (overrides.db) return overrides.db;
   let db = global[POOL_KEY];
   if (!db) {
-    const url = appConfig().databaseUrl;
+    const { databaseUrl: url, databasePoolSize } = appConfig();
     if (!url) throw new Error("DATABASE_URL is not set: start the service with `npm start`, which provides it");
-    db = createDatabase(url, { max: 10, applicationName: "sponsorship-web" });
+    db = createDatabase(url, { max: databasePoolSize, applicationName: "sponsorship-web" });
     global[POOL_KEY] = db;
   }
   return db;

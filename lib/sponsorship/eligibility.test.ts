@@ -1,3 +1,5 @@
+import { createServer, request as httpRequest } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileSolidity } from "@/contracts/compile";
 import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
@@ -95,6 +97,39 @@ describe("eligibility at creation: isSponsored on-chain", () => {
     const reader = registrySponsoredReader({ rpcUrl: chain.rpcUrl, registryAddress: stubAddress });
     expect(await checkSponsoredOnChain(reader, stubMarkedWallet)).toBe("sponsored");
     expect(await checkSponsoredOnChain(reader, randomAddress())).toBe("not_sponsored");
+  });
+
+  it("sends reads issued together to the node in one JSON-RPC batch, each with its own answer", async () => {
+    // A counting proxy in front of the real node: how many HTTP requests, and how many calls in them.
+    let httpRequests = 0;
+    let calls = 0;
+    const proxy = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const body = Buffer.concat(chunks);
+        httpRequests++;
+        const parsed = JSON.parse(body.toString()) as unknown;
+        calls += Array.isArray(parsed) ? parsed.length : 1;
+        const upstream = httpRequest(chain.rpcUrl, { method: "POST", headers: { "content-type": "application/json" } }, (answer) => {
+          res.writeHead(answer.statusCode ?? 502, { "content-type": "application/json" });
+          answer.pipe(res);
+        });
+        upstream.end(body);
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = proxy.address() as AddressInfo;
+      const reader = registrySponsoredReader({ rpcUrl: `http://127.0.0.1:${port}`, registryAddress: stubAddress });
+      const wallets = [stubMarkedWallet, ...Array.from({ length: 19 }, () => randomAddress())];
+      const answers = await Promise.all(wallets.map((wallet) => checkSponsoredOnChain(reader, wallet)));
+      expect(answers).toEqual(["sponsored", ...Array<string>(19).fill("not_sponsored")]);
+      expect(calls).toBe(20);
+      expect(httpRequests).toBe(1);
+    } finally {
+      await new Promise((resolve) => proxy.close(resolve));
+    }
   });
 
   it("accepts the request as pending when the chain cannot be reached", async () => {
