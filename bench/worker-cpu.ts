@@ -212,9 +212,11 @@ async function oneRun(run: number, db: Database, databaseUrl: string, dataDir: s
           const c = Object.fromEntries(rows.map((r) => [r.status, r.n])) as Record<string, number>;
           return (c.completed ?? 0) + (c.failed ?? 0) + (c.rejected ?? 0) >= N ? c : undefined;
         },
-        300_000,
+        120_000,
         20,
-      );
+      ).catch((error: unknown) => {
+        throw new Error(`${error instanceof Error ? error.message : String(error)}; the worker's last log lines:\n${stderr.split("\n").slice(-4).join("\n")}`);
+      });
       await paced;
       const wallMs = performance.now() - t0;
       const result: RunResult = {

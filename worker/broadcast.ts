@@ -1,5 +1,6 @@
 import type { Hash, Hex } from "viem";
-import { failNonceFills, failRelays, markBroadcastAccepted } from "@/db/queries/pipeline";
+import { failNonceFillsStatement, failRelaysStatement, markFillsSubmittedStatement, markRelaysSubmittedStatement } from "@/db/queries/pipeline";
+import { pipelinedTransaction, type Statement } from "@/db/queries/pipelined";
 import type { WorkerContext } from "./context";
 import { metrics } from "./metrics";
 
@@ -35,6 +36,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
   const outcomes = await ctx.chain.broadcast(ordered.map((t) => t.raw));
 
   const accepted: Hash[] = [];
+  const acceptedFills: Hash[] = [];
   const rejectedRelays: { id: string; reason: string }[] = [];
   const rejectedFills: { id: string; reason: string }[] = [];
   let unavailableMessage: string | undefined;
@@ -43,6 +45,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
     switch (outcome.kind) {
       case "accepted":
         accepted.push(tx.hash);
+        if (tx.kind === "fill") acceptedFills.push(tx.hash);
         break;
       case "nonce_used":
         summary.nonceUsed++;
@@ -74,12 +77,15 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
     await new Promise(() => {});
   }
 
-  if (accepted.length > 0 || rejectedRelays.length > 0 || rejectedFills.length > 0) {
-    await ctx.db.transaction(async (tx) => {
-      await markBroadcastAccepted(tx, accepted);
-      await failRelays(tx, rejectedRelays);
-      await failNonceFills(tx, rejectedFills);
-    });
+  // One round trip: BEGIN, the statements that have rows, COMMIT.
+  const writes: Statement[] = [];
+  const acceptedRelays = accepted.filter((h) => !acceptedFills.includes(h));
+  if (acceptedRelays.length > 0) writes.push(markRelaysSubmittedStatement(acceptedRelays));
+  if (acceptedFills.length > 0) writes.push(markFillsSubmittedStatement(acceptedFills));
+  if (rejectedRelays.length > 0) writes.push(failRelaysStatement(rejectedRelays));
+  if (rejectedFills.length > 0) writes.push(failNonceFillsStatement(rejectedFills));
+  if (writes.length > 0) {
+    await pipelinedTransaction(ctx.db, (tx) => tx.commit(writes));
     ctx.status.totals.failedAttempts += rejectedRelays.length;
   }
   if (summary.unavailable > 0) {

@@ -1,21 +1,27 @@
-import type { Hash } from "viem";
+import type { Hash, Hex } from "viem";
 import {
   completeRequests,
+  completeRequestsOfConfirmedStatement,
   confirmNonceFill,
   countOpenAttempts,
   confirmRelays,
+  confirmRelaysStatements,
   failNonceFills,
+  failNonceFillsStatement,
   failRelays,
+  failRelaysStatement,
   failRequest,
   findRelayByHash,
   insertNonceFill,
   insertRelayAttempts,
   listOpenNonceGroups,
   lockRequest,
+  readRawTransactions,
   type MinedRelay,
   type OpenNonceTransaction,
   type RelayFailure,
 } from "@/db/queries/pipeline";
+import { pipelinedTransaction, type Statement } from "@/db/queries/pipelined";
 import { listRelayerLeases, lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
 import type { Transaction } from "@/db/queries/executor";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
@@ -60,12 +66,12 @@ function isOpen(row: OpenNonceTransaction): boolean {
   return row.status === "queued" || row.status === "submitted";
 }
 
-function toStored(row: OpenNonceTransaction): StoredTransaction {
+function toStored(row: OpenNonceTransaction, raw: Hex): StoredTransaction {
   return {
     kind: row.kind,
     id: row.id,
     hash: row.transactionHash,
-    raw: row.rawTransaction,
+    raw,
     requestId: row.sponsorshipRequestId,
     relayer: row.relayerAddress,
     nonce: row.nonce,
@@ -176,11 +182,19 @@ export class Confirmer {
         (r.kind === "relay" ? losers : loserFills).push({ id: r.id, reason });
       }
     }
-    const completed = await ctx.db.transaction(async (tx) => {
-      const requestIds = await confirmRelays(tx, mined);
-      await failRelays(tx, losers);
-      await failNonceFills(tx, loserFills);
-      return completeRequests(tx, [...new Set(requestIds)], ctx.actor, "relay transaction mined and confirmed");
+    // One round trip: BEGIN, the attempts confirmed, the losers failed, the requests of the confirmed attempts
+    // completed, COMMIT (each statement sees what the previous ones did).
+    const completed = await pipelinedTransaction(ctx.db, async (tx) => {
+      const writes: Statement[] = [...confirmRelaysStatements(mined)];
+      if (losers.length > 0) writes.push(failRelaysStatement(losers));
+      if (loserFills.length > 0) writes.push(failNonceFillsStatement(loserFills));
+      const complete = completeRequestsOfConfirmedStatement(
+        mined.map((m) => m.id),
+        ctx.actor,
+        "relay transaction mined and confirmed",
+      );
+      const answers = await tx.commit([...writes, complete]);
+      return complete.parse(answers[answers.length - 1]!);
     });
     ctx.status.totals.completed += completed.length;
     metrics.finished(completed);
@@ -356,7 +370,12 @@ export class Confirmer {
       }
     }
     if (resend.length > 0) {
-      const summary = await broadcastStored(ctx, resend.map(toStored), "again");
+      const raws = await readRawTransactions(ctx.db, resend.map((r) => r.transactionHash));
+      const summary = await broadcastStored(
+        ctx,
+        resend.filter((r) => raws.has(r.transactionHash)).map((r) => toStored(r, raws.get(r.transactionHash)!)),
+        "again",
+      );
       this.noteSent(resend.map((r) => r.transactionHash));
       if (summary.accepted > 0) ctx.log.info("stored transactions broadcast again", { count: summary.accepted, nonces: resend.slice(0, 20).map((r) => `${r.relayerAddress}:${r.nonce}`) });
     }

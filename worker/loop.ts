@@ -40,6 +40,7 @@ export class WorkerLoop {
   private lastQueueScan = 0;
   private lastMaintenance = 0;
   private lastFullCheck = 0;
+  private lastBlockPoll = 0;
   private lastBlock: bigint | undefined;
   private failures = 0;
   private nonOutageFailures = 0;
@@ -97,7 +98,7 @@ export class WorkerLoop {
     const now = Date.now();
     const untilQueue = this.lastQueueScan + settings.intervalMs - now;
     const untilMaintenance = this.lastMaintenance + settings.heartbeatMs - now;
-    const untilConfirm = status.inFlight > 0 ? settings.confirmPollMs : Number.POSITIVE_INFINITY;
+    const untilConfirm = status.inFlight > 0 ? this.lastBlockPoll + settings.confirmPollMs - now : Number.POSITIVE_INFINITY;
     return Math.max(0, Math.min(untilQueue, untilMaintenance, untilConfirm));
   }
 
@@ -158,15 +159,20 @@ export class WorkerLoop {
     }
     if (this.stopping) return false;
 
+    // Transactions in flight: the block number is read every confirmPollMs (not on every wake-up: a queue woken
+    // by each creation would read it per request), and the full check runs on a new block, at least once a second,
+    // and with the maintenance. The relay stage counts what it stored into `inFlight`, so polling starts at once.
     const fullDue = maintenance || now - this.lastFullCheck >= FULL_CHECK_MS;
-    if (ctx.status.inFlight > 0 || sent > 0 || maintenance) {
+    const pollDue = now - this.lastBlockPoll >= ctx.settings.confirmPollMs;
+    if ((ctx.status.inFlight > 0 && pollDue) || maintenance) {
       await guarded("confirm", async () => {
+        this.lastBlockPoll = now;
         const block = await ctx.chain.blockNumber();
         const newBlock = block !== this.lastBlock;
         ctx.status.blockNumber = block;
-        if (!newBlock && !fullDue && sent === 0) return 0;
+        if (!newBlock && !fullDue) return 0;
         this.lastBlock = block;
-        if (fullDue) this.lastFullCheck = now;
+        this.lastFullCheck = now;
         const started = performance.now();
         const outcome = await this.confirmer.run({ checkHoles: maintenance });
         if (outcome.settled > 0) {

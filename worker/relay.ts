@@ -1,5 +1,14 @@
-import { claimRelayCandidates, countOpenRelays, failRequest, insertRelayAttempts, markRequestsRelayed, type NewRelayAttempt } from "@/db/queries/pipeline";
-import { lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
+import {
+  countOpenRelaysStatement,
+  failRequestStatement,
+  insertRelayAttemptsStatement,
+  lockRelayCandidatesStatement,
+  markRequestsRelayedStatement,
+  readRelayCandidatesStatement,
+  type NewRelayAttempt,
+} from "@/db/queries/pipeline";
+import { pipelinedTransaction, sendQueries } from "@/db/queries/pipelined";
+import { lockLeasedRelayersStatement, setRelayerNextNoncesStatement } from "@/db/queries/relayers";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
 import { currentFees, type WorkerContext } from "./context";
 import { metrics } from "./metrics";
@@ -26,6 +35,10 @@ export type RelayOutcome = {
  *
  * The treasury is checked first: paused, or not enough balance for the amounts already in flight plus one more,
  * leaves requests where they are (no attempt is created, none is burned) and health shows it.
+ *
+ * Four round trips to the database: BEGIN with both locks (relayers, then requests); the re-read of the locked
+ * requests with the count of open relays (while the treasury and the fees are read from the chain); the writes;
+ * COMMIT once the nonce update is known to have found every relayer.
  */
 export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
   const relayers = ctx.pool.leased;
@@ -33,17 +46,23 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
   const { chainId, treasuryAddress } = ctx.chain;
   const max = ctx.settings.maxRelayAttempts;
 
-  const result = await ctx.db.transaction(async (tx) => {
-    const nonces = await lockLeasedRelayers(tx, ctx.workerId, relayers);
+  const result = await pipelinedTransaction(ctx.db, async (tx) => {
+    // The relayer rows first (the fence), then the requests (SKIP LOCKED), as one batch.
+    const [nonces, locked] = await sendQueries(tx, [lockLeasedRelayersStatement(ctx.workerId, relayers), lockRelayCandidatesStatement(ctx.settings.batchSize)]);
     for (const r of relayers) if (!nonces.has(r)) ctx.pool.drop(r, "lease not held at relay time");
     if (nonces.size === 0) return { stored: [] as StoredTransaction[], claimed: 0 };
+    if (locked.length === 0) return { stored: [], claimed: 0 };
 
-    const candidates = await claimRelayCandidates(tx, ctx.settings.batchSize);
+    // The locked requests re-read in a later statement (it sees every attempt committed before the locks were
+    // granted). The treasury must cover what is already in flight plus each new attempt; otherwise the requests
+    // wait (rows untouched, locks released at commit) and no attempt is created or burned. The chain reads leave
+    // together (one JSON-RPC batch) while the database answers.
+    const [[candidates, openRelays], treasury, fees] = await Promise.all([
+      sendQueries(tx, [readRelayCandidatesStatement(locked), countOpenRelaysStatement()]),
+      ctx.chain.treasuryState(),
+      currentFees(ctx),
+    ]);
     if (candidates.length === 0) return { stored: [], claimed: 0 };
-
-    // The treasury must cover what is already in flight plus each new attempt; otherwise the requests wait
-    // (rows untouched, locks released at commit) and no attempt is created or burned.
-    const [treasury, openRelays] = await Promise.all([ctx.chain.treasuryState(), countOpenRelays(tx)]);
     const underfunded = treasury.balance < treasury.amount;
     ctx.status.treasury = { ...treasury, checkedAt: new Date(), underfunded };
     if (treasury.paused) return { stored: [], claimed: candidates.length, waiting: "treasury_paused" as const };
@@ -51,7 +70,6 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
     if (affordable <= 0n) {
       return { stored: [], claimed: candidates.length, waiting: underfunded ? ("treasury_underfunded" as const) : ("treasury_capacity" as const) };
     }
-    const fees = await currentFees(ctx);
 
     const rotation = ctx.pool.rotation().filter((r) => nonces.has(r));
     const attempts: NewRelayAttempt[] = [];
@@ -61,7 +79,7 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
       if (BigInt(attempts.length) >= affordable) break;
       if (c.attempts >= max) {
         // Only reachable when MAX_RELAY_ATTEMPTS was lowered: the confirm stage fails a request at its last attempt.
-        metrics.finished([await failRequest(tx, c.id, ctx.actor, `relay failed: all ${c.attempts} attempts failed`)]);
+        metrics.finished(await sendQueries(tx, [failRequestStatement(c.id, ctx.actor, `relay failed: all ${c.attempts} attempts failed`)]));
         ctx.status.totals.failed++;
         continue;
       }
@@ -91,10 +109,14 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
     }
     if (attempts.length === 0) return { stored: [], claimed: candidates.length };
 
-    const ids = await insertRelayAttempts(tx, attempts);
-    await markRequestsRelayed(tx, firstAttempts, ctx.actor, "relay transaction signed, stored and handed to the chain");
     const used = new Map([...nonces].filter(([address]) => attempts.some((a) => a.relayerAddress === address)));
-    if ((await setRelayerNextNonces(tx, ctx.workerId, used)) !== used.size) throw new LeaseLostError("a relayer lease was lost during the relay batch");
+    const [ids, , updated] = await sendQueries(tx, [
+      insertRelayAttemptsStatement(attempts),
+      markRequestsRelayedStatement(firstAttempts, ctx.actor, "relay transaction signed, stored and handed to the chain"),
+      setRelayerNextNoncesStatement(ctx.workerId, used),
+    ]);
+    if (updated !== used.size) throw new LeaseLostError("a relayer lease was lost during the relay batch");
+    await tx.commit();
     return {
       claimed: candidates.length,
       stored: attempts.map(
@@ -115,6 +137,8 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
   const waiting = "waiting" in result ? result.waiting : undefined;
   if (result.stored.length === 0) return { sent: 0, claimed: result.claimed, waiting };
   ctx.status.totals.attempts += result.stored.length;
+  // In flight until the confirm stage counts them again (it polls while anything is in flight).
+  ctx.status.inFlight += result.stored.length;
   for (const s of result.stored) metrics.attempt(s.relayer, s.attempt ?? 1);
   ctx.log.debug("relay attempts stored", { count: result.stored.length });
   const summary = await broadcastStored(ctx, result.stored, "first");

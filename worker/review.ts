@@ -1,4 +1,5 @@
-import { applyReviewDecisions, claimPendingRequests, type ReviewDecision } from "@/db/queries/pipeline";
+import { applyReviewDecisionsStatement, claimPendingRequestsStatement, type ReviewDecision } from "@/db/queries/pipeline";
+import { pipelinedTransaction, sendQueries } from "@/db/queries/pipelined";
 import { now } from "@/lib/sponsorship/clock";
 import { ChainUnavailableError } from "./chain";
 import type { WorkerContext } from "./context";
@@ -12,11 +13,12 @@ import { metrics } from "./metrics";
  * - otherwise approved `eligible`.
  * When the chain cannot be read, blocked wallets are still rejected and the rest stay pending (the rows are
  * untouched and unlocked at commit); the ChainUnavailableError reaches the loop, which backs off.
+ * Two round trips to the database: BEGIN with the claim, then the decisions with COMMIT.
  */
 export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed: number }> {
   let chainError: ChainUnavailableError | undefined;
-  const claimed = await ctx.db.transaction(async (tx) => {
-    const claims = await claimPendingRequests(tx, ctx.settings.batchSize, now());
+  const claimed = await pipelinedTransaction(ctx.db, async (tx) => {
+    const [claims] = await sendQueries(tx, [claimPendingRequestsStatement(ctx.settings.batchSize, now())]);
     if (claims.length === 0) return 0;
 
     const decisions: ReviewDecision[] = claims
@@ -36,7 +38,7 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
         chainError = error;
       }
     }
-    const moved = await applyReviewDecisions(tx, decisions, ctx.actor);
+    const [moved] = decisions.length > 0 ? await sendQueries(tx, [applyReviewDecisionsStatement(decisions, ctx.actor)], { commit: true }) : [[]];
     const approved = decisions.filter((d) => d.status === "approved").length;
     metrics.finished(moved.filter((r) => r.status === "rejected"));
     ctx.status.totals.reviewed += moved.length;

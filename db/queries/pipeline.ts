@@ -1,23 +1,39 @@
-import { sql, type SQL } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { EligibilityReason, RelayStatus, RequestStatus } from "@/db/schema";
 import type { Executor, Transaction } from "./executor";
+import { runStatement, runStatements, type Query, type Row } from "./pipelined";
 
 /**
  * The worker's queue operations on sponsorship_requests, relay_transactions and relayer_nonce_fills
  * (decisions.md "Pipeline"). Every status change of a request sets status_actor and status_reason (the audit
  * trigger copies them) and is guarded by `WHERE status = <from>`; the triggers of migration 0001 refuse any
- * illegal move anyway. Batches are single statements over VALUES lists, so a batch costs one round trip.
+ * illegal move anyway. A batch is one statement over array parameters (`unnest`, `= ANY`), with a fixed text run as
+ * a named prepared statement (db/queries/pipelined.ts). The `...Statement` builders let the worker send several of
+ * them in one round trip (`pipelinedTransaction`); the plain functions run one statement (or a few together) on a
+ * Drizzle transaction or the pool, for the rarer paths.
  */
 
 type Address = `0x${string}`;
 type Hex = `0x${string}`;
 
-const values = (rows: SQL[]) => sql.join(rows, sql`, `);
-/** `(p1, p2, ...)` for `IN`: one parameter per item. */
-const list = (items: readonly string[]) => sql`(${sql.join(
-  items.map((i) => sql`${i}`),
-  sql`, `,
-)})`;
+function query<T>(text: string, params: readonly unknown[], parse: (rows: Row[]) => T): Query<T> {
+  return { text, params, parse };
+}
+
+async function run<T>(db: Executor, q: Query<T>): Promise<T> {
+  return q.parse(await runStatement(db, q));
+}
+
+/** Runs queries of one transaction together (pipelined) and parses each answer. */
+async function runQueries<const T extends readonly Query<unknown>[]>(
+  db: Executor,
+  queries: T,
+): Promise<{ -readonly [K in keyof T]: T[K] extends Query<infer R> ? R : never }> {
+  const answers = await runStatements(db, queries);
+  return queries.map((q, i) => q.parse(answers[i]!)) as { -readonly [K in keyof T]: T[K] extends Query<infer R> ? R : never };
+}
+
+const none = (): undefined => undefined;
 
 /** A request's status and timestamps after a change (for the worker's stage metrics). */
 export type RequestTimes = {
@@ -40,9 +56,11 @@ type RequestTimesRow = {
   completed_at: Date | string | null;
   failed_at: Date | string | null;
 };
-const TIMES = sql.raw("r.id, r.status, r.requested_at, r.approved_at, r.rejected_at, r.relayed_at, r.completed_at, r.failed_at");
+const TIMES = "r.id, r.status, r.requested_at, r.approved_at, r.rejected_at, r.relayed_at, r.completed_at, r.failed_at";
 const date = (v: Date | string | null) => (v === null ? null : new Date(v));
-const toTimes = (r: RequestTimesRow): RequestTimes => ({
+const toTimes = (row: Row): RequestTimes => {
+  const r = row as RequestTimesRow;
+  return {
   id: r.id,
   status: r.status,
   requestedAt: new Date(r.requested_at),
@@ -51,7 +69,8 @@ const toTimes = (r: RequestTimesRow): RequestTimes => ({
   relayedAt: date(r.relayed_at),
   completedAt: date(r.completed_at),
   failedAt: date(r.failed_at),
-});
+  };
+};
 
 /* ------------------------------------------------------------------ review */
 
@@ -66,41 +85,45 @@ export type PendingRequestClaim = {
  * Claims up to `limit` pending requests that are due, oldest first, locking them until the transaction ends
  * (`FOR UPDATE SKIP LOCKED`: another worker skips them instead of waiting). The block check rides along.
  */
-export async function claimPendingRequests(tx: Transaction, limit: number, now: Date): Promise<PendingRequestClaim[]> {
-  const rows = await tx.execute<{ id: string; wallet_address: string; blocked: boolean }>(sql`
+const CLAIM_PENDING = `
     SELECT r.id, r.wallet_address,
       EXISTS (
         SELECT 1 FROM blocks b
         WHERE b.subject_type = 'wallet' AND b.subject = r.wallet_address AND b.lifted_at IS NULL
-          AND (b.expires_at IS NULL OR b.expires_at > ${now.toISOString()}::timestamptz)
+          AND (b.expires_at IS NULL OR b.expires_at > $1::timestamptz)
       ) AS blocked
     FROM sponsorship_requests r
     WHERE r.status = 'pending' AND r.available_at <= now()
     ORDER BY r.requested_at, r.id
-    LIMIT ${limit}
-    FOR UPDATE OF r SKIP LOCKED`);
-  return rows.map((r) => ({ id: r.id, walletAddress: r.wallet_address as Address, blocked: r.blocked }));
+    LIMIT $2::int
+    FOR UPDATE OF r SKIP LOCKED`;
+
+export function claimPendingRequestsStatement(limit: number, now: Date): Query<PendingRequestClaim[]> {
+  return query(CLAIM_PENDING, [now.toISOString(), limit], (rows) =>
+    (rows as { id: string; wallet_address: string; blocked: boolean }[]).map((r) => ({ id: r.id, walletAddress: r.wallet_address as Address, blocked: r.blocked })),
+  );
 }
+
 
 export type ReviewDecision = { id: string; status: "approved" | "rejected"; reason: EligibilityReason };
 
 /** pending -> approved | rejected, with the eligibility reason. Returns the requests moved. */
-export async function applyReviewDecisions(tx: Executor, decisions: readonly ReviewDecision[], actor: string): Promise<RequestTimes[]> {
-  if (decisions.length === 0) return [];
-  const rows = values(decisions.map((d) => sql`(${d.id}::uuid, ${d.status}::request_status, ${d.reason}::eligibility_reason)`));
-  const result = await tx.execute<RequestTimesRow>(sql`
+const APPLY_REVIEW = `
     UPDATE sponsorship_requests r SET
-      status = v.status,
-      eligibility_reason = v.reason,
+      status = v.status::request_status,
+      eligibility_reason = v.reason::eligibility_reason,
       approved_at = CASE WHEN v.status = 'approved' THEN now() ELSE r.approved_at END,
       rejected_at = CASE WHEN v.status = 'rejected' THEN now() ELSE r.rejected_at END,
-      status_actor = ${actor},
-      status_reason = v.reason::text
-    FROM (VALUES ${rows}) AS v(id, status, reason)
+      status_actor = $4,
+      status_reason = v.reason
+    FROM unnest($1::uuid[], $2::text[], $3::text[]) AS v(id, status, reason)
     WHERE r.id = v.id AND r.status = 'pending'
-    RETURNING ${TIMES}`);
-  return result.map(toTimes);
+    RETURNING ${TIMES}`;
+
+export function applyReviewDecisionsStatement(decisions: readonly ReviewDecision[], actor: string): Query<RequestTimes[]> {
+  return query(APPLY_REVIEW, [decisions.map((d) => d.id), decisions.map((d) => d.status), decisions.map((d) => d.reason), actor], (rows) => rows.map(toTimes));
 }
+
 
 /* ------------------------------------------------------------------- relay */
 
@@ -119,8 +142,7 @@ export type RelayCandidate = {
  * before the lock was granted, so two workers can never create the same attempt (every transaction that creates
  * an attempt holds the request's row lock).
  */
-export async function claimRelayCandidates(tx: Transaction, limit: number): Promise<RelayCandidate[]> {
-  const locked = await tx.execute<{ id: string }>(sql`
+const LOCK_RELAY_CANDIDATES = `
     SELECT r.id FROM sponsorship_requests r
     WHERE r.available_at <= now()
       AND (r.status = 'approved'
@@ -128,20 +150,34 @@ export async function claimRelayCandidates(tx: Transaction, limit: number): Prom
           SELECT 1 FROM relay_transactions t
           WHERE t.sponsorship_request_id = r.id AND t.status IN ('queued', 'submitted'))))
     ORDER BY r.status DESC, r.approved_at, r.id
-    LIMIT ${limit}
-    FOR UPDATE OF r SKIP LOCKED`);
-  if (locked.length === 0) return [];
-  const rows = await tx.execute<{ id: string; wallet_address: string; status: "approved" | "relayed"; attempts: number; open: boolean }>(sql`
+    LIMIT $1::int
+    FOR UPDATE OF r SKIP LOCKED`;
+
+const READ_RELAY_CANDIDATES = `
     SELECT r.id, r.wallet_address, r.status,
       COALESCE((SELECT max(t.relay_attempt) FROM relay_transactions t WHERE t.sponsorship_request_id = r.id), 0)::int AS attempts,
       EXISTS (SELECT 1 FROM relay_transactions t WHERE t.sponsorship_request_id = r.id AND t.status IN ('queued', 'submitted')) AS open
     FROM sponsorship_requests r
-    WHERE r.id IN ${list(locked.map((l) => l.id))}
-    ORDER BY r.approved_at, r.id`);
-  return rows
-    .filter((r) => !r.open && (r.status === "approved" || r.status === "relayed"))
-    .map((r) => ({ id: r.id, walletAddress: r.wallet_address as Address, status: r.status, attempts: r.attempts }));
+    WHERE r.id = ANY($1::uuid[])
+    ORDER BY r.approved_at, r.id`;
+
+/** The first half of `claimRelayCandidates`: locks (SKIP LOCKED) the requests that look like they need an attempt. */
+export function lockRelayCandidatesStatement(limit: number): Query<string[]> {
+  return query(LOCK_RELAY_CANDIDATES, [limit], (rows) => rows.map((r) => r.id as string));
 }
+
+/**
+ * The second half, a later statement of the same transaction: re-reads the locked requests (READ COMMITTED: a new
+ * snapshot, taken after the locks were granted) and keeps those that still need an attempt.
+ */
+export function readRelayCandidatesStatement(lockedIds: readonly string[]): Query<RelayCandidate[]> {
+  return query(READ_RELAY_CANDIDATES, [lockedIds], (rows) =>
+    (rows as { id: string; wallet_address: string; status: RequestStatus; attempts: number; open: boolean }[])
+      .filter((r): r is typeof r & { status: "approved" | "relayed" } => !r.open && (r.status === "approved" || r.status === "relayed"))
+      .map((r) => ({ id: r.id, walletAddress: r.wallet_address as Address, status: r.status, attempts: r.attempts })),
+  );
+}
+
 
 export type NewRelayAttempt = {
   sponsorshipRequestId: string;
@@ -156,31 +192,51 @@ export type NewRelayAttempt = {
 };
 
 /** Stores signed attempts (status queued) before anything is broadcast. Returns their ids by hash. */
-export async function insertRelayAttempts(tx: Executor, attempts: readonly NewRelayAttempt[]): Promise<Map<string, string>> {
-  if (attempts.length === 0) return new Map();
-  const rows = values(
-    attempts.map(
-      (a) =>
-        sql`(${a.sponsorshipRequestId}::uuid, ${a.relayAttempt}::int, ${a.relayerAddress}, ${a.nonce}::bigint, ${a.transactionHash}, ${a.rawTransaction}, ${a.maxFeePerGas.toString()}::numeric, ${a.maxPriorityFeePerGas.toString()}::numeric, ${a.gasLimit.toString()}::numeric)`,
-    ),
-  );
-  const result = await tx.execute<{ id: string; transaction_hash: string }>(sql`
+// numeric[] parameters travel as text[] (cast in SQL): Drizzle's postgres.js driver replaces postgres.js's numeric[]
+// serializer with the identity, so a JS array would not be serialised.
+const INSERT_RELAY_ATTEMPTS = `
     INSERT INTO relay_transactions
       (sponsorship_request_id, relay_attempt, relayer_address, nonce, transaction_hash, raw_transaction, max_fee_per_gas, max_priority_fee_per_gas, gas_limit)
-    VALUES ${rows}
-    RETURNING id, transaction_hash`);
-  return new Map(result.map((r) => [r.transaction_hash, r.id]));
+    SELECT v.request, v.attempt, v.relayer, v.nonce, v.hash, v.raw, v.max_fee::numeric, v.priority_fee::numeric, v.gas_limit::numeric
+    FROM unnest($1::uuid[], $2::int[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+      AS v(request, attempt, relayer, nonce, hash, raw, max_fee, priority_fee, gas_limit)
+    RETURNING id, transaction_hash`;
+
+/** Stores signed attempts (status queued) before anything is broadcast; the answer maps hash to id. */
+export function insertRelayAttemptsStatement(attempts: readonly NewRelayAttempt[]): Query<Map<string, string>> {
+  return query(
+    INSERT_RELAY_ATTEMPTS,
+    [
+      attempts.map((a) => a.sponsorshipRequestId),
+      attempts.map((a) => a.relayAttempt),
+      attempts.map((a) => a.relayerAddress),
+      attempts.map((a) => String(a.nonce)),
+      attempts.map((a) => a.transactionHash),
+      attempts.map((a) => a.rawTransaction),
+      attempts.map((a) => a.maxFeePerGas.toString()),
+      attempts.map((a) => a.maxPriorityFeePerGas.toString()),
+      attempts.map((a) => a.gasLimit.toString()),
+    ],
+    (rows) => new Map(rows.map((r) => [r.transaction_hash as string, r.id as string])),
+  );
+}
+
+/** Stores signed attempts (status queued) before anything is broadcast. Returns their ids by hash. */
+export async function insertRelayAttempts(tx: Executor, attempts: readonly NewRelayAttempt[]): Promise<Map<string, string>> {
+  if (attempts.length === 0) return new Map();
+  return run(tx, insertRelayAttemptsStatement(attempts));
 }
 
 /** approved -> relayed for requests whose first attempt has just been stored. */
-export async function markRequestsRelayed(tx: Executor, ids: readonly string[], actor: string, reason: string): Promise<number> {
-  if (ids.length === 0) return 0;
-  const result = await tx.execute(sql`
-    UPDATE sponsorship_requests SET status = 'relayed', relayed_at = now(), status_actor = ${actor}, status_reason = ${reason}
-    WHERE id IN ${list(ids)} AND status = 'approved'
-    RETURNING id`);
-  return result.length;
+const MARK_RELAYED = `
+    UPDATE sponsorship_requests SET status = 'relayed', relayed_at = now(), status_actor = $2, status_reason = $3
+    WHERE id = ANY($1::uuid[]) AND status = 'approved'
+    RETURNING id`;
+
+export function markRequestsRelayedStatement(ids: readonly string[], actor: string, reason: string): Query<number> {
+  return query(MARK_RELAYED, [ids, actor, reason], (rows) => rows.length);
 }
+
 
 /** Locks one request row (every transaction that adds an attempt or a fill for a request holds it). */
 export async function lockRequest(tx: Transaction, id: string): Promise<{ status: RequestStatus; attempts: number } | undefined> {
@@ -200,16 +256,23 @@ export async function countOpenAttempts(tx: Executor, id: string): Promise<numbe
 
 /* ------------------------------------------------ broadcast bookkeeping */
 
-/** queued -> submitted (first broadcast accepted) for relays and fills, by hash. */
-export async function markBroadcastAccepted(tx: Executor, hashes: readonly string[]): Promise<void> {
-  if (hashes.length === 0) return;
-  await tx.execute(sql`
+const RELAYS_SUBMITTED = `
     UPDATE relay_transactions SET status = 'submitted', submitted_at = COALESCE(submitted_at, now())
-    WHERE transaction_hash IN ${list(hashes)} AND status = 'queued'`);
-  await tx.execute(sql`
+    WHERE transaction_hash = ANY($1::text[]) AND status = 'queued'`;
+const FILLS_SUBMITTED = `
     UPDATE relayer_nonce_fills SET status = 'submitted', submitted_at = COALESCE(submitted_at, now())
-    WHERE transaction_hash IN ${list(hashes)} AND status = 'queued'`);
+    WHERE transaction_hash = ANY($1::text[]) AND status = 'queued'`;
+
+/** queued -> submitted (first broadcast accepted) for relay attempts, by hash. */
+export function markRelaysSubmittedStatement(hashes: readonly string[]): Query<undefined> {
+  return query(RELAYS_SUBMITTED, [hashes], none);
 }
+
+/** queued -> submitted (first broadcast accepted) for nonce fills, by hash. */
+export function markFillsSubmittedStatement(hashes: readonly string[]): Query<undefined> {
+  return query(FILLS_SUBMITTED, [hashes], none);
+}
+
 
 /* ------------------------------------------------------------------ confirm */
 
@@ -221,7 +284,6 @@ export type OpenNonceTransaction = {
   nonce: number;
   status: RelayStatus;
   transactionHash: Hex;
-  rawTransaction: Hex;
   maxFeePerGas: bigint;
   maxPriorityFeePerGas: bigint;
   createdAt: Date;
@@ -236,40 +298,17 @@ export type OpenNonceTransaction = {
   requestAttempts: number | null;
 };
 
-/**
- * Every stored transaction of the given relayers at a nonce where something is still queued or submitted
- * (a "nonce group": an attempt, its same-nonce replacements, a cancelling fill), ordered by relayer and nonce.
- */
-export async function listOpenNonceGroups(db: Executor, relayers: readonly string[], limit = 5_000): Promise<OpenNonceTransaction[]> {
-  if (relayers.length === 0) return [];
-  const rows = await db.execute<{
-    kind: "relay" | "fill";
-    id: string;
-    relayer_address: string;
-    nonce: string;
-    status: RelayStatus;
-    transaction_hash: string;
-    raw_transaction: string;
-    max_fee_per_gas: string;
-    max_priority_fee_per_gas: string;
-    created_at: Date;
-    submitted_age_ms: string | null;
-    sponsorship_request_id: string | null;
-    relay_attempt: number | null;
-    request_status: RequestStatus | null;
-    wallet_address: string | null;
-    request_attempts: number | null;
-  }>(sql`
+const OPEN_NONCE_GROUPS = `
     WITH open_nonces AS (
       (SELECT relayer_address, nonce FROM relay_transactions
-        WHERE status IN ('queued', 'submitted') AND relayer_address IN ${list(relayers)}
-        ORDER BY relayer_address, nonce LIMIT ${limit})
+        WHERE status IN ('queued', 'submitted') AND relayer_address = ANY($1::text[])
+        ORDER BY relayer_address, nonce LIMIT $2::int)
       UNION
       (SELECT relayer_address, nonce FROM relayer_nonce_fills
-        WHERE status IN ('queued', 'submitted') AND relayer_address IN ${list(relayers)}
-        ORDER BY relayer_address, nonce LIMIT ${limit})
+        WHERE status IN ('queued', 'submitted') AND relayer_address = ANY($1::text[])
+        ORDER BY relayer_address, nonce LIMIT $2::int)
     )
-    SELECT 'relay' AS kind, t.id, t.relayer_address, t.nonce, t.status, t.transaction_hash, t.raw_transaction,
+    SELECT 'relay' AS kind, t.id, t.relayer_address, t.nonce, t.status, t.transaction_hash,
       t.max_fee_per_gas, t.max_priority_fee_per_gas, t.created_at,
       floor(extract(epoch FROM now() - t.submitted_at) * 1000)::bigint AS submitted_age_ms,
       t.sponsorship_request_id, t.relay_attempt, r.status AS request_status, r.wallet_address,
@@ -279,7 +318,7 @@ export async function listOpenNonceGroups(db: Executor, relayers: readonly strin
     JOIN sponsorship_requests r ON r.id = t.sponsorship_request_id
     WHERE t.transaction_hash IS NOT NULL AND t.raw_transaction IS NOT NULL
     UNION ALL
-    SELECT 'fill' AS kind, f.id, f.relayer_address, f.nonce, f.status, f.transaction_hash, f.raw_transaction,
+    SELECT 'fill' AS kind, f.id, f.relayer_address, f.nonce, f.status, f.transaction_hash,
       f.max_fee_per_gas, f.max_priority_fee_per_gas, f.created_at,
       floor(extract(epoch FROM now() - f.submitted_at) * 1000)::bigint AS submitted_age_ms,
       f.sponsorship_request_id, NULL::int, r.status, r.wallet_address,
@@ -287,7 +326,32 @@ export async function listOpenNonceGroups(db: Executor, relayers: readonly strin
     FROM relayer_nonce_fills f
     JOIN open_nonces o ON o.relayer_address = f.relayer_address AND o.nonce = f.nonce
     LEFT JOIN sponsorship_requests r ON r.id = f.sponsorship_request_id
-    ORDER BY relayer_address, nonce, created_at`);
+    ORDER BY relayer_address, nonce, created_at`;
+
+/**
+ * Every stored transaction of the given relayers at a nonce where something is still queued or submitted
+ * (a "nonce group": an attempt, its same-nonce replacements, a cancelling fill), ordered by relayer and nonce.
+ * Without the raw bytes: `readRawTransactions` reads them for the few that are broadcast again.
+ */
+export async function listOpenNonceGroups(db: Executor, relayers: readonly string[], limit = 5_000): Promise<OpenNonceTransaction[]> {
+  if (relayers.length === 0) return [];
+  const rows = (await runStatement(db, { text: OPEN_NONCE_GROUPS, params: [relayers, limit] })) as {
+    kind: "relay" | "fill";
+    id: string;
+    relayer_address: string;
+    nonce: string;
+    status: RelayStatus;
+    transaction_hash: string;
+    max_fee_per_gas: string;
+    max_priority_fee_per_gas: string;
+    created_at: Date;
+    submitted_age_ms: string | null;
+    sponsorship_request_id: string | null;
+    relay_attempt: number | null;
+    request_status: RequestStatus | null;
+    wallet_address: string | null;
+    request_attempts: number | null;
+  }[];
   return rows.map((r) => ({
     kind: r.kind,
     id: r.id,
@@ -295,7 +359,6 @@ export async function listOpenNonceGroups(db: Executor, relayers: readonly strin
     nonce: Number(r.nonce),
     status: r.status,
     transactionHash: r.transaction_hash as Hex,
-    rawTransaction: r.raw_transaction as Hex,
     maxFeePerGas: BigInt(r.max_fee_per_gas),
     maxPriorityFeePerGas: BigInt(r.max_priority_fee_per_gas),
     createdAt: new Date(r.created_at),
@@ -308,59 +371,108 @@ export async function listOpenNonceGroups(db: Executor, relayers: readonly strin
   }));
 }
 
+const RAW_TRANSACTIONS = `
+    SELECT transaction_hash, raw_transaction FROM relay_transactions WHERE transaction_hash = ANY($1::text[]) AND raw_transaction IS NOT NULL
+    UNION ALL
+    SELECT transaction_hash, raw_transaction FROM relayer_nonce_fills WHERE transaction_hash = ANY($1::text[])`;
+
+/** The stored raw bytes of transactions, by hash (relays and fills). */
+export async function readRawTransactions(db: Executor, hashes: readonly string[]): Promise<Map<Hex, Hex>> {
+  if (hashes.length === 0) return new Map();
+  const rows = await runStatement(db, { text: RAW_TRANSACTIONS, params: [hashes] });
+  return new Map(rows.map((r) => [r.transaction_hash as Hex, r.raw_transaction as Hex]));
+}
+
 export type MinedRelay = { id: string; blockNumber: bigint; gasUsed: bigint };
 
 /**
  * A mined attempt becomes confirmed (from submitted, from queued when the worker died before recording the
  * broadcast, or from failed when it had been given up as stuck and replaced: whichever hash is mined wins).
  */
+const RELAYS_SUBMITTED_BY_ID = `
+    UPDATE relay_transactions SET status = 'submitted', submitted_at = COALESCE(submitted_at, now())
+    WHERE id = ANY($1::uuid[]) AND status = 'queued'`;
+const CONFIRM_RELAYS = `
+    UPDATE relay_transactions t SET status = 'confirmed', confirmed_at = now(), block_number = v.block, gas_used = v.gas::numeric
+    FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS v(id, block, gas)
+    WHERE t.id = v.id AND t.status IN ('submitted', 'failed')
+    RETURNING t.sponsorship_request_id`;
+
+/**
+ * `confirmRelays` as two statements to send together: the first records the broadcast of attempts still queued
+ * (the trigger allows queued -> submitted -> confirmed, not queued -> confirmed); the second answers the requests
+ * of the attempts it confirmed.
+ */
+export function confirmRelaysStatements(mined: readonly MinedRelay[]): [Query<undefined>, Query<string[]>] {
+  return [
+    query(RELAYS_SUBMITTED_BY_ID, [mined.map((m) => m.id)], none),
+    query(CONFIRM_RELAYS, [mined.map((m) => m.id), mined.map((m) => m.blockNumber.toString()), mined.map((m) => m.gasUsed.toString())], (rows) =>
+      rows.map((r) => r.sponsorship_request_id as string),
+    ),
+  ];
+}
+
 export async function confirmRelays(tx: Executor, mined: readonly MinedRelay[]): Promise<string[]> {
   if (mined.length === 0) return [];
-  const ids = mined.map((m) => m.id);
-  // The trigger allows queued -> submitted -> confirmed, not queued -> confirmed: record the broadcast first.
-  await tx.execute(sql`
-    UPDATE relay_transactions SET status = 'submitted', submitted_at = COALESCE(submitted_at, now())
-    WHERE id IN ${list(ids)} AND status = 'queued'`);
-  const rows = values(mined.map((m) => sql`(${m.id}::uuid, ${m.blockNumber.toString()}::bigint, ${m.gasUsed.toString()}::numeric)`));
-  const result = await tx.execute<{ sponsorship_request_id: string }>(sql`
-    UPDATE relay_transactions t SET status = 'confirmed', confirmed_at = now(), block_number = v.block, gas_used = v.gas
-    FROM (VALUES ${rows}) AS v(id, block, gas)
-    WHERE t.id = v.id AND t.status IN ('submitted', 'failed')
-    RETURNING t.sponsorship_request_id`);
-  return result.map((r) => r.sponsorship_request_id);
+  const [, requestIds] = await runQueries(tx, confirmRelaysStatements(mined));
+  return requestIds;
 }
 
 export type RelayFailure = { id: string; reason: string };
 
 /** queued/submitted -> failed with a readable reason. */
+const FAIL_RELAYS = `
+    UPDATE relay_transactions t SET status = 'failed', failed_at = now(), failure_reason = v.reason
+    FROM unnest($1::uuid[], $2::text[]) AS v(id, reason)
+    WHERE t.id = v.id AND t.status IN ('queued', 'submitted')
+    RETURNING t.id`;
+
+export function failRelaysStatement(failures: readonly RelayFailure[]): Query<number> {
+  return query(FAIL_RELAYS, [failures.map((f) => f.id), failures.map((f) => f.reason)], (rows) => rows.length);
+}
+
 export async function failRelays(tx: Executor, failures: readonly RelayFailure[]): Promise<number> {
   if (failures.length === 0) return 0;
-  const rows = values(failures.map((f) => sql`(${f.id}::uuid, ${f.reason})`));
-  const result = await tx.execute(sql`
-    UPDATE relay_transactions t SET status = 'failed', failed_at = now(), failure_reason = v.reason
-    FROM (VALUES ${rows}) AS v(id, reason)
-    WHERE t.id = v.id AND t.status IN ('queued', 'submitted')
-    RETURNING t.id`);
-  return result.length;
+  return run(tx, failRelaysStatement(failures));
 }
 
 /** relayed -> completed. Returns the requests moved. */
+const COMPLETE_REQUESTS = `
+    UPDATE sponsorship_requests r SET status = 'completed', completed_at = now(), status_actor = $2, status_reason = $3
+    WHERE r.id = ANY($1::uuid[]) AND r.status = 'relayed'
+    RETURNING ${TIMES}`;
+const COMPLETE_REQUESTS_OF_CONFIRMED = `
+    UPDATE sponsorship_requests r SET status = 'completed', completed_at = now(), status_actor = $2, status_reason = $3
+    WHERE r.id IN (SELECT t.sponsorship_request_id FROM relay_transactions t WHERE t.id = ANY($1::uuid[]) AND t.status = 'confirmed')
+      AND r.status = 'relayed'
+    RETURNING ${TIMES}`;
+
 export async function completeRequests(tx: Executor, ids: readonly string[], actor: string, reason: string): Promise<RequestTimes[]> {
   if (ids.length === 0) return [];
-  const result = await tx.execute<RequestTimesRow>(sql`
-    UPDATE sponsorship_requests r SET status = 'completed', completed_at = now(), status_actor = ${actor}, status_reason = ${reason}
-    WHERE r.id IN ${list(ids)} AND r.status = 'relayed'
-    RETURNING ${TIMES}`);
-  return result.map(toTimes);
+  return run(tx, query(COMPLETE_REQUESTS, [ids, actor, reason], (rows) => rows.map(toTimes)));
+}
+
+/**
+ * relayed -> completed for the requests of the given attempts that are confirmed: sent behind
+ * `confirmRelaysStatements` in the same transaction, it completes exactly the requests whose attempt that
+ * statement confirmed (or had confirmed before), without waiting for its answer.
+ */
+export function completeRequestsOfConfirmedStatement(relayIds: readonly string[], actor: string, reason: string): Query<RequestTimes[]> {
+  return query(COMPLETE_REQUESTS_OF_CONFIRMED, [relayIds, actor, reason], (rows) => rows.map(toTimes));
+}
+
+const FAIL_REQUEST = `
+    UPDATE sponsorship_requests r SET status = 'failed', failed_at = now(), failure_reason = $3, status_actor = $2, status_reason = $3
+    WHERE r.id = $1::uuid AND r.status = 'relayed'
+    RETURNING ${TIMES}`;
+
+export function failRequestStatement(id: string, actor: string, reason: string): Query<RequestTimes | undefined> {
+  return query(FAIL_REQUEST, [id, actor, reason], (rows) => (rows[0] ? toTimes(rows[0]) : undefined));
 }
 
 /** relayed -> failed, with the reason shown to clients. Returns the request, or undefined when not relayed. */
-export async function failRequest(tx: Executor, id: string, actor: string, reason: string): Promise<RequestTimes | undefined> {
-  const [row] = await tx.execute<RequestTimesRow>(sql`
-    UPDATE sponsorship_requests r SET status = 'failed', failed_at = now(), failure_reason = ${reason}, status_actor = ${actor}, status_reason = ${reason}
-    WHERE r.id = ${id} AND r.status = 'relayed'
-    RETURNING ${TIMES}`);
-  return row ? toTimes(row) : undefined;
+export function failRequest(tx: Executor, id: string, actor: string, reason: string): Promise<RequestTimes | undefined> {
+  return run(tx, failRequestStatement(id, actor, reason));
 }
 
 /* ---------------------------------------------------------------- fills */
@@ -395,14 +507,19 @@ export async function confirmNonceFill(tx: Executor, id: string, blockNumber: bi
     WHERE id = ${id} AND status IN ('submitted', 'failed')`);
 }
 
+// A fill's `reason` says why it was sent; why it failed is appended.
+const FAIL_NONCE_FILLS = `
+    UPDATE relayer_nonce_fills f SET status = 'failed', resolved_at = now(), reason = f.reason || ' | failed: ' || v.reason
+    FROM unnest($1::uuid[], $2::text[]) AS v(id, reason)
+    WHERE f.id = v.id AND f.status IN ('queued', 'submitted')`;
+
+export function failNonceFillsStatement(failures: readonly RelayFailure[]): Query<undefined> {
+  return query(FAIL_NONCE_FILLS, [failures.map((f) => f.id), failures.map((f) => f.reason)], none);
+}
+
 export async function failNonceFills(tx: Executor, failures: readonly RelayFailure[]): Promise<void> {
   if (failures.length === 0) return;
-  const rows = values(failures.map((f) => sql`(${f.id}::uuid, ${f.reason})`));
-  // A fill's `reason` says why it was sent; why it failed is appended.
-  await tx.execute(sql`
-    UPDATE relayer_nonce_fills f SET status = 'failed', resolved_at = now(), reason = f.reason || ' | failed: ' || v.reason
-    FROM (VALUES ${rows}) AS v(id, reason)
-    WHERE f.id = v.id AND f.status IN ('queued', 'submitted')`);
+  await run(tx, failNonceFillsStatement(failures));
 }
 
 /* ------------------------------------------------------------ queue depth */
@@ -418,11 +535,12 @@ export async function countOpenRequests(db: Executor): Promise<QueueDepths> {
 }
 
 /** Relay attempts queued or submitted, over every relayer: each will take `amount` from the treasury if mined. */
-export async function countOpenRelays(db: Executor): Promise<number> {
-  const [row] = await db.execute<{ n: number }>(sql`
-    SELECT count(*)::int AS n FROM relay_transactions WHERE status IN ('queued', 'submitted')`);
-  return row?.n ?? 0;
+const COUNT_OPEN_RELAYS = `SELECT count(*)::int AS n FROM relay_transactions WHERE status IN ('queued', 'submitted')`;
+
+export function countOpenRelaysStatement(): Query<number> {
+  return query(COUNT_OPEN_RELAYS, [], (rows) => (rows[0]?.n as number | undefined) ?? 0);
 }
+
 
 /** The relay attempt that sent `hash` (any status), with its request. */
 export async function findRelayByHash(db: Executor, hash: string): Promise<{ id: string; sponsorshipRequestId: string; status: RelayStatus } | undefined> {

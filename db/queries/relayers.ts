@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Executor, Transaction } from "./executor";
+import { runStatement, type Query } from "./pipelined";
 
 /**
  * Relayer accounts and their nonce leases. A relayer's nonce sequence is owned by exactly one worker at a time:
@@ -93,29 +94,43 @@ export async function releaseRelayerLeases(db: Executor, owner: string, addresse
  * Locks the relayer rows `owner` still leases, for a transaction that assigns nonces; returns their next nonces.
  * A relayer missing from the answer has been taken over: the caller must not use it.
  */
+const LOCK_LEASED = `
+    SELECT address, next_nonce FROM relayer_accounts
+    WHERE address = ANY($1::text[]) AND lease_owner = $2
+    ORDER BY address
+    FOR UPDATE`;
+
+/** `lockLeasedRelayers` as a statement to send with others. */
+export function lockLeasedRelayersStatement(owner: string, addresses: readonly Address[]): Query<Map<Address, number>> {
+  return {
+    text: LOCK_LEASED,
+    params: [addresses, owner],
+    parse: (rows) => new Map(rows.map((r) => [r.address as Address, Number(r.next_nonce)])),
+  };
+}
+
 export async function lockLeasedRelayers(tx: Transaction, owner: string, addresses: readonly Address[]): Promise<Map<Address, number>> {
   if (addresses.length === 0) return new Map();
-  const rows = await tx.execute<{ address: string; next_nonce: string }>(sql`
-    SELECT address, next_nonce FROM relayer_accounts
-    WHERE address IN ${list(addresses)} AND lease_owner = ${owner}
-    ORDER BY address
-    FOR UPDATE`);
-  return new Map(rows.map((r) => [r.address as Address, Number(r.next_nonce)]));
+  const q = lockLeasedRelayersStatement(owner, addresses);
+  return q.parse(await runStatement(tx, q));
 }
 
 /** Records the next nonces after a transaction assigned some (only where `owner` still holds the lease). */
+const SET_NEXT_NONCES = `
+    UPDATE relayer_accounts a SET next_nonce = v.nonce, updated_at = now()
+    FROM unnest($1::text[], $2::bigint[]) AS v(address, nonce)
+    WHERE a.address = v.address AND a.lease_owner = $3
+    RETURNING a.address`;
+
+/** `setRelayerNextNonces` as a statement to send with others; answers the number of relayers updated. */
+export function setRelayerNextNoncesStatement(owner: string, next: ReadonlyMap<Address, number>): Query<number> {
+  return { text: SET_NEXT_NONCES, params: [[...next.keys()], [...next.values()].map(String), owner], parse: (rows) => rows.length };
+}
+
 export async function setRelayerNextNonces(tx: Executor, owner: string, next: ReadonlyMap<Address, number>): Promise<number> {
   if (next.size === 0) return 0;
-  const rows = sql.join(
-    [...next].map(([address, nonce]) => sql`(${address}, ${nonce}::bigint)`),
-    sql`, `,
-  );
-  const result = await tx.execute(sql`
-    UPDATE relayer_accounts a SET next_nonce = v.nonce, updated_at = now()
-    FROM (VALUES ${rows}) AS v(address, nonce)
-    WHERE a.address = v.address AND a.lease_owner = ${owner}
-    RETURNING a.address`);
-  return result.length;
+  const q = setRelayerNextNoncesStatement(owner, next);
+  return q.parse(await runStatement(tx, q));
 }
 
 /** The highest nonce this service ever stored for the relayer (relay attempts and fills), or -1. */

@@ -1,0 +1,92 @@
+import type postgres from "postgres";
+import type { Database } from "@/db/client";
+import type { Executor } from "./executor";
+
+/**
+ * The worker's statements as fixed texts (lists travel as array parameters, so the text never depends on a batch's
+ * size) run as named prepared statements: parsed and described once per connection, then only bound and executed.
+ * Drizzle's `execute` sends each statement unnamed, which costs a describe round trip and a parse and plan on the
+ * server every time; and VALUES/IN lists built per batch made every batch size a new statement text.
+ *
+ * `pipelinedTransaction` sends BEGIN with the first statements and COMMIT with the last ones: statements that do
+ * not depend on each other's answers leave together on one connection (pipelined: still executed one after the
+ * other, each seeing what the previous ones did), so a transaction costs one round trip per decision the client
+ * makes rather than one per statement.
+ */
+
+export type Row = Record<string, unknown>;
+/** A statement whose text is built once; only the parameters vary. */
+export type Statement = { text: string; params: readonly unknown[] };
+
+function clientOf(db: Executor): postgres.Sql {
+  // Drizzle keeps its session public at runtime but not in its types; the session holds the postgres.js client
+  // (the pool, or the transaction's connection).
+  return (db as unknown as { session: { client: postgres.Sql } }).session.client;
+}
+
+function send(client: postgres.Sql | postgres.ReservedSql, statement: Statement): Promise<Row[]> {
+  return client.unsafe<Row[]>(statement.text, statement.params as postgres.ParameterOrJSON<never>[], { prepare: true }).then((rows) => rows);
+}
+
+/** Runs statements (together: pipelined inside a transaction, on any free connection otherwise); rows of each. */
+export function runStatements(db: Executor, statements: readonly Statement[]): Promise<Row[][]> {
+  const client = clientOf(db);
+  return Promise.all(statements.map((s) => send(client, s)));
+}
+
+export async function runStatement(db: Executor, statement: Statement): Promise<Row[]> {
+  return send(clientOf(db), statement);
+}
+
+/** A statement whose answer is mapped: `parse` gets its rows. */
+export type Query<T> = Statement & { parse: (rows: Row[]) => T };
+
+export type PipelinedTransaction = {
+  /** Sends the statements together (after BEGIN, the first time) and waits for every answer. */
+  run: (statements: readonly Statement[]) => Promise<Row[][]>;
+  /** Sends the statements together with COMMIT; the transaction is over when this resolves. */
+  commit: (statements?: readonly Statement[]) => Promise<Row[][]>;
+};
+
+type Answers<T extends readonly Query<unknown>[]> = { -readonly [K in keyof T]: T[K] extends Query<infer R> ? R : never };
+
+/** `tx.run` (or `tx.commit` with `commit`) for queries, each answer parsed. */
+export async function sendQueries<const T extends readonly Query<unknown>[]>(
+  tx: PipelinedTransaction,
+  queries: T,
+  options: { commit?: boolean } = {},
+): Promise<Answers<T>> {
+  const answers = await (options.commit ? tx.commit(queries) : tx.run(queries));
+  return queries.map((q, i) => q.parse(answers[i]!)) as Answers<T>;
+}
+
+/**
+ * A transaction on one reserved connection whose statements leave in batches (see above). `body` may end it with
+ * `commit(last statements)`; otherwise it is committed after `body` returns. Any failure rolls it back and is
+ * thrown; a statement that fails in a batch aborts the transaction, so a COMMIT sent behind it commits nothing.
+ */
+export async function pipelinedTransaction<T>(db: Database, body: (tx: PipelinedTransaction) => Promise<T>): Promise<T> {
+  const connection = await db.$client.reserve();
+  const tx: { state: "new" | "open" | "done" } = { state: "new" };
+  const batch = async (statements: readonly Statement[], commit: boolean): Promise<Row[][]> => {
+    if (tx.state === "done") throw new Error("pipelined transaction already committed");
+    // postgres.js queries are lazy (sent when awaited): BEGIN is started first so it leaves first.
+    const begin = tx.state === "new" ? connection.unsafe("BEGIN").then(() => []) : undefined;
+    tx.state = "open";
+    const sent = statements.map((s) => send(connection, s));
+    const end = commit ? connection.unsafe("COMMIT").then(() => []) : undefined;
+    const answers = await Promise.all([...(begin ? [begin] : []), ...sent, ...(end ? [end] : [])]);
+    if (commit) tx.state = "done";
+    return answers.slice(begin ? 1 : 0, (begin ? 1 : 0) + statements.length);
+  };
+  try {
+    const result = await body({ run: (statements) => batch(statements, false), commit: (statements = []) => batch(statements, true) });
+    if (tx.state === "open") await batch([], true);
+    return result;
+  } catch (error) {
+    if (tx.state === "open") await connection.unsafe("ROLLBACK").catch(() => {});
+    throw error;
+  } finally {
+    connection.release();
+  }
+}
