@@ -5,6 +5,7 @@ import next from "next";
 import { pruneRateLimitHits } from "@/db/queries/rate-limits";
 import { appDb, closeAppDb } from "@/lib/http/app-context";
 import { CLIENT_IP_HEADER, resolveClientIp } from "@/lib/http/client-ip";
+import { corsHeaders, corsVerdict } from "@/lib/http/cors";
 import { problemBody, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
 import { ConfigError, getConfig, type Config } from "@/lib/config";
@@ -92,6 +93,15 @@ async function main(): Promise<void> {
     res.setHeader("X-Request-Id", requestId);
     if (stopping) res.setHeader("Connection", "close");
     if (!pathDecodes(req.url)) {
+      // Answered here, before Next: the same CORS rules as the route handlers (lib/http/route.ts).
+      const header = (name: string) => (typeof req.headers[name] === "string" ? (req.headers[name] as string) : null);
+      const verdict = corsVerdict(header("origin"), header("host"), config.corsOrigins);
+      res.setHeader("Vary", "Origin");
+      if (verdict.kind === "denied") {
+        sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);
+        return;
+      }
+      if (verdict.kind === "allowed") for (const [name, value] of Object.entries(corsHeaders(verdict.origin))) res.setHeader(name, value);
       sendProblem(res, "invalid_path", "The path contains a malformed percent-escape", requestId);
       return;
     }

@@ -218,6 +218,11 @@ test.describe.serial("the API over real HTTP", () => {
     await expectProblem(await request.get("/no/such/endpoint"), 404, "not_found");
     await expectProblem(await request.get("/wallets/%ZZ"), 400, "invalid_path");
     await expectProblem(await request.get("/wallets/0x12"), 400, "invalid_address");
+    // Answered before Next, with the same CORS rules: the own origin may read it, a foreign one is refused.
+    const own = await request.get("/wallets/%ZZ", { headers: { origin: E2E.baseURL } });
+    await expectProblem(own, 400, "invalid_path");
+    expect(own.headers()["access-control-allow-origin"]).toBe(E2E.baseURL);
+    await expectProblem(await request.get("/wallets/%ZZ", { headers: { origin: "https://evil.example" } }), 403, "origin_not_allowed");
   });
 
   test("GET /openapi.json serves the OpenAPI 3.1 document", async ({ request }) => {

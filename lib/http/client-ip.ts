@@ -26,6 +26,8 @@ export function normalizeIp(input: string | undefined | null): string | undefine
   if (bracketed) value = bracketed[1]!;
   // "v4:port"
   else if (/^\d{1,3}(?:\.\d{1,3}){3}:\d+$/.test(value)) value = value.slice(0, value.lastIndexOf(":"));
+  // The common case first: a socket of a dual-stack server reports IPv4 peers as "::ffff:a.b.c.d".
+  if (value.startsWith("::ffff:") && isIP(value.slice(7)) === 4) return value.slice(7);
   const zone = value.indexOf("%");
   if (zone !== -1) value = value.slice(0, zone);
   const version = isIP(value);
