@@ -12,13 +12,28 @@ const TICK_MS = 10; // CLK_TCK is 100 on Linux
 export type CpuGroups = Record<string, () => number[]>;
 export type CpuSnapshot = Map<string, Map<number, number>>;
 
+/** A pid whose reaped children count too (the postmaster: backends and autovacuum workers that came and went). */
+type WithChildren = number;
+const reapedToo = new Set<WithChildren>();
+
 function ticks(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of the full line)
+    // utime, stime (fields 14 and 15 of the full line); cutime, cstime (16, 17): children waited for.
+    const own = Number(fields[11]) + Number(fields[12]);
+    return reapedToo.has(pid) ? own + Number(fields[13]) + Number(fields[14]) : own;
   } catch {
     return undefined;
+  }
+}
+
+/** Client sessions ("postgres: user db host(port) state") vs the server's own processes. */
+function isPostgresSession(pid: number): boolean {
+  try {
+    return /^postgres: \S+ \S+ [^ ]+\(\d+\)/.test(readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " "));
+  } catch {
+    return false;
   }
 }
 
@@ -50,9 +65,17 @@ export function stackCpuGroups(dataDir: string, pids: () => Record<string, numbe
   return {
     web: () => [pids().web].filter((p): p is number => p !== undefined),
     worker: () => [pids().worker].filter((p): p is number => p !== undefined),
+    // Sessions (the connections' backends) apart from the server's own work (postmaster, WAL writer, checkpointer,
+    // autovacuum, I/O workers, and every child that exited meanwhile, through the postmaster's reaped-children time).
     postgres: () => {
       const pm = postmaster();
-      return pm ? [pm, ...childrenOf(pm)] : [];
+      return pm ? childrenOf(pm).filter(isPostgresSession) : [];
+    },
+    "postgres (server)": () => {
+      const pm = postmaster();
+      if (!pm) return [];
+      reapedToo.add(pm);
+      return [pm, ...childrenOf(pm).filter((pid) => !isPostgresSession(pid))];
     },
     anvil: () => [readPidFile(path.join(dataDir, "anvil", "anvil.pid"))].filter((p): p is number => p !== undefined),
     bench: () => [process.pid],

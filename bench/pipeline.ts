@@ -18,6 +18,8 @@ export type PipelineResult = {
   mode: "burst" | "paced";
   requests: number;
   offeredPerSecond: number | null;
+  /** Requests in flight at most ("burst"). */
+  concurrency: number | null;
   submitSeconds: number;
   /** First requestedAt to last completedAt. */
   totalSeconds: number;
@@ -31,6 +33,8 @@ export type PipelineResult = {
   /** CPU milliseconds per request by part of the stack, submission to last completion. */
   cpuMsPerRequest?: Record<string, number>;
 };
+
+const DEFAULT_BURST_CONCURRENCY = 256;
 
 type Row = {
   id: string;
@@ -67,7 +71,7 @@ export async function measurePipeline(options: {
     const t0 = performance.now();
     let ids: string[];
     if (options.mode === "burst") {
-      ids = await mapConcurrent(wallets, options.concurrency ?? 64, (w, i) => requestSponsorship(urlFor(i), w));
+      ids = await mapConcurrent(wallets, options.concurrency ?? DEFAULT_BURST_CONCURRENCY, (w, i) => requestSponsorship(urlFor(i), w));
     } else {
       const rate = options.rate ?? 200;
       ids = await Promise.all(
@@ -135,6 +139,7 @@ export async function measurePipeline(options: {
       mode: options.mode,
       requests: n,
       offeredPerSecond: options.mode === "paced" ? (options.rate ?? 200) : null,
+      concurrency: options.mode === "burst" ? (options.concurrency ?? DEFAULT_BURST_CONCURRENCY) : null,
       submitSeconds,
       totalSeconds: (last - first) / 1000,
       completedPerSecond: completed.length / ((last - first) / 1000),

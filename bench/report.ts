@@ -172,7 +172,7 @@ export function renderMarkdown(report: BenchReport): string {
       for (const r of runs) {
         const share = c.ceiling ? r.completedPerSecond / c.ceiling.perSecond : undefined;
         out.push(
-          `| ${r.mode} | ${r.requests} | ${r.offeredPerSecond ?? "all at once"} | ${f(r.completedPerSecond)} | ${pct(share)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p95)} | ${f(r.latencyMs.p99)} | ${f(r.stageMsP50.review)} / ${f(r.stageMsP50.queue)} / ${f(r.stageMsP50.confirm)} | ${Object.entries(r.statuses).map(([k, v]) => `${k} ${v}`).join(", ")} | ${r.relayAttempts.total} | ${r.onChain.sponsoredEvents} | ${r.onChain.walletsPaidTwice} | ${cpu(r.cpuMsPerRequest)} |`,
+          `| ${r.mode} | ${r.requests} | ${r.offeredPerSecond ?? `all at once (${r.concurrency ?? "?"} in flight)`} | ${f(r.completedPerSecond)} | ${pct(share)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p95)} | ${f(r.latencyMs.p99)} | ${f(r.stageMsP50.review)} / ${f(r.stageMsP50.queue)} / ${f(r.stageMsP50.confirm)} | ${Object.entries(r.statuses).map(([k, v]) => `${k} ${v}`).join(", ")} | ${r.relayAttempts.total} | ${r.onChain.sponsoredEvents} | ${r.onChain.walletsPaidTwice} | ${cpu(r.cpuMsPerRequest)} |`,
         );
       }
       const gas = runs.find((r) => r.gasUsed)?.gasUsed;

@@ -22,7 +22,8 @@ import { freePort } from "@/test/ports";
  * in one run so the ratios hold on a noisy machine; prints a table and writes bench/results/.
  *
  * Settings (environment): BENCH_PHASES (default "http,pipeline1,pipeline0,growth,scaleout"), BENCH_REQUESTS
- * (1000), BENCH_PACED_RATE (200), BENCH_SECONDS (5) x BENCH_ROUNDS (3), BENCH_CONNECTIONS (32), BENCH_GROWTH
+ * (1000), BENCH_PACED_RATE (200), BENCH_SECONDS (5) x BENCH_ROUNDS (3), BENCH_CONNECTIONS (32), BENCH_BURST_CONCURRENCY
+ * (256 requests in flight in the pipeline's all-at-once run), BENCH_GROWTH
  * ("1000,100000,1000000"), BENCH_URL (+ BENCH_DATABASE_URL, BENCH_RPC_URL, BENCH_DATA_DIR) for a running stack.
  */
 
@@ -36,6 +37,8 @@ const settings = {
   seconds: int(env.BENCH_SECONDS, 5),
   rounds: int(env.BENCH_ROUNDS, 3),
   connections: int(env.BENCH_CONNECTIONS, 32),
+  /** Requests in flight in the pipeline's "all at once" run (the ceiling sends its 1,000 up front). */
+  burstConcurrency: int(env.BENCH_BURST_CONCURRENCY, 256),
   growth: (env.BENCH_GROWTH ?? "1000,100000,1000000").split(",").map(Number).filter((n) => n > 0),
   ceilingRelayers: int(env.BENCH_CEILING_RELAYERS, 4),
 };
@@ -157,7 +160,7 @@ async function runChain(stack: Stack, blockTime: number): Promise<ChainRun> {
     requests: settings.requests,
     cpu: stack.cpu,
   };
-  run.burst = await measurePipeline({ ...common, mode: "burst" });
+  run.burst = await measurePipeline({ ...common, mode: "burst", concurrency: settings.burstConcurrency });
   note(`pipeline burst at ${blockTime}-s blocks: ${Math.round(run.burst.completedPerSecond)}/s, p50 ${Math.round(run.burst.latencyMs.p50)} ms`);
   run.paced = await measurePipeline({ ...common, mode: "paced", rate: settings.pacedRate });
   note(`pipeline paced at ${blockTime}-s blocks: ${Math.round(run.paced.completedPerSecond)}/s, p50 ${Math.round(run.paced.latencyMs.p50)} ms`);
@@ -184,7 +187,7 @@ async function runScaleOut(stack: Stack, logDir: string): Promise<ScaleOutResult
     treasury: stack.treasuryAddress!,
     requests: settings.requests,
   };
-  const singlePipeline = await measurePipeline({ ...common, baseUrls: [stack.url], mode: "burst", cpu: stack.cpu });
+  const singlePipeline = await measurePipeline({ ...common, baseUrls: [stack.url], mode: "burst", concurrency: settings.burstConcurrency, cpu: stack.cpu });
 
   const port2 = await freePort();
   note(`scale-out: a second web server on ${port2} and a second worker`);
@@ -237,7 +240,7 @@ async function runScaleOut(stack: Stack, logDir: string): Promise<ScaleOutResult
 
     // Pipeline: requests spread over both web servers, relayed by both workers.
     await bothLease();
-    const pipeline = await measurePipeline({ ...common, baseUrls: [stack.url, url2], mode: "burst", cpu });
+    const pipeline = await measurePipeline({ ...common, baseUrls: [stack.url, url2], mode: "burst", concurrency: settings.burstConcurrency, cpu });
     const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
     return {
       single: { postRequestPerSec: mean(single), pipelinePerSec: singlePipeline.completedPerSecond, pipeline: singlePipeline },
@@ -316,7 +319,7 @@ async function main(): Promise<void> {
       save();
       if (stack.databaseUrl && stack.rpcUrl && stack.treasuryAddress && (has("pipeline1") || has("pipeline0"))) {
         const common = { baseUrls: [stack.url], databaseUrl: stack.databaseUrl, rpcUrl: stack.rpcUrl, treasury: stack.treasuryAddress, requests: settings.requests };
-        report.chains.push({ blockTime: -1, burst: await measurePipeline({ ...common, mode: "burst" }) });
+        report.chains.push({ blockTime: -1, burst: await measurePipeline({ ...common, mode: "burst", concurrency: settings.burstConcurrency }) });
         report.notes.push("Attached to BENCH_URL: the chain's block time is whatever that stack runs (shown as -1); no ceiling.");
       }
     } else {
