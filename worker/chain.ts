@@ -12,6 +12,7 @@ import {
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, type ChainPublicClient } from "@/lib/chain/clients";
 import { uuidToBytes16 } from "@/lib/chain/ids";
+import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
 import { readTreasuryState, type TreasuryState } from "@/lib/chain/treasury";
 
@@ -177,6 +178,9 @@ export class WorkerChain {
       chainId: options.chainId,
       timeoutMs: options.timeoutMs ?? 5_000,
       retryCount: 0,
+      // node:http with keep-alive instead of the global fetch: a fraction of the CPU per JSON-RPC request.
+      fetchFn: createNodeFetch(),
+      maxResponseBodySize: false,
     }).publicClient;
     this.chainId = options.chainId;
     this.registryAddress = options.registryAddress;

@@ -33,6 +33,10 @@ export type ChainClientOptions = {
    * tick share a request. A few milliseconds gather calls from concurrent HTTP requests (the eligibility check).
    */
   batchWaitMs?: number;
+  /** The transport's `fetch` (default: the global one), e.g. lib/chain/node-fetch.ts. */
+  fetchFn?: typeof fetch;
+  /** The transport's cap on an answer's size (viem's default 10 MB); `false` when `fetchFn` enforces its own. */
+  maxResponseBodySize?: number | false;
 };
 
 export type ChainPublicClient = PublicClient<HttpTransport, Chain | undefined>;
@@ -68,6 +72,8 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
     batch: { batchSize: 200, wait: options.batchWaitMs ?? 0 },
     timeout: options.timeoutMs ?? 10_000,
     retryCount: options.retryCount ?? 3,
+    ...(options.fetchFn ? { fetchFn: options.fetchFn } : {}),
+    ...(options.maxResponseBodySize !== undefined ? { maxResponseBodySize: options.maxResponseBodySize } : {}),
   });
   const chain: Chain | undefined = options.chainId === undefined ? undefined : chainFromId(options.chainId, rpcUrl);
   const publicClient: ChainPublicClient = createPublicClient({ transport, chain, pollingInterval });
