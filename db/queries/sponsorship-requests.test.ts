@@ -67,3 +67,64 @@ describe("create_sponsorship_request", () => {
     });
   }
 });
+
+describe("create_sponsorship_request's plans", () => {
+  type IndexReads = Record<string, number>;
+  const watched = ["sponsorship_requests_queue_idx", "sponsorship_requests_requested_at_idx", "sponsorship_requests_wallet_history_idx"];
+
+  async function indexReads(connection: { unsafe: typeof t.db.$client.unsafe }): Promise<IndexReads> {
+    await connection.unsafe("SELECT pg_stat_force_next_flush()");
+    await connection.unsafe("SELECT pg_stat_clear_snapshot()");
+    const rows = await connection.unsafe<{ name: string; reads: string }[]>(
+      "SELECT indexrelname AS name, idx_tup_read::text AS reads FROM pg_stat_user_indexes WHERE indexrelname = ANY($1::text[])",
+      [watched],
+    );
+    return Object.fromEntries(rows.map((r) => [r.name, Number(r.reads)]));
+  }
+
+  it("reads only the wallet's own requests, not the open queue or the replay window, with statistics older than the rows", async () => {
+    const sql = t.db.$client;
+    const prefix = crypto.randomUUID().replaceAll("-", "").slice(0, 8);
+    const address = (kind: string, i: number) => `0x${prefix}${kind}${i.toString(16).padStart(31, "0")}`;
+    // Statistics taken while every request was finished and old, as after a quiet night...
+    await sql.begin(async (tx) => {
+      await tx.unsafe("SET LOCAL session_replication_role = replica");
+      await tx.unsafe(
+        `INSERT INTO wallets (wallet_address) SELECT '0x${prefix}a' || lpad(to_hex(g), 31, '0') FROM generate_series(0, 199) g`,
+      );
+      await tx.unsafe(
+        `INSERT INTO sponsorship_requests (id, wallet_id, wallet_address, ip_address, status, requested_at, failed_at)
+         SELECT gen_random_uuid(), w.id, w.wallet_address, '192.0.2.1', 'failed', now() - interval '1 day', now() - interval '1 day'
+         FROM wallets w WHERE w.wallet_address LIKE '0x${prefix}a%'`,
+      );
+    });
+    await sql.unsafe("ANALYZE sponsorship_requests");
+    // ...then a busy hour: 400 open requests, all inside the replay window.
+    await sql.unsafe(`INSERT INTO wallets (wallet_address) SELECT '0x${prefix}b' || lpad(to_hex(g), 31, '0') FROM generate_series(0, 400) g`);
+    for (let i = 0; i < 400; i += 50) {
+      const batch = Array.from({ length: 50 }, (_, k) => i + k);
+      const results = await Promise.all(batch.map((n) => createRequestInDatabase(t.db, { ...input(`203.0.113.${n % 250}`, address("b", n)), ipLimit: 1000 })));
+      expect(results.every((r) => "outcome" in r && r.outcome === "created")).toBe(true);
+    }
+
+    const connection = await sql.reserve();
+    try {
+      const before = await indexReads(connection);
+      const [row] = await connection.unsafe<{ result: { outcome?: string } }[]>(
+        "SELECT create_sponsorship_request($1::text, $2::text, $3::timestamptz, $4::int, $5::int, $6::timestamptz, $7::timestamptz, $8::int, $9::text, $10::text, $11::uuid, $12::text, $13::boolean) AS result",
+        (() => {
+          const i = input("198.18.0.1", address("b", 400));
+          return [i.ip, i.address, i.now.toISOString(), 10, 5, i.windowStart.toISOString(), i.replayStart.toISOString(), 15, "ip", "wallet", i.requestId, null, null];
+        })(),
+      );
+      expect(row!.result.outcome).toBe("created");
+      const after = await indexReads(connection);
+      const read = (name: string) => after[name]! - before[name]!;
+      expect(read("sponsorship_requests_queue_idx")).toBe(0);
+      expect(read("sponsorship_requests_requested_at_idx")).toBe(0);
+      expect(read("sponsorship_requests_wallet_history_idx")).toBeLessThan(10);
+    } finally {
+      connection.release();
+    }
+  });
+});
