@@ -24,17 +24,35 @@ function clientOf(db: Executor): postgres.Sql {
   return (db as unknown as { session: { client: postgres.Sql } }).session.client;
 }
 
+/**
+ * postgres.js refuses an undefined parameter (or array element) on the client, without sending the statement: the
+ * server's transaction is then not aborted, so statements pipelined behind it, and a COMMIT, still run (a partial
+ * commit), and once the statements are prepared on the connection postgres.js rejects the wrong query and its
+ * answers go out of step (the transaction never settles). Checked for a whole batch before any of it is sent.
+ */
+function assertSendable(statements: readonly Statement[]): void {
+  for (const s of statements) {
+    for (const [i, p] of s.params.entries()) {
+      if (p === undefined || (Array.isArray(p) && p.includes(undefined))) {
+        throw new TypeError(`undefined value in parameter $${i + 1} of: ${s.text.trim().replace(/\s+/g, " ").slice(0, 80)}`);
+      }
+    }
+  }
+}
+
 function send(client: postgres.Sql | postgres.ReservedSql, statement: Statement): Promise<Row[]> {
   return client.unsafe<Row[]>(statement.text, statement.params as postgres.ParameterOrJSON<never>[], { prepare: true }).then((rows) => rows);
 }
 
 /** Runs statements (together: pipelined inside a transaction, on any free connection otherwise); rows of each. */
-export function runStatements(db: Executor, statements: readonly Statement[]): Promise<Row[][]> {
+export async function runStatements(db: Executor, statements: readonly Statement[]): Promise<Row[][]> {
   const client = clientOf(db);
+  assertSendable(statements);
   return Promise.all(statements.map((s) => send(client, s)));
 }
 
 export async function runStatement(db: Executor, statement: Statement): Promise<Row[]> {
+  assertSendable([statement]);
   return send(clientOf(db), statement);
 }
 
@@ -70,6 +88,7 @@ export async function pipelinedTransaction<T>(db: Database, body: (tx: Pipelined
   const tx: { state: "new" | "open" | "done" } = { state: "new" };
   const batch = async (statements: readonly Statement[], commit: boolean): Promise<Row[][]> => {
     if (tx.state === "done") throw new Error("pipelined transaction already committed");
+    assertSendable(statements);
     // postgres.js queries are lazy (sent when awaited): BEGIN is started first so it leaves first.
     const begin = tx.state === "new" ? connection.unsafe("BEGIN").then(() => []) : undefined;
     tx.state = "open";
