@@ -1,6 +1,7 @@
 import type postgres from "postgres";
 import type { Database } from "@/db/client";
 import type { Executor } from "./executor";
+import { clientOf } from "./prepared";
 
 /**
  * The worker's statements as fixed texts (lists travel as array parameters, so the text never depends on a batch's
@@ -17,12 +18,6 @@ import type { Executor } from "./executor";
 export type Row = Record<string, unknown>;
 /** A statement whose text is built once; only the parameters vary. */
 export type Statement = { text: string; params: readonly unknown[] };
-
-function clientOf(db: Executor): postgres.Sql {
-  // Drizzle keeps its session public at runtime but not in its types; the session holds the postgres.js client
-  // (the pool, or the transaction's connection).
-  return (db as unknown as { session: { client: postgres.Sql } }).session.client;
-}
 
 /**
  * postgres.js refuses an undefined parameter (or array element) on the client, without sending the statement: the

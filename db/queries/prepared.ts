@@ -14,7 +14,7 @@ import type { Executor } from "./executor";
 const dialect = new PgDialect();
 
 /** The postgres.js client under a Drizzle database or transaction (the pool, or the transaction's connection). */
-function clientOf(db: Executor): postgres.Sql {
+export function clientOf(db: Executor): postgres.Sql {
   // Drizzle keeps its session public at runtime but not in its types; the session holds the postgres.js client.
   return (db as unknown as { session: { client: postgres.Sql } }).session.client;
 }
