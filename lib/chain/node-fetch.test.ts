@@ -81,4 +81,38 @@ describe("createNodeFetch", () => {
   it("refuses an answer larger than the cap", async () => {
     await expect(createNodeFetch({ maxResponseBytes: 1024 })(`${base}/big`, { method: "POST", body: "{}" })).rejects.toThrow(/larger than 1024 bytes/);
   });
+
+  it("sends a request again, once, when the server reset the kept-alive socket it reused; not a fresh one", async () => {
+    // The second request on a connection is dropped unanswered, as when a server closes an idle socket just as it
+    // is reused; requests on new connections are answered.
+    const port = await freePort();
+    let connections = 0;
+    const dropping = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        const socket = req.socket as typeof req.socket & { served?: number };
+        socket.served = (socket.served ?? 0) + 1;
+        if (socket.served === 2) socket.destroy();
+        else res.writeHead(200, { "content-type": "application/json" }).end('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+      });
+    });
+    dropping.on("connection", () => connections++);
+    await new Promise<void>((resolve) => dropping.listen(port, "127.0.0.1", resolve));
+    try {
+      const fetchFn = createNodeFetch({ maxSockets: 1 });
+      const url = `http://127.0.0.1:${port}/`;
+      expect((await fetchFn(url, { method: "POST", body: "{}" })).status).toBe(200);
+      expect((await fetchFn(url, { method: "POST", body: "{}" })).status).toBe(200);
+      expect(connections).toBe(2);
+      // A reset on a fresh connection is not retried: the server may have processed it.
+      const refusing = createServer((req) => req.socket.destroy());
+      const port2 = await freePort();
+      await new Promise<void>((resolve) => refusing.listen(port2, "127.0.0.1", resolve));
+      await expect(fetchFn(`http://127.0.0.1:${port2}/`, { method: "POST", body: "{}" })).rejects.toMatchObject({ code: "ECONNRESET" });
+      await new Promise((resolve) => refusing.close(resolve));
+    } finally {
+      dropping.closeAllConnections();
+      await new Promise((resolve) => dropping.close(resolve));
+    }
+  });
 });

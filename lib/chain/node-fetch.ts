@@ -50,12 +50,17 @@ class NodeResponse {
   }
 }
 
+/** Idle keep-alive sockets are closed after this long. */
+export const IDLE_SOCKET_MS = 4_000;
+
 export function createNodeFetch(options: NodeFetchOptions = {}): typeof fetch {
   const maxSockets = options.maxSockets ?? 8;
   const maxBytes = options.maxResponseBytes ?? 64 * 1024 * 1024;
+  // Idle keep-alive sockets are closed after IDLE_SOCKET_MS (as the built-in fetch does), below the keep-alive
+  // timeout of common servers and proxies, so a socket is rarely reused just as the server closes it.
   const agents = {
-    "http:": new http.Agent({ keepAlive: true, maxSockets }),
-    "https:": new https.Agent({ keepAlive: true, maxSockets }),
+    "http:": new http.Agent({ keepAlive: true, maxSockets, timeout: IDLE_SOCKET_MS }),
+    "https:": new https.Agent({ keepAlive: true, maxSockets, timeout: IDLE_SOCKET_MS }),
   };
 
   const nodeFetch = (input: string | URL | Request, init: RequestInit = {}): Promise<NodeResponse> =>
@@ -78,40 +83,48 @@ export function createNodeFetch(options: NodeFetchOptions = {}): typeof fetch {
       if (body !== undefined) headers["content-length"] = String(Buffer.byteLength(body));
 
       const signal = init.signal ?? undefined;
-      const request = (url.protocol === "https:" ? https : http).request(
-        url,
-        { method: init.method ?? "GET", headers, agent: agents[url.protocol] },
-        (response) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          response.on("data", (chunk: Buffer) => {
-            size += chunk.length;
-            if (size <= maxBytes) chunks.push(chunk);
-            else {
-              reject(new Error(`response larger than ${maxBytes} bytes`));
-              request.destroy();
-            }
-          });
-          response.on("end", () => {
-            if (size > maxBytes) return;
-            resolve(new NodeResponse(response.statusCode ?? 0, response.statusMessage ?? "", response.headers, Buffer.concat(chunks, size).toString("utf8")));
-          });
-          response.on("error", reject);
-          response.on("close", () => {
-            if (!response.complete) reject(new Error("aborted: the connection closed before the answer was complete"));
-          });
-        },
-      );
-      request.on("error", reject);
-      if (signal) {
-        const onAbort = () => request.destroy(signal.reason instanceof Error ? signal.reason : new Error("aborted"));
-        if (signal.aborted) onAbort();
-        else {
-          signal.addEventListener("abort", onAbort, { once: true });
-          request.on("close", () => signal.removeEventListener("abort", onAbort));
+      const send = (retried: boolean) => {
+        const request = (url.protocol === "https:" ? https : http).request(
+          url,
+          { method: init.method ?? "GET", headers, agent: agents[url.protocol as "http:" | "https:"] },
+          (response) => {
+            const chunks: Buffer[] = [];
+            let size = 0;
+            response.on("data", (chunk: Buffer) => {
+              size += chunk.length;
+              if (size <= maxBytes) chunks.push(chunk);
+              else {
+                reject(new Error(`response larger than ${maxBytes} bytes`));
+                request.destroy();
+              }
+            });
+            response.on("end", () => {
+              if (size > maxBytes) return;
+              resolve(new NodeResponse(response.statusCode ?? 0, response.statusMessage ?? "", response.headers, Buffer.concat(chunks, size).toString("utf8")));
+            });
+            response.on("error", reject);
+            response.on("close", () => {
+              if (!response.complete) reject(new Error("aborted: the connection closed before the answer was complete"));
+            });
+          },
+        );
+        request.on("error", (error: NodeJS.ErrnoException) => {
+          // A kept-alive socket the server closed while it was idle fails at once with ECONNRESET: nothing was
+          // processed, so the request is sent again, once, on a new connection (Node's documented pattern).
+          if (request.reusedSocket && error.code === "ECONNRESET" && !retried && !signal?.aborted) send(true);
+          else reject(error);
+        });
+        if (signal) {
+          const onAbort = () => request.destroy(signal.reason instanceof Error ? signal.reason : new Error("aborted"));
+          if (signal.aborted) onAbort();
+          else {
+            signal.addEventListener("abort", onAbort, { once: true });
+            request.on("close", () => signal.removeEventListener("abort", onAbort));
+          }
         }
-      }
-      request.end(body);
+        request.end(body);
+      };
+      send(false);
     });
   return nodeFetch as unknown as typeof fetch;
 }
