@@ -6,6 +6,11 @@ import { ChainUnavailableError } from "./chain";
  * 57P01-57P03 shutdown/startup, 53 out of resources); a chain as ChainUnavailableError.
  */
 
+/** What waiting cannot fix: the worker refuses to start (no contracts configured, wrong chain, no contract code). */
+export class FatalWorkerError extends Error {
+  override name = "FatalWorkerError";
+}
+
 const CONNECTION_CODES = new Set([
   "ECONNREFUSED",
   "ECONNRESET",

@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workerHeartbeats } from "@/db/schema";
 import {
@@ -95,6 +96,31 @@ describe("the worker process", () => {
       .filter((l) => l.includes('"fatal":true'));
     expect(fatal).toHaveLength(1);
     expect(JSON.parse(fatal[0]!).msg).toMatch(/^worker cannot start: REGISTRY_ADDRESS 0x[0-9a-f]{40} is not the registry of TREASURY_ADDRESS 0x[0-9a-f]{40}/);
+  });
+
+  it("exits 1 with one readable line when this database holds a relayer's nonce state for another chain", async () => {
+    const relayer = privateKeyToAccount(fx.relayerKeys[0]!).address.toLowerCase();
+    const chainOf = (chainId: number) =>
+      fx.database.db.execute(sql`
+        INSERT INTO relayer_accounts (address, chain_id) VALUES (${relayer}, ${chainId})
+        ON CONFLICT (address) DO UPDATE SET chain_id = EXCLUDED.chain_id`);
+    await chainOf(11155111);
+    try {
+      const w = spawnWorker(fx);
+      spawned.push(w);
+      const exit = await waitFor("the worker to exit", async () => (w.process.exitCode !== null ? w.exited : undefined), 30_000);
+      expect(exit.code).toBe(1);
+      const fatal = w
+        .output()
+        .split("\n")
+        .filter((l) => l.includes('"fatal":true'));
+      expect(fatal).toHaveLength(1);
+      expect(JSON.parse(fatal[0]!).msg).toMatch(
+        new RegExp(`^worker cannot start: relayer ${relayer} has nonce state for chain 11155111 in this database, but RPC_URL is chain ${fx.deployment.chainId}`),
+      );
+    } finally {
+      await chainOf(fx.deployment.chainId);
+    }
   });
 
   it("exits 1 naming the variable when the configuration is invalid", async () => {

@@ -15,6 +15,7 @@ import {
 } from "@/db/queries/relayers";
 import type { Logger } from "@/lib/log";
 import type { WorkerChain } from "./chain";
+import { FatalWorkerError } from "./errors";
 import { processAlive } from "@/lib/process-alive";
 
 /**
@@ -76,8 +77,19 @@ export class RelayerPool {
     return [...leased.slice(start), ...leased.slice(0, start)];
   }
 
+  /**
+   * Registers the configured relayers. A relayer this database knows on another chain stops the start: its next
+   * nonce and open transactions belong to that chain, and using them here would assign wrong nonces.
+   */
   async register(chainId: number): Promise<void> {
-    await ensureRelayerAccounts(this.options.db, chainId, this.configured);
+    const elsewhere = await ensureRelayerAccounts(this.options.db, chainId, this.configured);
+    if (elsewhere.length > 0) {
+      const { address, chainId: other } = elsewhere[0]!;
+      throw new FatalWorkerError(
+        `relayer ${address} has nonce state for chain ${other} in this database, but RPC_URL is chain ${chainId}: ` +
+          "use one database per chain (or other relayer keys)",
+      );
+    }
   }
 
   /** Forgets a relayer whose lease turned out to be lost (fenced write refused). */

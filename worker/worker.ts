@@ -9,7 +9,7 @@ import type { Logger } from "@/lib/log";
 import { startProcessMetricsServer } from "@/lib/metrics";
 import { ChainHealth, ChainUnavailableError, WorkerChain } from "./chain";
 import { emptyTotals, type WorkerContext, type WorkerSettings } from "./context";
-import { isDatabaseUnavailable } from "./errors";
+import { FatalWorkerError, isDatabaseUnavailable } from "./errors";
 import { Heartbeat } from "./heartbeat";
 import { WorkerLoop } from "./loop";
 import { RelayerPool } from "./relayers";
@@ -20,9 +20,7 @@ import { RelayerPool } from "./relayers";
  * what waiting cannot fix (FatalWorkerError: no contracts configured, wrong chain, no contract code).
  */
 
-export class FatalWorkerError extends Error {
-  override name = "FatalWorkerError";
-}
+export { FatalWorkerError } from "./errors";
 
 
 export type WorkerOptions = {

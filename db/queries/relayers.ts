@@ -24,9 +24,16 @@ export type RelayerLease = {
   leaseExpiresAt: Date | null;
 };
 
-/** Registers the configured relayer accounts (no-op for those already known). */
-export async function ensureRelayerAccounts(db: Executor, chainId: number, addresses: readonly Address[]): Promise<void> {
-  if (addresses.length === 0) return;
+/**
+ * Registers the configured relayer accounts (no-op for those already known) and returns those this database knows
+ * on another chain: their nonce state belongs to that chain.
+ */
+export async function ensureRelayerAccounts(
+  db: Executor,
+  chainId: number,
+  addresses: readonly Address[],
+): Promise<{ address: Address; chainId: number }[]> {
+  if (addresses.length === 0) return [];
   const rows = sql.join(
     addresses.map((a) => sql`(${a}, ${chainId}::int)`),
     sql`, `,
@@ -34,6 +41,9 @@ export async function ensureRelayerAccounts(db: Executor, chainId: number, addre
   await db.execute(sql`
     INSERT INTO relayer_accounts (address, chain_id) VALUES ${rows}
     ON CONFLICT (address) DO NOTHING`);
+  const others = await db.execute<{ address: string; chain_id: number }>(sql`
+    SELECT address, chain_id FROM relayer_accounts WHERE address IN ${list(addresses)} AND chain_id <> ${chainId}::int ORDER BY address`);
+  return others.map((r) => ({ address: r.address as Address, chainId: Number(r.chain_id) }));
 }
 
 export async function listRelayerLeases(db: Executor, addresses: readonly Address[]): Promise<RelayerLease[]> {
