@@ -163,6 +163,9 @@ export type WorkerChainOptions = {
   health?: ChainHealth;
 };
 
+/** Blocks per `eth_getLogs` query: hosted RPCs refuse wider ranges (commonly 1,000 to 10,000 blocks). */
+export const LOG_QUERY_BLOCKS = 1_000n;
+
 export class WorkerChain {
   readonly client: ChainPublicClient;
   readonly chainId: number;
@@ -313,23 +316,33 @@ export class WorkerChain {
    * The Sponsored events of the given requests among recent blocks, by request id: the chain's own record of
    * which transaction paid a request, used when receipts cannot settle a nonce.
    */
+  /**
+   * The treasury's `Sponsored` events of these request ids over the last `lookbackBlocks`, asked newest first in
+   * windows of LOG_QUERY_BLOCKS (hosted RPCs refuse wider `eth_getLogs` ranges), until every id is found.
+   */
   async findSponsoredEvents(requestIds: readonly string[], lookbackBlocks = 10_000n): Promise<Map<string, { transactionHash: Hash; blockNumber: bigint }>> {
     const found = new Map<string, { transactionHash: Hash; blockNumber: bigint }>();
     if (requestIds.length === 0) return found;
+    const byTopic = new Map(requestIds.map((id) => [uuidToBytes16(id).toLowerCase(), id]));
     return this.reach("eth_getLogs", async () => {
       const latest = await this.blockNumber();
-      const logs = await this.client.getLogs({
-        address: this.treasuryAddress,
-        event: sponsoredEvent,
-        args: { requestId: requestIds.map((id) => uuidToBytes16(id)) },
-        fromBlock: latest > lookbackBlocks ? latest - lookbackBlocks : 0n,
-        toBlock: latest,
-      });
-      for (const log of logs) {
-        const id = log.args.requestId;
-        if (!id || !log.transactionHash || log.blockNumber === null) continue;
-        const uuid = requestIds.find((r) => uuidToBytes16(r) === id.toLowerCase());
-        if (uuid) found.set(uuid, { transactionHash: log.transactionHash, blockNumber: log.blockNumber });
+      const oldest = latest > lookbackBlocks ? latest - lookbackBlocks : 0n;
+      for (let to = latest; to >= oldest && found.size < requestIds.length; to -= LOG_QUERY_BLOCKS) {
+        const from = to - LOG_QUERY_BLOCKS + 1n > oldest ? to - LOG_QUERY_BLOCKS + 1n : oldest;
+        const missing = [...byTopic].filter(([, id]) => !found.has(id)).map(([topic]) => topic as Hex);
+        const logs = await this.client.getLogs({
+          address: this.treasuryAddress,
+          event: sponsoredEvent,
+          args: { requestId: missing },
+          fromBlock: from,
+          toBlock: to,
+        });
+        for (const log of logs) {
+          const id = log.args.requestId;
+          if (!id || !log.transactionHash || log.blockNumber === null) continue;
+          const uuid = byTopic.get(id.toLowerCase());
+          if (uuid && !found.has(uuid)) found.set(uuid, { transactionHash: log.transactionHash, blockNumber: log.blockNumber });
+        }
       }
       return found;
     });

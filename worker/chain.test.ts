@@ -1,0 +1,104 @@
+import { createServer, request as httpRequest, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Anvil } from "@/contracts/anvil";
+import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
+import { treasuryAbi } from "@/contracts/generated/treasury";
+import { createChainClients } from "@/lib/chain/clients";
+import { uuidToBytes16 } from "@/lib/chain/ids";
+import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
+import { startTestChain } from "@/test/chain";
+import { LOG_QUERY_BLOCKS, WorkerChain } from "./chain";
+
+/**
+ * Settling by events after a crash or a lost receipt (confirm.ts) asks for the treasury's Sponsored events of the
+ * last 10,000 blocks. Hosted RPCs refuse such wide `eth_getLogs` ranges; here the real anvil sits behind a gateway
+ * that refuses any range wider than LOG_QUERY_BLOCKS, as such a provider does.
+ */
+
+let chain: Anvil;
+let gateway: Server;
+let gatewayUrl: string;
+let logQueries = 0;
+let deployment: { chainId: number; registryAddress: `0x${string}`; treasuryAddress: `0x${string}` };
+const oldRequest = crypto.randomUUID();
+const recentRequest = crypto.randomUUID();
+const blocks: Record<string, bigint> = {};
+
+type RpcCall = { id: number; method: string; params?: { fromBlock?: string; toBlock?: string }[] };
+
+beforeAll(async () => {
+  chain = await startTestChain();
+  const relayerKey = LOCAL_RELAYER_KEYS[0]!;
+  deployment = await deployContracts({
+    rpcUrl: chain.rpcUrl,
+    deployerKey: LOCAL_DEPLOYER_KEY,
+    relayers: [addressOfKey(relayerKey)],
+    sponsorAmountWei: 10n ** 15n,
+    fundWei: 10n ** 18n,
+  });
+  const clients = createChainClients({ rpcUrl: chain.rpcUrl, chainId: deployment.chainId, pollingIntervalMs: 50 });
+  const relayer = clients.walletClient(relayerKey);
+  const sponsor = async (requestId: string) => {
+    const wallet = `0x${crypto.randomUUID().replaceAll("-", "").padEnd(40, "1")}` as `0x${string}`;
+    const hash = await relayer.writeContract({ address: deployment.treasuryAddress, abi: treasuryAbi, functionName: "sponsor", args: [wallet, uuidToBytes16(requestId)] });
+    blocks[requestId] = (await clients.waitForTransactionReceipt({ hash })).blockNumber;
+  };
+  await sponsor(oldRequest);
+  await clients.request({ method: "anvil_mine" as never, params: ["0x9c4"] as never }); // 2,500 empty blocks
+  await sponsor(recentRequest);
+
+  gateway = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      const parsed = JSON.parse(body.toString()) as RpcCall | RpcCall[];
+      const calls = Array.isArray(parsed) ? parsed : [parsed];
+      const tooWide = calls.find((c) => {
+        if (c.method !== "eth_getLogs") return false;
+        logQueries++;
+        const { fromBlock, toBlock } = c.params?.[0] ?? {};
+        return BigInt(toBlock ?? "0x0") - BigInt(fromBlock ?? "0x0") + 1n > LOG_QUERY_BLOCKS;
+      });
+      if (tooWide) {
+        const refusal = { jsonrpc: "2.0", id: tooWide.id, error: { code: -32005, message: `query exceeds max block range ${LOG_QUERY_BLOCKS}` } };
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(Array.isArray(parsed) ? [refusal] : refusal));
+        return;
+      }
+      const upstream = httpRequest(chain.rpcUrl, { method: "POST", headers: { "content-type": "application/json" } }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, { "content-type": "application/json" });
+        answer.pipe(res);
+      });
+      upstream.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => gateway.listen(0, "127.0.0.1", resolve));
+  gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
+}, 120_000);
+
+afterAll(async () => {
+  gateway?.closeAllConnections();
+  await new Promise((resolve) => gateway?.close(resolve));
+  await chain?.stop();
+});
+
+describe("WorkerChain.findSponsoredEvents", () => {
+  it("finds events thousands of blocks back through an RPC that refuses wide log ranges, newest window first", async () => {
+    const workerChain = new WorkerChain({ rpcUrl: gatewayUrl, ...deployment });
+    const unknown = crypto.randomUUID();
+
+    logQueries = 0;
+    const recent = await workerChain.findSponsoredEvents([recentRequest]);
+    expect(recent.get(recentRequest)?.blockNumber).toBe(blocks[recentRequest]);
+    expect(logQueries).toBe(1); // found in the newest window: no further query
+
+    logQueries = 0;
+    const all = await workerChain.findSponsoredEvents([oldRequest, recentRequest, unknown]);
+    expect(all.get(oldRequest)?.blockNumber).toBe(blocks[oldRequest]);
+    expect(all.get(recentRequest)?.blockNumber).toBe(blocks[recentRequest]);
+    expect(all.has(unknown)).toBe(false);
+    // 2,500+ blocks in windows of 1,000: three queries, none refused.
+    expect(logQueries).toBe(3);
+  });
+});
