@@ -177,7 +177,7 @@ const createRequestCallText =
 
 /**
  * One creation attempt as one prepared statement: `create_sponsorship_request` (migration
- * 0004_create-request-function.sql) takes the IP and wallet locks, reads, decides in the decisions' order and
+ * 0004_create-request-function.sql, revised by 0006) takes the IP and wallet locks, reads, decides in the decisions' order and
  * writes, in the statement's own transaction. A second open request the lock did not catch fails on the partial
  * unique index (23505).
  */

@@ -9,7 +9,7 @@
  * - A request that meets a full window with no active block starts a new block.
  *
  * For sponsorship requests these rules run inside the database, in the PL/pgSQL function
- * `create_sponsorship_request` (db/migrations/0004_create-request-function.sql), under the IP and wallet locks.
+ * `create_sponsorship_request` (db/migrations/0004_create-request-function.sql, as revised by 0006), under the IP and wallet locks.
  */
 
 export const RATE_LIMIT_WINDOW_MS = 60 * 60 * 1000;
