@@ -19,7 +19,7 @@ import { rateWindowStart, secondsUntil } from "./rate-limits";
  * One transaction under two advisory locks (the IP's and the wallet's), so counters, blocks, the replay window
  * and "one open request per wallet" hold under any concurrency and across app instances; the partial unique
  * index on open requests is the database's own guarantee behind the lock. One prepared round trip: the PL/pgSQL
- * function `create_sponsorship_request` (migrations 0004, revised by 0006_create-request-wallet-index) takes the locks, reads,
+ * function `create_sponsorship_request` (migration 0004, revised by 0006) takes the locks, reads,
  * decides in the order above and writes; this function supplies the time, limits, reasons, the new id and the
  * chain's answer, and turns the outcome into the answer or a SponsorshipError. The chain is asked first (its
  * answer is a parameter); if it cannot be reached the request is accepted as pending. A created request wakes
