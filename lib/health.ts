@@ -102,18 +102,22 @@ export async function checkHealth(deps: { db: Database; config: Config; now?: Da
   let worker: HealthCheck;
   try {
     const started = performance.now();
-    const probe = await withTimeout(readHealthProbe(deps.db), DATABASE_TIMEOUT_MS, "the database");
+    const probe = await withTimeout(readHealthProbe(deps.db, now - workerStaleAfterMs(config)), DATABASE_TIMEOUT_MS, "the database");
     database = { status: "ok", latencyMs: Math.round((performance.now() - started) * 10) / 10 };
     if (probe.lastBeatMs === null) {
       worker = { status: "down", detail: "no worker has reported", lastBeatAt: null };
     } else {
       const ageMs = Math.max(0, Math.round(now - probe.lastBeatMs));
       const alive = ageMs <= workerStaleAfterMs(config);
+      const withoutGas = probe.relayersWithoutGas;
       worker = {
-        status: alive ? "ok" : "down",
+        status: !alive ? "down" : withoutGas.length > 0 ? "degraded" : "ok",
         lastBeatAt: new Date(probe.lastBeatMs).toISOString(),
         ageMs,
         ...(alive ? {} : { detail: "the newest worker heartbeat is stale" }),
+        ...(alive && withoutGas.length > 0
+          ? { detail: "relayers without gas money: their relays wait until they are funded", relayersWithoutGas: withoutGas }
+          : {}),
       };
     }
   } catch (error) {

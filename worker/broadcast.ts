@@ -44,6 +44,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
     const outcome = outcomes[i]!;
     switch (outcome.kind) {
       case "accepted":
+        ctx.status.relayersWithoutGas.delete(tx.relayer);
         accepted.push(tx.hash);
         if (tx.kind === "fill") acceptedFills.push(tx.hash);
         break;
@@ -53,6 +54,8 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
       case "unavailable":
         summary.unavailable++;
         unavailableMessage = outcome.message;
+        // Shown in the heartbeat and by /health (worker "degraded") until the relayer is funded.
+        if (/insufficient funds/i.test(outcome.message)) ctx.status.relayersWithoutGas.add(tx.relayer);
         break;
       case "rejected": {
         const reason = `rejected by the node before broadcast: ${outcome.message.slice(0, 300)}`;

@@ -39,6 +39,8 @@ export type WorkerStatus = {
   blockNumber: bigint | undefined;
   /** Relay transactions of this worker's relayers still open (queued or submitted). */
   inFlight: number;
+  /** Relayers whose last broadcast the node refused for want of gas money (until one of theirs is accepted). */
+  relayersWithoutGas: Set<string>;
   totals: WorkerTotals;
 };
 

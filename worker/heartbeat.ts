@@ -13,7 +13,7 @@ export const HEARTBEAT_DETAILS_VERSION = 1;
 export type HeartbeatDetails = {
   version: number;
   state: "starting" | "running" | "stopping";
-  relayers: { configured: string[]; leased: string[] };
+  relayers: { configured: string[]; leased: string[]; withoutGas: string[] };
   queue: { pending: number; approved: number; relayed: number };
   inFlight: number;
   chain: { reachable: boolean; blockNumber: string | null; downSince: string | null; lastError: string | null; chainId: number };
@@ -45,7 +45,7 @@ export class Heartbeat {
     return {
       version: HEARTBEAT_DETAILS_VERSION,
       state: this.state,
-      relayers: { configured: ctx.pool.configured, leased: ctx.pool.leased },
+      relayers: { configured: ctx.pool.configured, leased: ctx.pool.leased, withoutGas: [...ctx.status.relayersWithoutGas].sort() },
       queue,
       inFlight: ctx.status.inFlight,
       chain: {

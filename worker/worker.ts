@@ -127,7 +127,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     chain,
     pool,
     log,
-    status: { treasury: undefined, lastError: undefined, blockNumber: undefined, inFlight: 0, totals: emptyTotals() },
+    status: { treasury: undefined, lastError: undefined, blockNumber: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
     fees: undefined,
     wake: () => {},
   };

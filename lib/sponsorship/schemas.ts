@@ -169,6 +169,10 @@ export const healthCheck = named(
     balanceWei: z.string().optional().meta({ description: "Decimal string" }),
     requiredWei: z.string().optional().meta({ description: "SPONSOR_AMOUNT_WEI, decimal string" }),
     paused: z.boolean().optional(),
+    relayersWithoutGas: z
+      .array(z.string())
+      .optional()
+      .meta({ description: "Relayer addresses whose broadcasts the node refused for want of gas money (worker check)" }),
   }),
 );
 export type HealthCheck = z.infer<typeof healthCheck>;
