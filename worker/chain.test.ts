@@ -1,5 +1,3 @@
-import { createServer, request as httpRequest, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Anvil } from "@/contracts/anvil";
 import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
@@ -8,6 +6,7 @@ import { createChainClients } from "@/lib/chain/clients";
 import { uuidToBytes16 } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { startTestChain } from "@/test/chain";
+import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
 import { LOG_QUERY_BLOCKS, WorkerChain } from "./chain";
 
 /**
@@ -17,8 +16,7 @@ import { LOG_QUERY_BLOCKS, WorkerChain } from "./chain";
  */
 
 let chain: Anvil;
-let gateway: Server;
-let gatewayUrl: string;
+let gateway: RpcProxy;
 let logQueries = 0;
 let deployment: { chainId: number; registryAddress: `0x${string}`; treasuryAddress: `0x${string}` };
 const oldRequest = crypto.randomUUID();
@@ -48,44 +46,29 @@ beforeAll(async () => {
   await clients.request({ method: "anvil_mine" as never, params: ["0x9c4"] as never }); // 2,500 empty blocks
   await sponsor(recentRequest);
 
-  gateway = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const body = Buffer.concat(chunks);
-      const parsed = JSON.parse(body.toString()) as RpcCall | RpcCall[];
-      const calls = Array.isArray(parsed) ? parsed : [parsed];
-      const tooWide = calls.find((c) => {
-        if (c.method !== "eth_getLogs") return false;
-        logQueries++;
-        const { fromBlock, toBlock } = c.params?.[0] ?? {};
-        return BigInt(toBlock ?? "0x0") - BigInt(fromBlock ?? "0x0") + 1n > LOG_QUERY_BLOCKS;
-      });
-      if (tooWide) {
-        const refusal = { jsonrpc: "2.0", id: tooWide.id, error: { code: -32005, message: `query exceeds max block range ${LOG_QUERY_BLOCKS}` } };
-        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(Array.isArray(parsed) ? [refusal] : refusal));
-        return;
-      }
-      const upstream = httpRequest(chain.rpcUrl, { method: "POST", headers: { "content-type": "application/json" } }, (answer) => {
-        res.writeHead(answer.statusCode ?? 502, { "content-type": "application/json" });
-        answer.pipe(res);
-      });
-      upstream.end(body);
+  gateway = await startRpcProxy(chain.rpcUrl, (body) => {
+    const parsed = JSON.parse(body) as RpcCall | RpcCall[];
+    const calls = Array.isArray(parsed) ? parsed : [parsed];
+    const tooWide = calls.find((c) => {
+      if (c.method !== "eth_getLogs") return false;
+      logQueries++;
+      const { fromBlock, toBlock } = c.params?.[0] ?? {};
+      return BigInt(toBlock ?? "0x0") - BigInt(fromBlock ?? "0x0") + 1n > LOG_QUERY_BLOCKS;
     });
+    if (!tooWide) return undefined;
+    const refusal = { jsonrpc: "2.0", id: tooWide.id, error: { code: -32005, message: `query exceeds max block range ${LOG_QUERY_BLOCKS}` } };
+    return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? [refusal] : refusal) };
   });
-  await new Promise<void>((resolve) => gateway.listen(0, "127.0.0.1", resolve));
-  gatewayUrl = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
 }, 120_000);
 
 afterAll(async () => {
-  gateway?.closeAllConnections();
-  await new Promise((resolve) => gateway?.close(resolve));
+  await gateway?.close();
   await chain?.stop();
 });
 
 describe("WorkerChain.findSponsoredEvents", () => {
   it("finds events thousands of blocks back through an RPC that refuses wide log ranges, newest window first", async () => {
-    const workerChain = new WorkerChain({ rpcUrl: gatewayUrl, ...deployment });
+    const workerChain = new WorkerChain({ rpcUrl: gateway.url, ...deployment });
     const unknown = crypto.randomUUID();
 
     logQueries = 0;

@@ -1,6 +1,5 @@
-import { createServer, type Server } from "node:http";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "@/test/ports";
+import { startRpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
 import {
   createRequest,
@@ -26,31 +25,20 @@ type Refusal = "http_401" | "batch_error" | false;
 let gateway: { url: string; refused: () => number; refuse: (how: Refusal) => void; close: () => Promise<void> };
 
 async function startGateway(target: string) {
-  const port = await freePort();
   let refusing: Refusal = false;
   let refused = 0;
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const body = Buffer.concat(chunks).toString("utf8");
-      if (refusing && body.includes("eth_sendRawTransaction")) {
-        refused++;
-        if (refusing === "http_401") res.writeHead(401, { "content-type": "text/plain" }).end("Unauthorized");
-        else res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "batch too large" } }));
-        return;
-      }
-      fetch(target, { method: "POST", headers: { "content-type": "application/json" }, body })
-        .then(async (upstream) => res.writeHead(upstream.status, { "content-type": "application/json" }).end(await upstream.text()))
-        .catch(() => res.writeHead(502).end());
-    });
+  const proxy = await startRpcProxy(target, (body) => {
+    if (!refusing || !body.includes("eth_sendRawTransaction")) return undefined;
+    refused++;
+    return refusing === "http_401"
+      ? { status: 401, contentType: "text/plain", body: "Unauthorized" }
+      : { status: 200, body: JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "batch too large" } }) };
   });
-  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", () => resolve()));
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: proxy.url,
     refused: () => refused,
     refuse: (how: Refusal) => void (refusing = how),
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: proxy.close,
   };
 }
 

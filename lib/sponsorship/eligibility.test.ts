@@ -1,5 +1,3 @@
-import { createServer, request as httpRequest } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compileSolidity } from "@/contracts/compile";
 import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
@@ -11,6 +9,7 @@ import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { callApi, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/lib/http/test-client";
 import { startTestChain } from "@/test/chain";
 import { freePort } from "@/test/ports";
+import { startRpcProxy } from "@/test/rpc-proxy";
 import { checkSponsoredOnChain, registrySponsoredReader } from "./eligibility";
 import { sponsorshipRequestResponse } from "./schemas";
 
@@ -103,32 +102,21 @@ describe("eligibility at creation: isSponsored on-chain", () => {
     // A counting proxy in front of the real node: how many HTTP requests, and how many calls in them.
     let httpRequests = 0;
     let calls = 0;
-    const proxy = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => {
-        const body = Buffer.concat(chunks);
-        httpRequests++;
-        const parsed = JSON.parse(body.toString()) as unknown;
-        calls += Array.isArray(parsed) ? parsed.length : 1;
-        const upstream = httpRequest(chain.rpcUrl, { method: "POST", headers: { "content-type": "application/json" } }, (answer) => {
-          res.writeHead(answer.statusCode ?? 502, { "content-type": "application/json" });
-          answer.pipe(res);
-        });
-        upstream.end(body);
-      });
+    const proxy = await startRpcProxy(chain.rpcUrl, (body) => {
+      httpRequests++;
+      const parsed = JSON.parse(body) as unknown;
+      calls += Array.isArray(parsed) ? parsed.length : 1;
+      return undefined;
     });
-    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
     try {
-      const { port } = proxy.address() as AddressInfo;
-      const reader = registrySponsoredReader({ rpcUrl: `http://127.0.0.1:${port}`, registryAddress: stubAddress });
+      const reader = registrySponsoredReader({ rpcUrl: proxy.url, registryAddress: stubAddress });
       const wallets = [stubMarkedWallet, ...Array.from({ length: 19 }, () => randomAddress())];
       const answers = await Promise.all(wallets.map((wallet) => checkSponsoredOnChain(reader, wallet)));
       expect(answers).toEqual(["sponsored", ...Array<string>(19).fill("not_sponsored")]);
       expect(calls).toBe(20);
       expect(httpRequests).toBe(1);
     } finally {
-      await new Promise((resolve) => proxy.close(resolve));
+      await proxy.close();
     }
   });
 
