@@ -110,15 +110,11 @@ export async function checkHealth(deps: { db: Database; config: Config; now?: Da
       const ageMs = Math.max(0, Math.round(now - probe.lastBeatMs));
       const alive = ageMs <= workerStaleAfterMs(config);
       const withoutGas = probe.relayersWithoutGas;
-      worker = {
-        status: !alive ? "down" : withoutGas.length > 0 ? "degraded" : "ok",
-        lastBeatAt: new Date(probe.lastBeatMs).toISOString(),
-        ageMs,
-        ...(alive ? {} : { detail: "the newest worker heartbeat is stale" }),
-        ...(alive && withoutGas.length > 0
-          ? { detail: "relayers without gas money: their relays wait until they are funded", relayersWithoutGas: withoutGas }
-          : {}),
-      };
+      const base = { lastBeatAt: new Date(probe.lastBeatMs).toISOString(), ageMs };
+      if (!alive) worker = { status: "down", ...base, detail: "the newest worker heartbeat is stale" };
+      else if (withoutGas.length > 0) {
+        worker = { status: "degraded", ...base, detail: "relayers without gas money: their relays wait until they are funded", relayersWithoutGas: withoutGas };
+      } else worker = { status: "ok", ...base };
     }
   } catch (error) {
     const { chain, treasury } = await chainPart;

@@ -32,6 +32,16 @@ afterAll(async () => {
   await fx?.stop();
 });
 
+/** The message of the one fatal log line a worker that cannot start writes (fails unless there is exactly one). */
+function fatalMessage(w: SpawnedWorker): string {
+  const fatal = w
+    .output()
+    .split("\n")
+    .filter((l) => l.includes('"fatal":true'));
+  expect(fatal).toHaveLength(1);
+  return (JSON.parse(fatal[0]!) as { msg: string }).msg;
+}
+
 describe("the worker process", () => {
   it("keeps a heartbeat row with its relayers, queue depths, chain and treasury state", async () => {
     const w = spawnWorker(fx);
@@ -77,12 +87,7 @@ describe("the worker process", () => {
     spawned.push(w);
     const exit = await w.exited;
     expect(exit.code).toBe(1);
-    const fatal = w
-      .output()
-      .split("\n")
-      .filter((l) => l.includes('"fatal":true'));
-    expect(fatal).toHaveLength(1);
-    expect(JSON.parse(fatal[0]!).msg).toMatch(/^worker cannot start: no contract at TREASURY_ADDRESS 0x[0-9a-f]{40}/);
+    expect(fatalMessage(w)).toMatch(/^worker cannot start: no contract at TREASURY_ADDRESS 0x[0-9a-f]{40}/);
   });
 
   it("exits 1 with one readable line when REGISTRY_ADDRESS is not the configured treasury's registry", async () => {
@@ -90,12 +95,7 @@ describe("the worker process", () => {
     spawned.push(w);
     const exit = await waitFor("the worker to exit", async () => (w.process.exitCode !== null ? w.exited : undefined), 30_000);
     expect(exit.code).toBe(1);
-    const fatal = w
-      .output()
-      .split("\n")
-      .filter((l) => l.includes('"fatal":true'));
-    expect(fatal).toHaveLength(1);
-    expect(JSON.parse(fatal[0]!).msg).toMatch(/^worker cannot start: REGISTRY_ADDRESS 0x[0-9a-f]{40} is not the registry of TREASURY_ADDRESS 0x[0-9a-f]{40}/);
+    expect(fatalMessage(w)).toMatch(/^worker cannot start: REGISTRY_ADDRESS 0x[0-9a-f]{40} is not the registry of TREASURY_ADDRESS 0x[0-9a-f]{40}/);
   });
 
   it("exits 1 with one readable line when this database holds a relayer's nonce state for another chain", async () => {
@@ -110,12 +110,7 @@ describe("the worker process", () => {
       spawned.push(w);
       const exit = await waitFor("the worker to exit", async () => (w.process.exitCode !== null ? w.exited : undefined), 30_000);
       expect(exit.code).toBe(1);
-      const fatal = w
-        .output()
-        .split("\n")
-        .filter((l) => l.includes('"fatal":true'));
-      expect(fatal).toHaveLength(1);
-      expect(JSON.parse(fatal[0]!).msg).toMatch(
+      expect(fatalMessage(w)).toMatch(
         new RegExp(`^worker cannot start: relayer ${relayer} has nonce state for chain 11155111 in this database, but RPC_URL is chain ${fx.deployment.chainId}`),
       );
     } finally {
