@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createWriteStream } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -102,11 +102,17 @@ describe("two web servers and two workers on one PostgreSQL", () => {
       webs.push(spawnInstance("server.ts", { ...env, PORT: String(port) }, path.join(dataDir, `web-${i}.log`)));
       urls.push(`http://127.0.0.1:${port}`);
     }
+    // Ready when /health answers 200 while the instance we spawned is still running: an instance that exits
+    // (a port already taken, a bad setting) fails here with its log, not later through whatever holds its port.
     await Promise.all(
-      urls.map((url) =>
+      urls.map((url, i) =>
         waitFor(
           `${url}/health`,
           async () => {
+            const { exitCode, signalCode } = webs[i]!.proc;
+            if (exitCode !== null || signalCode !== null) {
+              throw new Error(`web instance ${i} exited (${exitCode ?? signalCode}): ${await readFile(path.join(dataDir, `web-${i}.log`), "utf8").catch(() => "")}`);
+            }
             try {
               const res = await fetch(`${url}/health`);
               return res.status === 200 ? true : undefined;

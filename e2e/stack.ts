@@ -6,7 +6,7 @@ import path from "node:path";
  */
 export const E2E = {
   port: Number(process.env.E2E_PORT ?? 3310),
-  pgPort: Number(process.env.E2E_PG_PORT ?? 55439),
+  pgPort: Number(process.env.E2E_PG_PORT ?? 31439),
   chainPort: Number(process.env.E2E_CHAIN_PORT ?? 8555),
   dataDir: path.resolve(process.env.E2E_DATA_DIR ?? ".data/e2e"),
   adminToken: "e2e-admin-token-0123456789abcdef",
