@@ -1,7 +1,6 @@
-import { createServer, connect, type Server, type Socket } from "node:net";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
-import { freePort } from "@/test/ports";
+import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
 import {
   createRequests,
   spawnWorker,
@@ -22,39 +21,7 @@ import {
 
 let fx: PipelineFixture;
 let worker: SpawnedWorker | undefined;
-let relay: { port: number; cut: () => Promise<void>; restore: () => Promise<void>; close: () => Promise<void> };
-
-async function startTcpRelay(target: { host: string; port: number }) {
-  const port = await freePort();
-  const sockets = new Set<Socket>();
-  let server: Server | undefined;
-  const listen = () =>
-    new Promise<void>((resolve, reject) => {
-      server = createServer((client) => {
-        const upstream = connect(target.port, target.host);
-        sockets.add(client).add(upstream);
-        const drop = () => {
-          client.destroy();
-          upstream.destroy();
-          sockets.delete(client);
-          sockets.delete(upstream);
-        };
-        client.on("error", drop).on("close", drop);
-        upstream.on("error", drop).on("close", drop);
-        client.pipe(upstream).pipe(client);
-      });
-      server.once("error", reject);
-      server.listen(port, "127.0.0.1", () => resolve());
-    });
-  const cut = async () => {
-    const closed = new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-    for (const s of sockets) s.destroy();
-    sockets.clear();
-    await closed;
-  };
-  await listen();
-  return { port, cut, restore: listen, close: cut };
-}
+let relay: TcpRelay;
 
 beforeAll(async () => {
   fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });

@@ -1,0 +1,47 @@
+import { connect, createServer, type Server, type Socket } from "node:net";
+import { freePort } from "./ports";
+
+export type TcpRelay = {
+  port: number;
+  /** Drops every connection and refuses new ones (the listener is closed). */
+  cut: () => Promise<void>;
+  /** Listens again on the same port. */
+  restore: () => Promise<void>;
+  close: () => Promise<void>;
+};
+
+/**
+ * A TCP relay on 127.0.0.1 in front of a real server (PostgreSQL), which a test can cut and restore: a real network
+ * failure, not a mocked one.
+ */
+export async function startTcpRelay(target: { host: string; port: number }): Promise<TcpRelay> {
+  const port = await freePort();
+  const sockets = new Set<Socket>();
+  let server: Server | undefined;
+  const listen = () =>
+    new Promise<void>((resolve, reject) => {
+      server = createServer((client) => {
+        const upstream = connect(target.port, target.host);
+        sockets.add(client).add(upstream);
+        const drop = () => {
+          client.destroy();
+          upstream.destroy();
+          sockets.delete(client);
+          sockets.delete(upstream);
+        };
+        client.on("error", drop).on("close", drop);
+        upstream.on("error", drop).on("close", drop);
+        client.pipe(upstream).pipe(client);
+      });
+      server.once("error", reject);
+      server.listen(port, "127.0.0.1", () => resolve());
+    });
+  const cut = async () => {
+    const closed = new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    for (const s of sockets) s.destroy();
+    sockets.clear();
+    await closed;
+  };
+  await listen();
+  return { port, cut, restore: listen, close: cut };
+}
