@@ -17,6 +17,7 @@ describe("configuration", () => {
       replayWindowMs: 5000,
       maxRelayAttempts: 5,
       relayTimeoutMs: 60_000,
+      confirmations: 1,
       trustProxy: 0,
       corsOrigins: [],
       embeddedPgPort: 54329,
@@ -44,6 +45,7 @@ describe("configuration", () => {
     ["RELAYER_PRIVATE_KEYS", "0x1234", /^Invalid configuration: RELAYER_PRIVATE_KEYS\.0 must be 0x followed by 64 hex characters$/],
     ["DATABASE_URL", "not a url", /^Invalid configuration: DATABASE_URL must be a URL$/],
     ["TREASURY_ADDRESS", "0x12", /^Invalid configuration: TREASURY_ADDRESS /],
+    ["CONFIRMATIONS", "0", /^Invalid configuration: CONFIRMATIONS /],
     ["SPONSOR_AMOUNT_WEI", "0", /^Invalid configuration: SPONSOR_AMOUNT_WEI must be greater than 0$/],
     ["SPONSOR_AMOUNT_WEI", (2n ** 128n).toString(), /^Invalid configuration: SPONSOR_AMOUNT_WEI must be less than 2\^128$/],
   ])("stops on a bad %s with one line naming it", (name, value, message) => {

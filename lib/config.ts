@@ -107,6 +107,11 @@ const envSchema = z.object({
   REPLAY_WINDOW_MS: withDefault(integer(0, 3_600_000), "5000"),
   MAX_RELAY_ATTEMPTS: withDefault(integer(1, 100), "5"),
   RELAY_TIMEOUT_MS: withDefault(integer(100, 86_400_000), "60000"),
+  /**
+   * Blocks a relay transaction must be buried under before its request is completed: 1 is its own block. A public
+   * network can drop its newest blocks (a reorg); a request completed before that would say paid when it was not.
+   */
+  CONFIRMATIONS: withDefault(integer(1, 64), "1"),
   TRUST_PROXY: withDefault(integer(0, 32), "0"),
   CORS_ORIGINS: list(origin),
   ADMIN_TOKEN: optional(z.string().min(16, "must be at least 16 characters")),
@@ -145,6 +150,7 @@ export type Config = Readonly<{
   replayWindowMs: number;
   maxRelayAttempts: number;
   relayTimeoutMs: number;
+  confirmations: number;
   trustProxy: number;
   corsOrigins: readonly string[];
   adminToken: string | undefined;
@@ -193,6 +199,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     replayWindowMs: e.REPLAY_WINDOW_MS,
     maxRelayAttempts: e.MAX_RELAY_ATTEMPTS,
     relayTimeoutMs: e.RELAY_TIMEOUT_MS,
+    confirmations: e.CONFIRMATIONS,
     trustProxy: e.TRUST_PROXY,
     corsOrigins: Object.freeze(e.CORS_ORIGINS),
     adminToken: e.ADMIN_TOKEN,

@@ -6,6 +6,7 @@ import {
   TimeoutError,
   getAbiItem,
   hexToBigInt,
+  numberToHex,
   type Hash,
   type Hex,
 } from "viem";
@@ -36,6 +37,8 @@ export type RelayerNonces = {
   latest: number;
   /** `latest` plus the transactions the node holds without a gap. */
   pending: number;
+  /** Nonce at the block CONFIRMATIONS - 1 below the head (`latest` when CONFIRMATIONS is 1): lower nonces settle. */
+  settled: number;
 };
 
 export type MinedReceipt = { status: "success" | "reverted"; blockNumber: bigint; gasUsed: bigint };
@@ -204,17 +207,21 @@ export class WorkerChain {
     return this.reach("eth_blockNumber", async () => hexToBigInt(await this.client.request({ method: "eth_blockNumber" })));
   }
 
-  /** Latest and pending nonces of each relayer (one batched request). */
-  async nonces(relayers: readonly Address[]): Promise<Map<Address, RelayerNonces>> {
+  /**
+   * Latest and pending nonces of each relayer (one batched request); with `settledAt`, also the nonce at that
+   * block (CONFIRMATIONS - 1 below the head): every nonce below it is mined deep enough to settle.
+   */
+  async nonces(relayers: readonly Address[], settledAt?: bigint): Promise<Map<Address, RelayerNonces>> {
+    const tags = ["latest", "pending", ...(settledAt === undefined ? [] : [numberToHex(settledAt)])];
     return this.reach("eth_getTransactionCount", async () => {
       const answers = await Promise.all(
-        relayers.flatMap((address) => [
-          this.client.request({ method: "eth_getTransactionCount", params: [address, "latest"] }),
-          this.client.request({ method: "eth_getTransactionCount", params: [address, "pending"] }),
-        ]),
+        relayers.flatMap((address) => tags.map((tag) => this.client.request({ method: "eth_getTransactionCount", params: [address, tag as "latest"] }))),
       );
       return new Map(
-        relayers.map((address, i) => [address, { latest: Number(BigInt(answers[2 * i]!)), pending: Number(BigInt(answers[2 * i + 1]!)) }]),
+        relayers.map((address, i) => {
+          const [latest, pending, settled] = tags.map((_, t) => Number(BigInt(answers[tags.length * i + t]!)));
+          return [address, { latest: latest!, pending: pending!, settled: settled ?? latest! }];
+        }),
       );
     });
   }
@@ -318,14 +325,20 @@ export class WorkerChain {
    */
   /**
    * The treasury's `Sponsored` events of these request ids over the last `lookbackBlocks`, asked newest first in
-   * windows of LOG_QUERY_BLOCKS (hosted RPCs refuse wider `eth_getLogs` ranges), until every id is found.
+   * windows of LOG_QUERY_BLOCKS (hosted RPCs refuse wider `eth_getLogs` ranges), until every id is found. With
+   * `throughBlock`, blocks above it (not yet confirmed deep enough) are not searched.
    */
-  async findSponsoredEvents(requestIds: readonly string[], lookbackBlocks = 10_000n): Promise<Map<string, { transactionHash: Hash; blockNumber: bigint }>> {
+  async findSponsoredEvents(
+    requestIds: readonly string[],
+    options: { lookbackBlocks?: bigint; throughBlock?: bigint } = {},
+  ): Promise<Map<string, { transactionHash: Hash; blockNumber: bigint }>> {
+    const lookbackBlocks = options.lookbackBlocks ?? 10_000n;
     const found = new Map<string, { transactionHash: Hash; blockNumber: bigint }>();
     if (requestIds.length === 0) return found;
     const byTopic = new Map(requestIds.map((id) => [uuidToBytes16(id).toLowerCase(), id]));
     return this.reach("eth_getLogs", async () => {
-      const latest = await this.blockNumber();
+      const head = await this.blockNumber();
+      const latest = options.throughBlock !== undefined && options.throughBlock < head ? options.throughBlock : head;
       const oldest = latest > lookbackBlocks ? latest - lookbackBlocks : 0n;
       for (let to = latest; to >= oldest && found.size < requestIds.length; to -= LOG_QUERY_BLOCKS) {
         const from = to - LOG_QUERY_BLOCKS + 1n > oldest ? to - LOG_QUERY_BLOCKS + 1n : oldest;

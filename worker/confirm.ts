@@ -35,8 +35,11 @@ import { SPONSOR_GAS_LIMIT, bumpFees, signFillTransaction, signSponsorTransactio
  * Confirm (decisions.md "Pipeline"): settles every stored transaction of this worker's relayers, nonce by nonce.
  *
  * A "nonce group" is everything stored at one (relayer, nonce): an attempt, its same-nonce replacements, a fill.
- * Exactly one transaction per nonce can be mined, so a group is settled once the relayer's mined nonce passes it:
- * the receipts of all its hashes (one batched request) say which one won.
+ * Exactly one transaction per nonce can be mined, so a group is settled once the relayer's mined nonce passes it
+ * CONFIRMATIONS - 1 blocks below the head (the nonce at that block: a reorg of fewer blocks cannot undo it): the
+ * receipts of all its hashes (one batched request) say which one won. A group mined but not that deep yet waits,
+ * neither settled nor watched; if a reorg drops its block, it is watched again like any unmined group (the node no
+ * longer holds it: broadcast again from its stored bytes, same hash, no attempt burned).
  * - a sponsor attempt mined with success: that attempt is confirmed (even if it had been given up as stuck and
  *   replaced: failed -> confirmed), the others fail as superseded, the request is completed;
  * - mined and reverted: the attempt fails with the decoded reason; the request fails at its last attempt,
@@ -96,15 +99,26 @@ export class Confirmer {
     for (const h of hashes) this.lastSent.set(h, now);
   }
 
-  async run(options: { checkHoles: boolean }): Promise<ConfirmOutcome> {
+  /** The block through which settling may look (CONFIRMATIONS - 1 below the head); undefined when that is the head. */
+  private settledAt: bigint | undefined;
+
+  /** `head`: the block number the caller just read (read here when CONFIRMATIONS > 1 and not given). */
+  async run(options: { checkHoles: boolean; head?: bigint }): Promise<ConfirmOutcome> {
     const { ctx } = this;
     const relayers = ctx.pool.leased;
     if (relayers.length === 0) {
       ctx.status.inFlight = 0;
       return { open: 0, settled: 0 };
     }
+    const depth = BigInt(ctx.settings.confirmations);
+    if (depth > 1n) {
+      const head = options.head ?? (await ctx.chain.blockNumber());
+      this.settledAt = head >= depth - 1n ? head - (depth - 1n) : 0n;
+    } else {
+      this.settledAt = undefined;
+    }
     // Both reads together: no other stage of this worker runs meanwhile, and no other worker touches these relayers.
-    const [rows, nonces] = await Promise.all([listOpenNonceGroups(ctx.db, relayers), ctx.chain.nonces(relayers)]);
+    const [rows, nonces] = await Promise.all([listOpenNonceGroups(ctx.db, relayers), ctx.chain.nonces(relayers, this.settledAt)]);
     if (rows.length === 0 && !options.checkHoles) {
       ctx.status.inFlight = 0;
       return { open: 0, settled: 0 };
@@ -117,12 +131,14 @@ export class Confirmer {
       g.rows.push(row);
     }
 
+    // Mined deep enough: settle. Mined, not deep enough yet: wait. Not mined (or dropped again by a reorg): watch.
     const consumed: Group[] = [];
     const unconsumed: Group[] = [];
     for (const g of groups.values()) {
       const n = nonces.get(g.relayer);
       if (!n) continue;
-      (g.nonce < n.latest ? consumed : unconsumed).push(g);
+      if (g.nonce < n.settled) consumed.push(g);
+      else if (g.nonce >= n.latest) unconsumed.push(g);
     }
 
     const settled = await this.settle(consumed);
@@ -263,7 +279,7 @@ export class Confirmer {
 
     // AlreadySponsored: did one of this request's own transactions pay it (a hash we sent at another nonce)?
     if (explained.errorName === "AlreadySponsored") {
-      const events = await ctx.chain.findSponsoredEvents([requestId]);
+      const events = await ctx.chain.findSponsoredEvents([requestId], { throughBlock: this.settledAt });
       const event = events.get(requestId);
       const ours = event ? await findRelayByHash(ctx.db, event.transactionHash) : undefined;
       if (event && ours) {
@@ -320,7 +336,7 @@ export class Confirmer {
   private async settleDropped(groups: Group[]): Promise<number> {
     const { ctx } = this;
     const requestIds = [...new Set(groups.flatMap((g) => g.rows.filter((r) => r.kind === "relay").map((r) => r.sponsorshipRequestId!)))];
-    const events = await ctx.chain.findSponsoredEvents(requestIds);
+    const events = await ctx.chain.findSponsoredEvents(requestIds, { throughBlock: this.settledAt });
     let settled = 0;
     for (const group of groups) {
       // The chain's own record first: a Sponsored event naming one of this group's hashes means it was mined.

@@ -10,6 +10,8 @@ export type WorkerSettings = {
   batchSize: number;
   maxRelayAttempts: number;
   relayTimeoutMs: number;
+  /** CONFIRMATIONS: a transaction settles once this many blocks hold it (its own included). */
+  confirmations: number;
   intervalMs: number;
   heartbeatMs: number;
   leaseTtlMs: number;
@@ -37,6 +39,8 @@ export type WorkerStatus = {
   treasury: (TreasuryState & { checkedAt: Date; underfunded: boolean }) | undefined;
   lastError: { stage: string; message: string; at: Date } | undefined;
   blockNumber: bigint | undefined;
+  /** The head block of the last finished confirm pass: everything mined at or below it has been looked at. */
+  checkedBlock: bigint | undefined;
   /** Relay transactions of this worker's relayers still open (queued or submitted). */
   inFlight: number;
   /** Relayers whose last broadcast the node refused for want of gas money (until one of theirs is accepted). */

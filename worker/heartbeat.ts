@@ -20,7 +20,7 @@ export type HeartbeatDetails = {
   treasury: { address: string; balanceWei: string; amountWei: string; paused: boolean; underfunded: boolean; checkedAt: string } | null;
   lastError: { stage: string; message: string; at: string } | null;
   totals: Record<string, number>;
-  settings: { intervalMs: number; heartbeatMs: number; relayTimeoutMs: number; maxRelayAttempts: number; batchSize: number };
+  settings: { intervalMs: number; heartbeatMs: number; relayTimeoutMs: number; maxRelayAttempts: number; batchSize: number; confirmations: number };
 };
 
 export class Heartbeat {
@@ -75,6 +75,7 @@ export class Heartbeat {
         relayTimeoutMs: ctx.settings.relayTimeoutMs,
         maxRelayAttempts: ctx.settings.maxRelayAttempts,
         batchSize: ctx.settings.batchSize,
+        confirmations: ctx.settings.confirmations,
       },
     };
   }

@@ -174,7 +174,8 @@ export class WorkerLoop {
         this.lastBlock = block;
         this.lastFullCheck = now;
         const started = performance.now();
-        const outcome = await this.confirmer.run({ checkHoles: maintenance });
+        const outcome = await this.confirmer.run({ checkHoles: maintenance, head: block });
+        ctx.status.checkedBlock = block;
         if (outcome.settled > 0) {
           ctx.log.debug("confirmed", { block, settled: outcome.settled, open: outcome.open, ms: Math.round(performance.now() - started) });
         }

@@ -44,6 +44,7 @@ export function workerSettings(config: Config, overrides: Partial<WorkerSettings
     batchSize: config.workerBatchSize,
     maxRelayAttempts: config.maxRelayAttempts,
     relayTimeoutMs: config.relayTimeoutMs,
+    confirmations: config.confirmations,
     intervalMs: config.workerIntervalMs,
     heartbeatMs: 2_000,
     leaseTtlMs: 15_000,
@@ -127,7 +128,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     chain,
     pool,
     log,
-    status: { treasury: undefined, lastError: undefined, blockNumber: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
+    status: { treasury: undefined, lastError: undefined, blockNumber: undefined, checkedBlock: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
     fees: undefined,
     wake: () => {},
   };
@@ -172,6 +173,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     intervalMs: settings.intervalMs,
     relayTimeoutMs: settings.relayTimeoutMs,
     maxRelayAttempts: settings.maxRelayAttempts,
+    confirmations: settings.confirmations,
   });
   // METRICS_PORT + 1 on loopback, when METRICS_PORT is set (lib/metrics).
   const metricsServer = await startProcessMetricsServer("worker", log);
