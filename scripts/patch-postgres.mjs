@@ -9,13 +9,23 @@
 // also cancels the immediate without forgetting it, so a connection that closed with a write pending never
 // schedules another write on its next socket.
 //
-// The patch: `nextWrite` without a socket rejects what waits on the connection with CONNECTION_CLOSED (the
-// error postgres.js gives for a closed connection everywhere else) instead of throwing; `closed()` forgets the
-// cancelled immediate and the bytes meant for the dead socket. Idempotent; it refuses to guess on other text.
+// A reserved connection (sql.reserve()) whose socket closed is also handed back to the pool by `release()` as if
+// it were open: with no socket and nothing to reconnect it, every later query given to it fails, or waits for ever
+// once it is parked as "full" (a pool of one then hangs).
+//
+// The patch:
+// - `nextWrite` without a socket rejects the statements sent on that connection with CONNECTION_CLOSED (the error
+//   postgres.js gives for a closed connection everywhere else) instead of throwing; a query the pool has already
+//   handed to the connection's reconnect (`initial`) is left to it;
+// - `closed()` and `terminate()` forget the cancelled immediate and the bytes meant for the dead socket;
+// - `release()` of a reserved connection that closed (or is reconnecting, or ended) leaves it where the pool put
+//   it, which reconnects it when a query needs it.
+// Idempotent; it refuses to guess on other text.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 
 const MARK = "/* sponsorship-service: guarded against a closed socket (porsager/postgres#1208) */";
 
@@ -25,13 +35,27 @@ const NEXT_WRITE_PATCHED = `  function nextWrite(fn) {
     if (!socket) {
       nextWriteTimer !== null && clearImmediate(nextWriteTimer)
       chunk = nextWriteTimer = null
+      const reconnecting = initial
+      initial = null
       error(Errors.connection('CONNECTION_CLOSED', options))
+      initial = reconnecting
       return false
     }
     const x = socket.write(chunk, fn)
 `;
 const CLOSED = "    incomings = null\n    clearImmediate(nextWriteTimer)\n    socket.removeListener('data', data)\n";
 const CLOSED_PATCHED = "    incomings = null\n    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null\n    socket.removeListener('data', data)\n";
+const TERMINATE = "    clearImmediate(nextWriteTimer)\n    if (socket) {\n";
+const TERMINATE_PATCHED = "    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null\n    if (socket) {\n";
+const RELEASE = "    sql.release = () => {\n      c.reserved = null\n      onopen(c)\n    }\n";
+const RELEASE_PATCHED = `    sql.release = () => {
+      c.reserved = null
+      ${MARK}
+      if (c.queue === closed || c.queue === connecting || c.queue === ended)
+        return
+      onopen(c)
+    }
+`;
 
 function packageDir() {
   try {
@@ -44,29 +68,35 @@ function packageDir() {
   }
 }
 
+/** Applies `edits` ([original, patched] pairs) to `file` unless it carries MARK; returns what it did. */
+function patchFile(file, edits) {
+  const text = readFileSync(file, "utf8");
+  if (text.includes(MARK)) return "already patched";
+  if (!edits.every(([original]) => text.includes(original))) return "NOT patched";
+  writeFileSync(file, edits.reduce((t, [original, patched]) => t.replace(original, patched), text));
+  return "patched";
+}
+
 export function patchPostgres() {
   const dir = packageDir();
   const version = JSON.parse(readFileSync(path.join(dir, "package.json"), "utf8")).version;
   const results = [];
   for (const variant of ["src", "cjs/src", "cf/src"]) {
-    const file = path.join(dir, variant, "connection.js");
-    if (!existsSync(file)) continue;
-    const text = readFileSync(file, "utf8");
-    if (text.includes(MARK)) {
-      results.push(`${variant}: already patched`);
-      continue;
+    if (!existsSync(path.join(dir, variant, "connection.js"))) continue;
+    const connection = patchFile(path.join(dir, variant, "connection.js"), [
+      [NEXT_WRITE, NEXT_WRITE_PATCHED],
+      [CLOSED, CLOSED_PATCHED],
+      [TERMINATE, TERMINATE_PATCHED],
+    ]);
+    const index = patchFile(path.join(dir, variant, "index.js"), [[RELEASE, RELEASE_PATCHED]]);
+    for (const [file, outcome] of [["connection.js", connection], ["index.js", index]]) {
+      results.push(`${variant}/${file}: ${outcome}${outcome === "NOT patched" ? ` (postgres ${version}: the code differs from 3.4.9; check whether the fix is released)` : ""}`);
     }
-    if (!text.includes(NEXT_WRITE) || !text.includes(CLOSED)) {
-      results.push(`${variant}: NOT patched (postgres ${version}: the code differs from 3.4.9; check whether the fix is released)`);
-      continue;
-    }
-    writeFileSync(file, text.replace(NEXT_WRITE, NEXT_WRITE_PATCHED).replace(CLOSED, CLOSED_PATCHED));
-    results.push(`${variant}: patched`);
   }
   return { version, results };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const { version, results } = patchPostgres();
   const line = `postgres ${version}: ${results.join("; ")}`;
   if (results.some((r) => r.includes("NOT patched"))) console.warn(`WARNING ${line}`);

@@ -73,6 +73,14 @@ export async function sendQueries<const T extends readonly Query<unknown>[]>(
   return queries.map((q, i) => q.parse(answers[i]!)) as Answers<T>;
 }
 
+const LOST_CONNECTION_CODES = new Set(["CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "ECONNRESET", "EPIPE", "ETIMEDOUT"]);
+
+/** The connection itself failed (dropped, reset, ended, or the server terminated the session). */
+function connectionLost(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (LOST_CONNECTION_CODES.has(code) || /^57P0[123]$/.test(code));
+}
+
 /**
  * A transaction on one reserved connection whose statements leave in batches (see above). `body` may end it with
  * `commit(last statements)`; otherwise it is committed after `body` returns. Any failure rolls it back and is
@@ -98,7 +106,9 @@ export async function pipelinedTransaction<T>(db: Database, body: (tx: Pipelined
     if (tx.state === "open") await batch([], true);
     return result;
   } catch (error) {
-    if (tx.state === "open") await connection.unsafe("ROLLBACK").catch(() => {});
+    // A connection that is gone took its transaction with it (the server rolls back a session that ends); nothing
+    // more may be written on the reserved handle, which the pool may be reconnecting for another query.
+    if (tx.state === "open" && !connectionLost(error)) await connection.unsafe("ROLLBACK").catch(() => {});
     throw error;
   } finally {
     connection.release();
