@@ -90,6 +90,12 @@ export class Confirmer {
   private readonly noReceiptSince = new Map<string, number>();
   /** Nonces assigned but held by nothing: first seen at. */
   private readonly holeSince = new Map<string, number>();
+  /** Groups mined but not CONFIRMATIONS deep yet. */
+  private readonly shallow = new Set<string>();
+  /** Groups a reorg dropped after they were seen mined: when. Their stuck clock restarts there. */
+  private readonly droppedByReorgAt = new Map<string, number>();
+  /** The block through which settling may look (CONFIRMATIONS - 1 below the head); undefined when that is the head. */
+  private settledAt: bigint | undefined;
 
   constructor(private readonly ctx: WorkerContext) {}
 
@@ -98,9 +104,6 @@ export class Confirmer {
     const now = Date.now();
     for (const h of hashes) this.lastSent.set(h, now);
   }
-
-  /** The block through which settling may look (CONFIRMATIONS - 1 below the head); undefined when that is the head. */
-  private settledAt: bigint | undefined;
 
   /** `head`: the block number the caller just read (read here when CONFIRMATIONS > 1 and not given). */
   async run(options: { checkHoles: boolean; head?: bigint }): Promise<ConfirmOutcome> {
@@ -134,11 +137,24 @@ export class Confirmer {
     // Mined deep enough: settle. Mined, not deep enough yet: wait. Not mined (or dropped again by a reorg): watch.
     const consumed: Group[] = [];
     const unconsumed: Group[] = [];
+    const now = Date.now();
     for (const g of groups.values()) {
       const n = nonces.get(g.relayer);
       if (!n) continue;
-      if (g.nonce < n.settled) consumed.push(g);
-      else if (g.nonce >= n.latest) unconsumed.push(g);
+      const k = key(g.relayer, g.nonce);
+      if (g.nonce < n.settled) {
+        consumed.push(g);
+        this.shallow.delete(k);
+        this.droppedByReorgAt.delete(k);
+      } else if (g.nonce < n.latest) {
+        this.shallow.add(k);
+      } else {
+        if (this.shallow.delete(k)) {
+          this.droppedByReorgAt.set(k, now);
+          ctx.log.warn("mined transaction dropped by a reorg before it was deep enough: watched again", { relayer: g.relayer, nonce: g.nonce });
+        }
+        unconsumed.push(g);
+      }
     }
 
     const settled = await this.settle(consumed);
@@ -147,6 +163,8 @@ export class Confirmer {
 
     // Forget throttling state of hashes no longer open.
     if (this.lastSent.size > 20_000) this.lastSent.clear();
+    if (this.shallow.size > 20_000) this.shallow.clear();
+    if (this.droppedByReorgAt.size > 20_000) this.droppedByReorgAt.clear();
     ctx.status.inFlight = groups.size - settled;
     return { open: groups.size - settled, settled };
   }
@@ -381,7 +399,9 @@ export class Confirmer {
       const notHeld = latestOpen.status === "queued" || group.nonce >= pending;
       if (notHeld && now - (this.lastSent.get(latestOpen.transactionHash) ?? 0) >= REBROADCAST_EVERY_MS) resend.push(latestOpen);
       if (newest.status === "submitted" && newest.submittedAgeMs !== null) {
-        const age = Math.min(newest.submittedAgeMs, reachableFor);
+        // Time spent mined (waiting to be deep enough) is not time unmined: after a reorg the clock starts again.
+        const droppedAt = this.droppedByReorgAt.get(key(group.relayer, group.nonce));
+        const age = Math.min(newest.submittedAgeMs, reachableFor, droppedAt === undefined ? Number.POSITIVE_INFINITY : now - droppedAt);
         if (age >= ctx.settings.relayTimeoutMs) stuck.push(group);
       }
     }

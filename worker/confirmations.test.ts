@@ -39,9 +39,9 @@ afterAll(async () => {
 });
 
 /** Starts a worker with CONFIRMATIONS, mining paused; creates a request and mines its relay in one block. */
-async function relayedAndMinedOnce(confirmations: number) {
+async function relayedAndMinedOnce(confirmations: number, env: Record<string, string> = {}) {
   await anvilRpc(fx, "evm_setAutomine", [false]);
-  worker = await startInProcessWorker(fx, { CONFIRMATIONS: String(confirmations) });
+  worker = await startInProcessWorker(fx, { CONFIRMATIONS: String(confirmations), ...env });
   const { id, wallet } = await createRequest(fx);
   const relay = await waitFor("the relay transaction to be submitted", async () => {
     const [r] = await readRelays(fx, id);
@@ -50,7 +50,7 @@ async function relayedAndMinedOnce(confirmations: number) {
   await anvilRpc(fx, "evm_mine");
   const receipt = await fx.clients.getTransactionReceipt({ hash: relay.transactionHash as `0x${string}` });
   expect(receipt.status).toBe("success");
-  return { id, wallet, hash: relay.transactionHash as `0x${string}`, minedIn: receipt.blockNumber };
+  return { id, wallet, hash: relay.transactionHash as `0x${string}`, minedIn: receipt.blockNumber, submittedAt: relay.submittedAt! };
 }
 
 /** Waits until the worker has finished a confirm pass with `block` (or a later one) as the head. */
@@ -81,16 +81,28 @@ describe("confirmation depth (CONFIRMATIONS)", () => {
   });
 
   it("a reorg that drops the block before it is deep enough: the same transaction is sent again, mined, and the request completed once", async () => {
-    const { id, wallet, hash, minedIn } = await relayedAndMinedOnce(2);
+    const timeoutMs = 2_000;
+    const { id, wallet, hash, minedIn, submittedAt } = await relayedAndMinedOnce(2, { RELAY_TIMEOUT_MS: String(timeoutMs) });
     await checkedThrough(minedIn);
     expect((await readRequest(fx, id)).status).toBe("relayed");
+
+    // Mined but not deep enough for longer than RELAY_TIMEOUT_MS (a condition of the test): a transaction that is
+    // mined is not stuck, so it is not replaced.
+    await waitFor(
+      "a confirm pass after RELAY_TIMEOUT_MS",
+      async () => ((worker!.ctx.status.checkedAt ?? 0) > submittedAt.getTime() + timeoutMs + 500 ? true : undefined),
+      15_000,
+    );
+    expect((await readRelays(fx, id)).map((r) => r.status)).toEqual(["submitted"]);
 
     // The block that held it is replaced by an empty one: the payment is undone and the node no longer holds it.
     await anvilRpc(fx, "anvil_reorg", [1, []]);
     expect(await anvilRpc(fx, "eth_getTransactionReceipt", [hash])).toBeNull();
+    expect(await anvilRpc(fx, "eth_getTransactionByHash", [hash])).toBeNull();
     expect(await fx.clients.getBalance({ address: wallet })).toBe(0n);
 
-    // The worker broadcasts the stored bytes again (same hash: no attempt burned).
+    // The worker broadcasts the stored bytes again (same hash: no attempt burned); its time mined does not count
+    // as time unmined, so it is not replaced at once either.
     await waitFor(
       "the transaction to be back in the node's pool",
       async () => ((await anvilRpc(fx, "eth_getTransactionByHash", [hash])) !== null ? true : undefined),

@@ -41,6 +41,8 @@ export type WorkerStatus = {
   blockNumber: bigint | undefined;
   /** The head block of the last finished confirm pass: everything mined at or below it has been looked at. */
   checkedBlock: bigint | undefined;
+  /** When the last confirm pass finished (ms since the epoch). */
+  checkedAt: number | undefined;
   /** Relay transactions of this worker's relayers still open (queued or submitted). */
   inFlight: number;
   /** Relayers whose last broadcast the node refused for want of gas money (until one of theirs is accepted). */

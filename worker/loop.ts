@@ -176,6 +176,7 @@ export class WorkerLoop {
         const started = performance.now();
         const outcome = await this.confirmer.run({ checkHoles: maintenance, head: block });
         ctx.status.checkedBlock = block;
+        ctx.status.checkedAt = Date.now();
         if (outcome.settled > 0) {
           ctx.log.debug("confirmed", { block, settled: outcome.settled, open: outcome.open, ms: Math.round(performance.now() - started) });
         }

@@ -128,7 +128,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     chain,
     pool,
     log,
-    status: { treasury: undefined, lastError: undefined, blockNumber: undefined, checkedBlock: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
+    status: { treasury: undefined, lastError: undefined, blockNumber: undefined, checkedBlock: undefined, checkedAt: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
     fees: undefined,
     wake: () => {},
   };
