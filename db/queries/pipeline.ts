@@ -412,7 +412,8 @@ export function confirmRelaysStatements(mined: readonly MinedRelay[]): [Query<un
   ];
 }
 
-export async function confirmRelays(tx: Executor, mined: readonly MinedRelay[]): Promise<string[]> {
+/** Two statements that belong together (the second reads what the first did): only inside a transaction. */
+export async function confirmRelays(tx: Transaction, mined: readonly MinedRelay[]): Promise<string[]> {
   if (mined.length === 0) return [];
   const [, requestIds] = await runQueries(tx, confirmRelaysStatements(mined));
   return requestIds;
