@@ -1,5 +1,7 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, LOCAL_RELAYER_KEYS, parseConfig } from "./config";
+import { CONFIG_VARIABLES, ConfigError, LOCAL_RELAYER_KEYS, parseConfig } from "./config";
 
 describe("configuration", () => {
   it("applies the decisions' defaults to an empty environment", () => {
@@ -58,5 +60,12 @@ describe("configuration", () => {
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as Error).message).toMatch(message);
     expect((error as Error).message).not.toContain("\n");
+  });
+
+  it("lists every variable in .env.example (set, or commented out with its meaning)", () => {
+    const example = readFileSync(path.resolve(import.meta.dirname, "..", ".env.example"), "utf8");
+    const listed = new Set([...example.matchAll(/^#?\s*([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]));
+    expect(CONFIG_VARIABLES.filter((name) => !listed.has(name))).toEqual([]);
+    expect(CONFIG_VARIABLES).toContain("CONFIRMATIONS");
   });
 });

@@ -126,6 +126,9 @@ const envSchema = z.object({
   LOG_LEVEL: withDefault(z.enum(["debug", "info", "warn", "error", "silent"]), "info"),
 });
 
+/** Every environment variable the service reads (each is listed, with its default, in .env.example). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+
 export type Config = Readonly<{
   port: number;
   /** Unset: `npm start` starts an embedded PostgreSQL and sets it for its children. */
