@@ -1,7 +1,7 @@
-import { hostname } from "node:os";
 import { deleteHeartbeat, pruneHeartbeats, upsertHeartbeat } from "@/db/queries/heartbeats";
 import { countOpenRequests } from "@/db/queries/pipeline";
 import type { WorkerContext } from "./context";
+import { processSpace } from "./host";
 
 /**
  * The worker's heartbeat row (worker_heartbeats), written every WORKER heartbeat interval together with the lease
@@ -12,6 +12,8 @@ export const HEARTBEAT_DETAILS_VERSION = 1;
 
 export type HeartbeatDetails = {
   version: number;
+  /** The PID namespace of `pid` (worker/host.ts): another worker probes the pid only from the same one. */
+  pidNamespace: string | null;
   state: "starting" | "running" | "stopping";
   relayers: { configured: string[]; leased: string[]; withoutGas: string[] };
   queue: { pending: number; approved: number; relayed: number };
@@ -44,6 +46,7 @@ export class Heartbeat {
     const health = ctx.chain.health;
     return {
       version: HEARTBEAT_DETAILS_VERSION,
+      pidNamespace: processSpace().pidNamespace,
       state: this.state,
       relayers: { configured: ctx.pool.configured, leased: ctx.pool.leased, withoutGas: [...ctx.status.relayersWithoutGas].sort() },
       queue,
@@ -89,7 +92,7 @@ export class Heartbeat {
         await ctx.pool.renew();
         await upsertHeartbeat(ctx.db, {
           workerId: ctx.workerId,
-          hostname: hostname(),
+          hostname: processSpace().hostname,
           pid: process.pid,
           startedAt: this.startedAt,
           details: await this.details(),

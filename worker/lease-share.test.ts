@@ -1,6 +1,8 @@
 import { sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { workerHeartbeats } from "@/db/schema";
+import { processAlive } from "@/lib/process-alive";
+import { processSpace } from "./host";
 import type { RunningWorker } from "./worker";
 import { relayerAddress, startInProcessWorker, startPipelineFixture, waitFor, type PipelineFixture } from "./test-support";
 
@@ -31,15 +33,23 @@ afterEach(() => {
   for (const b of beats.splice(0)) clearInterval(b);
 });
 
-/** A live worker on another host: it keeps beating (as a real one does), with the given relayer keys. */
-async function otherWorker(id: string, configured: string[]) {
+/**
+ * Another worker that keeps beating (as a real one does), with the given relayer keys; by default on another host.
+ * `where` puts it on this host, in another PID namespace or in ours, with a pid that does not exist here.
+ */
+async function otherWorker(id: string, configured: string[], where?: { pidNamespace: string | null }) {
   await fx.database.db.insert(workerHeartbeats).values({
     workerId: id,
-    hostname: "another-host",
-    pid: 1,
-    details: { version: 1, relayers: { configured, leased: [] } },
+    hostname: where ? processSpace().hostname : "another-host",
+    pid: where ? deadPid() : 1,
+    details: { version: 1, relayers: { configured, leased: [] }, ...(where ? { pidNamespace: where.pidNamespace } : {}) },
   });
   beats.push(setInterval(() => void fx.database.db.execute(sql`UPDATE worker_heartbeats SET last_beat_at = now() WHERE worker_id = ${id}`), 300));
+}
+
+/** A pid no process has here (probed). */
+function deadPid(): number {
+  for (let pid = 4_000_000; ; pid--) if (!processAlive(pid)) return pid;
 }
 
 async function leasedBy(workerId: string): Promise<number> {
@@ -64,5 +74,23 @@ describe("relayer lease shares", () => {
     workers.push(w);
     await waitFor("two relayers leased", async () => ((await leasedBy(w.workerId)) === 2 ? true : undefined), 8_000);
     expect(await leasedBy(w.workerId)).toBe(2);
+  });
+
+  it("counts a live worker on the same hostname in another PID namespace (another container) by its beats, not by probing its pid", async () => {
+    expect(processSpace().pidNamespace).not.toBeNull();
+    await otherWorker("container-twin", fx.relayerKeys.map(relayerAddress), { pidNamespace: "pid:[1]" });
+    const w = await startInProcessWorker(fx);
+    workers.push(w);
+    // Judged dead (the pid does not exist here), it would lose all four at the first rebalance, at start.
+    await waitFor("two relayers leased", async () => ((await leasedBy(w.workerId)) === 2 ? true : undefined), 8_000);
+    expect(await leasedBy(w.workerId)).toBe(2);
+  });
+
+  it("takes over at once from a worker whose pid is gone in its own PID namespace (a crashed process on this host)", async () => {
+    await otherWorker("crashed-here", fx.relayerKeys.map(relayerAddress), { pidNamespace: processSpace().pidNamespace });
+    const w = await startInProcessWorker(fx);
+    workers.push(w);
+    await waitFor("all four relayers leased", async () => ((await leasedBy(w.workerId)) === 4 ? true : undefined), 8_000);
+    expect(await leasedBy(w.workerId)).toBe(4);
   });
 });

@@ -1,4 +1,3 @@
-import { hostname } from "node:os";
 import type { PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Database } from "@/db/client";
@@ -17,10 +16,12 @@ import type { Logger } from "@/lib/log";
 import type { WorkerChain } from "./chain";
 import { FatalWorkerError } from "./errors";
 import { processAlive } from "@/lib/process-alive";
+import { sameProcessSpace } from "./host";
 
 /**
  * The relayer keys this worker may use, and which of them it leases right now. Each relayer's nonce sequence is
- * owned by exactly one worker: a lease is taken only when free, expired or left by a dead process on this host,
+ * owned by exactly one worker: a lease is taken only when free, expired or left by a dead process on this host
+ * (in this PID namespace),
  * and shared fairly (each live worker holds at most ceil(relayers / workers)). On taking a lease the next nonce is
  * reconciled with the chain (pending nonce) and with the highest nonce stored in the database.
  */
@@ -112,10 +113,10 @@ export class RelayerPool {
   async rebalance(): Promise<void> {
     const { db, workerId, leaseTtlMs, log } = this.options;
     const presence = await listWorkerPresence(db);
-    const here = hostname();
+    // A pid is probed only in our own PID namespace on our host (worker/host.ts); anywhere else, the beat's age.
     const dead = new Set(
       presence
-        .filter((w) => w.workerId !== workerId && ((w.hostname === here && !processAlive(w.pid)) || w.lastBeatAgeMs > leaseTtlMs))
+        .filter((w) => w.workerId !== workerId && ((sameProcessSpace(w) && !processAlive(w.pid)) || w.lastBeatAgeMs > leaseTtlMs))
         .map((w) => w.workerId),
     );
     // Only workers that hold keys for some of our relayers compete for them: a worker with other keys, or none,

@@ -33,13 +33,15 @@ export type WorkerPresence = {
   lastBeatAgeMs: number;
   /** The relayer addresses the worker holds keys for (from its heartbeat); null when it has not said. */
   configuredRelayers: string[] | null;
+  /** The PID namespace its pid belongs to (from its heartbeat); null when it has not said. */
+  pidNamespace: string | null;
 };
 
 /** Every heartbeat row with its age (database clock). */
 export async function listWorkerPresence(db: Executor): Promise<WorkerPresence[]> {
-  const rows = await db.execute<{ worker_id: string; hostname: string; pid: number; age_ms: string; configured: unknown }>(sql`
+  const rows = await db.execute<{ worker_id: string; hostname: string; pid: number; age_ms: string; configured: unknown; pid_namespace: string | null }>(sql`
     SELECT worker_id, hostname, pid, floor(extract(epoch FROM now() - last_beat_at) * 1000)::bigint AS age_ms,
-           details -> 'relayers' -> 'configured' AS configured
+           details -> 'relayers' -> 'configured' AS configured, details ->> 'pidNamespace' AS pid_namespace
     FROM worker_heartbeats ORDER BY worker_id`);
   return rows.map((r) => ({
     workerId: r.worker_id,
@@ -47,6 +49,7 @@ export async function listWorkerPresence(db: Executor): Promise<WorkerPresence[]
     pid: r.pid,
     lastBeatAgeMs: Number(r.age_ms),
     configuredRelayers: Array.isArray(r.configured) ? r.configured.filter((a): a is string => typeof a === "string") : null,
+    pidNamespace: r.pid_namespace,
   }));
 }
 

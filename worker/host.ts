@@ -1,0 +1,30 @@
+import { readlinkSync } from "node:fs";
+import { hostname } from "node:os";
+
+/**
+ * Where this worker's pid means something. A pid can only be probed (`kill(pid, 0)`) from the same PID namespace:
+ * two containers can share a hostname (host networking, a fixed `hostname:` in compose) while each sees only its
+ * own pids, so "same hostname and no such pid" would call a live worker in the other container dead and take its
+ * relayers (they would then go back and forth). The namespace is Linux's `/proc/self/ns/pid` link
+ * (`pid:[4026531836]`); where it cannot be read, null, and then no other worker's pid is ever probed.
+ */
+export type ProcessSpace = { hostname: string; pidNamespace: string | null };
+
+function readPidNamespace(): string | null {
+  try {
+    return readlinkSync("/proc/self/ns/pid");
+  } catch {
+    return null;
+  }
+}
+
+const here: ProcessSpace = { hostname: hostname(), pidNamespace: readPidNamespace() };
+
+export function processSpace(): ProcessSpace {
+  return here;
+}
+
+/** Whether `other`'s pid can be probed from this process (same host and same PID namespace, both known). */
+export function sameProcessSpace(other: { hostname: string; pidNamespace: string | null }, ours: ProcessSpace = here): boolean {
+  return other.hostname === ours.hostname && ours.pidNamespace !== null && other.pidNamespace === ours.pidNamespace;
+}
