@@ -1,6 +1,7 @@
-import type { Hash, Hex } from "viem";
+import { parseTransaction, type Hash, type Hex } from "viem";
 import { failNonceFillsStatement, failRelaysStatement, markFillsSubmittedStatement, markRelaysSubmittedStatement } from "@/db/queries/pipeline";
 import { pipelinedTransaction, type Statement } from "@/db/queries/pipelined";
+import { INSUFFICIENT_FUNDS, type BroadcastOutcome } from "./chain";
 import type { WorkerContext } from "./context";
 import { metrics } from "./metrics";
 
@@ -10,8 +11,43 @@ import { metrics } from "./metrics";
  * - accepted (or "already known"): recorded as submitted;
  * - nonce already used: left as is, the confirm stage settles the nonce from receipts (it may be this very hash);
  * - node unreachable or temporarily refusing: left queued, broadcast again later; no attempt is consumed;
- * - refused for good: the attempt (or fill) fails with the node's words; nothing was broadcast.
+ * - refused for good: the attempt (or fill) fails with the node's words; nothing was broadcast;
+ * - refused while the relayer cannot pay the transaction's own maximum cost (gas limit x max fee + value), whatever
+ *   the node's words: no gas money, which is waited out like an unavailable node (the relayer is reported).
  */
+
+/** The most the transaction can cost its sender: gas limit x (max) fee per gas + value; undefined if unreadable. */
+function maxCost(raw: Hex): bigint | undefined {
+  try {
+    const tx = parseTransaction(raw);
+    const feePerGas = tx.maxFeePerGas ?? tx.gasPrice;
+    if (tx.gas === undefined || feePerGas === undefined) return undefined;
+    return tx.gas * feePerGas + (tx.value ?? 0n);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Refusals the node did not word as "insufficient funds": checked against the relayer's balance, so a node with
+ * other words for it (or none) cannot make the worker burn attempts of a relayer that merely needs funding.
+ */
+async function recheckRefusals(ctx: WorkerContext, txs: readonly StoredTransaction[], outcomes: BroadcastOutcome[]): Promise<Set<string>> {
+  const unfunded = new Set<string>();
+  const refused = txs.map((tx, i) => ({ tx, i })).filter(({ i }) => outcomes[i]!.kind === "rejected");
+  if (refused.length === 0) return unfunded;
+  const balances = await ctx.chain.balances([...new Set(refused.map(({ tx }) => tx.relayer as `0x${string}`))]).catch(() => undefined);
+  if (!balances) return unfunded;
+  for (const { tx, i } of refused) {
+    const cost = maxCost(tx.raw);
+    const balance = balances.get(tx.relayer as `0x${string}`);
+    if (cost === undefined || balance === undefined || balance >= cost) continue;
+    const outcome = outcomes[i]!;
+    outcomes[i] = { kind: "unavailable", message: `relayer balance ${balance} wei is below the transaction's maximum cost ${cost} wei (${"message" in outcome ? outcome.message : ""})` };
+    unfunded.add(tx.relayer);
+  }
+  return unfunded;
+}
 
 export type StoredTransaction = {
   kind: "relay" | "fill";
@@ -34,6 +70,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
   // Nonce order within each relayer, so the node never sees a gap it could drop.
   const ordered = [...txs].sort((a, b) => (a.relayer === b.relayer ? a.nonce - b.nonce : a.relayer < b.relayer ? -1 : 1));
   const outcomes = await ctx.chain.broadcast(ordered.map((t) => t.raw));
+  const unfunded = await recheckRefusals(ctx, ordered, outcomes);
 
   const accepted: Hash[] = [];
   const acceptedFills: Hash[] = [];
@@ -55,7 +92,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
         summary.unavailable++;
         unavailableMessage = outcome.message;
         // Shown in the heartbeat and by /health (worker "degraded") until the relayer is funded.
-        if (/insufficient funds/i.test(outcome.message)) ctx.status.relayersWithoutGas.add(tx.relayer);
+        if (unfunded.has(tx.relayer) || INSUFFICIENT_FUNDS.test(outcome.message)) ctx.status.relayersWithoutGas.add(tx.relayer);
         break;
       case "rejected": {
         const reason = `rejected by the node before broadcast: ${outcome.message.slice(0, 300)}`;

@@ -133,6 +133,9 @@ export class ChainHealth {
  * exceeded, JSON-RPC version not supported. */
 const REQUEST_LEVEL_RPC_CODES = new Set([-32700, -32600, -32601, -32002, -32004, -32005, -32006]);
 
+/** How nodes word "the sender cannot pay for this transaction" (geth, reth, erigon, anvil; Nethermind). */
+export const INSUFFICIENT_FUNDS = /insufficient[ _]?funds/i;
+
 export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   const message = messageOf(error);
   if (isUnreachable(error)) return { kind: "unavailable", message };
@@ -148,7 +151,7 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   if (rpc instanceof RpcRequestError && REQUEST_LEVEL_RPC_CODES.has(rpc.code)) return { kind: "unavailable", message };
   if (/already known|already imported|known transaction|already in (the )?(mem)?pool/i.test(message)) return { kind: "accepted" };
   if (/nonce too low|nonce has already been used|already mined|old nonce/i.test(message)) return { kind: "nonce_used", message };
-  if (/insufficient funds|rate limit|too many requests|temporarily|try again|busy|txpool is full|pool is full/i.test(message)) {
+  if (INSUFFICIENT_FUNDS.test(message) || /rate limit|too many requests|temporarily|try again|busy|txpool is full|pool is full/i.test(message)) {
     return { kind: "unavailable", message };
   }
   return { kind: "rejected", message };

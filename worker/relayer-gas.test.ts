@@ -4,6 +4,7 @@ import { workerHeartbeats } from "@/db/schema";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { checkHealth } from "@/lib/health";
 import type { Address } from "@/lib/sponsorship/address";
+import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
 import { createRequest, readRelays, readRequest, startInProcessWorker, startPipelineFixture, waitFor, type PipelineFixture } from "./test-support";
 
@@ -11,21 +12,38 @@ import { createRequest, readRelays, readRequest, startInProcessWorker, startPipe
  * A relayer without gas money (an authorised key whose account holds nothing): its relays wait `queued`, no
  * attempt is burned, and the operator sees it: the worker's heartbeat lists the relayer and /health's worker check
  * is `degraded` naming it, until the account is funded; then the request completes and health is `ok` again.
+ * Whatever words the node uses: anvil says "insufficient funds"; a node that says something else is simulated by a
+ * JSON-RPC proxy that refuses the relayer's broadcasts in other words while it is unfunded (the worker then
+ * compares the relayer's balance with the transaction's maximum cost).
  */
 
-const poorKey = generatePrivateKey();
-const poor = privateKeyToAccount(poorKey).address.toLowerCase() as Address;
+const poorKeys = [generatePrivateKey(), generatePrivateKey()];
+const poorOf = (key: `0x${string}`) => privateKeyToAccount(key).address.toLowerCase() as Address;
 let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
+let proxy: RpcProxy | undefined;
 
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: [poor] });
+  fx = await startPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: poorKeys.map(poorOf) });
 }, 120_000);
 
 afterAll(async () => {
   await worker?.stop();
+  await proxy?.close();
   await fx?.stop();
 });
+
+/** A node that words "cannot pay" its own way: every eth_sendRawTransaction is refused so while `refusing()`. */
+async function nodeWithOtherWords(refusing: () => boolean): Promise<string> {
+  proxy = await startRpcProxy(fx.anvil.rpcUrl, (body) => {
+    const calls = JSON.parse(body) as { id: number; method: string } | { id: number; method: string }[];
+    const list = Array.isArray(calls) ? calls : [calls];
+    if (!refusing() || !list.every((c) => c.method === "eth_sendRawTransaction")) return undefined;
+    const answers = list.map((c) => ({ jsonrpc: "2.0", id: c.id, error: { code: -32000, message: "sender balance too low for the upfront cost" } }));
+    return { status: 200, body: JSON.stringify(Array.isArray(calls) ? answers : answers[0]) };
+  });
+  return proxy.url;
+}
 
 const heartbeatWithoutGas = async () => {
   const [row] = await fx.database.db.select().from(workerHeartbeats);
@@ -33,8 +51,15 @@ const heartbeatWithoutGas = async () => {
 };
 
 describe("a relayer without gas money", () => {
-  it("is reported by the heartbeat and /health (worker degraded) while its relay waits, and cleared once funded", async () => {
-    worker = await startInProcessWorker(fx, { RELAYER_PRIVATE_KEYS: poorKey });
+  it.each([
+    ["in the node's usual words (insufficient funds)", 0, false],
+    ["in other words (checked against its balance)", 1, true],
+  ] as const)("is reported by the heartbeat and /health (worker degraded) while its relay waits, and cleared once funded: refused %s", async (_, which, otherWords) => {
+    const poorKey = poorKeys[which]!;
+    const poor = poorOf(poorKey);
+    let funded = false;
+    const rpcUrl = otherWords ? await nodeWithOtherWords(() => !funded) : fx.anvil.rpcUrl;
+    worker = await startInProcessWorker(fx, { RELAYER_PRIVATE_KEYS: poorKey, RPC_URL: rpcUrl });
     const { id } = await createRequest(fx);
 
     await waitFor("the heartbeat to list the relayer without gas", async () => (await heartbeatWithoutGas())?.includes(poor));
@@ -47,10 +72,13 @@ describe("a relayer without gas money", () => {
 
     const funding = await fx.clients.walletClient(LOCAL_DEPLOYER_KEY).sendTransaction({ to: poor, value: 10n ** 18n });
     await fx.clients.waitForTransactionReceipt({ hash: funding });
+    funded = true;
     await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed");
     await waitFor("the heartbeat to clear the relayer", async () => (await heartbeatWithoutGas())?.length === 0);
     const healthy = await checkHealth({ db: fx.database.db, config: fx.config() });
     expect(healthy.body.checks.worker.status).toBe("ok");
     expect(healthy.body.checks.worker.relayersWithoutGas).toBeUndefined();
+    await worker.stop();
+    worker = undefined;
   });
 });
