@@ -12,6 +12,7 @@ import {
   failRelaysStatement,
   failRequest,
   findRelayByHash,
+  highestFeesAtNonce,
   insertNonceFill,
   insertRelayAttempts,
   listOpenNonceGroups,
@@ -52,6 +53,9 @@ import { SPONSOR_GAS_LIMIT, bumpFees, signFillTransaction, signSponsorTransactio
  * RELAY_TIMEOUT_MS (counted only while the chain was reachable) is replaced at the same nonce with fees >= +12.5%
  * as the request's next attempt, or, after the last attempt, cancelled by a fill so the request can fail for good.
  * A nonce the database assigned but nothing holds any more (a hole that would block every later nonce) is filled.
+ * A transaction of ours that the node still holds at the relayer's lowest unmined nonce while nothing stored there is
+ * open (its replacement was refused for good, so both were closed) would block every later nonce too: after
+ * RELAY_TIMEOUT_MS it is cancelled by a fill that outbids everything stored at that nonce.
  */
 
 type Address = `0x${string}`;
@@ -90,6 +94,8 @@ export class Confirmer {
   private readonly noReceiptSince = new Map<string, number>();
   /** Nonces assigned but held by nothing: first seen at. */
   private readonly holeSince = new Map<string, number>();
+  /** Lowest unmined nonces the node holds a transaction for while nothing stored there is open: first seen at. */
+  private readonly orphanSince = new Map<string, number>();
   /** Groups mined but not CONFIRMATIONS deep yet. */
   private readonly shallow = new Set<string>();
   /** Groups a reorg dropped after they were seen mined: when. Their stuck clock restarts there. */
@@ -159,7 +165,10 @@ export class Confirmer {
 
     const settled = await this.settle(consumed);
     await this.watch(unconsumed, nonces);
-    if (options.checkHoles) await this.fillHoles(relayers, nonces, groups);
+    if (options.checkHoles) {
+      await this.fillHoles(relayers, nonces, groups);
+      await this.cancelOrphans(relayers, nonces, groups);
+    }
 
     // Forget throttling state of hashes no longer open.
     if (this.lastSent.size > 20_000) this.lastSent.clear();
@@ -514,6 +523,60 @@ export class Confirmer {
   }
 
   /* --------------------------------------------------------------- holes */
+
+  /**
+   * The node holds a transaction at the relayer's lowest unmined nonce (pending > latest) but nothing stored at that
+   * nonce is open: a transaction of ours whose row was closed while the node kept it (a replacement refused for
+   * good fails the replacement, and the attempt it was to replace had been closed with it). Unwatched, it blocks
+   * every later nonce of the relayer for as long as its fees stay too low. Seen for RELAY_TIMEOUT_MS, it is
+   * cancelled by a fill outbidding everything stored at that nonce; if the old transaction is mined after all, the
+   * fill's group settles it like any other (a sponsor attempt mined with success still completes its request).
+   */
+  private async cancelOrphans(relayers: Address[], nonces: Map<Address, RelayerNonces>, groups: Map<string, Group>): Promise<void> {
+    const { ctx } = this;
+    const leases = new Map((await listRelayerLeases(ctx.db, relayers)).map((l) => [l.address, l]));
+    const now = Date.now();
+    const seen = new Set<string>();
+    for (const relayer of relayers) {
+      const n = nonces.get(relayer);
+      const lease = leases.get(relayer);
+      if (!n || !lease) continue;
+      const lowest = n.latest;
+      const k = key(relayer, lowest);
+      if (!(n.pending > lowest && lowest < lease.nextNonce && !groups.has(k))) continue;
+      seen.add(k);
+      const since = this.orphanSince.get(k);
+      if (since === undefined) {
+        this.orphanSince.set(k, now);
+        continue;
+      }
+      if (Math.min(now - since, ctx.chain.health.reachableForMs()) < ctx.settings.relayTimeoutMs) continue;
+      this.orphanSince.delete(k);
+      const fees = bumpFees(await highestFeesAtNonce(ctx.db, relayer, lowest), await currentFees(ctx));
+      const account = ctx.pool.account(relayer);
+      const stored = await ctx.db.transaction(async (tx): Promise<StoredTransaction> => {
+        const fence = await lockLeasedRelayers(tx, ctx.workerId, [relayer]);
+        if (!fence.has(relayer)) throw new LeaseLostError(`lease of ${relayer} lost before cancelling nonce ${lowest}`);
+        const signed = await signFillTransaction(account, { chainId: ctx.chain.chainId, nonce: lowest, fees });
+        const id = await insertNonceFill(tx, {
+          relayerAddress: relayer,
+          nonce: lowest,
+          sponsorshipRequestId: null,
+          reason: `cancel: the node held a transaction at nonce ${lowest} that nothing open covered (a refused replacement) for ${ctx.settings.relayTimeoutMs} ms; later nonces were waiting`,
+          transactionHash: signed.hash,
+          rawTransaction: signed.raw,
+          maxFeePerGas: fees.maxFeePerGas,
+          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+        });
+        return { kind: "fill", id, hash: signed.hash as Hash, raw: signed.raw, requestId: null, relayer, nonce: lowest };
+      });
+      ctx.status.totals.fills++;
+      ctx.log.warn("unwatched transaction at the lowest nonce cancelled by a fill", { relayer, nonce: lowest, hash: stored.hash, maxFeePerGas: fees.maxFeePerGas });
+      await broadcastStored(ctx, [stored], "first");
+      this.noteSent([stored.hash]);
+    }
+    for (const k of this.orphanSince.keys()) if (!seen.has(k)) this.orphanSince.delete(k);
+  }
 
   /**
    * A nonce below the relayer's next nonce that the node does not hold and nothing stored is open for (its

@@ -499,6 +499,17 @@ export async function insertNonceFill(tx: Executor, fill: NewNonceFill): Promise
   return row!.id;
 }
 
+/** The highest fees of anything ever stored at (relayer, nonce), open or not: a replacement must outbid them all. */
+export async function highestFeesAtNonce(db: Executor, relayer: Address, nonce: number): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
+  const [row] = await db.execute<{ max_fee: string | null; max_tip: string | null }>(sql`
+    SELECT max(max_fee_per_gas)::text AS max_fee, max(max_priority_fee_per_gas)::text AS max_tip FROM (
+      SELECT max_fee_per_gas, max_priority_fee_per_gas FROM relay_transactions WHERE relayer_address = ${relayer} AND nonce = ${nonce}
+      UNION ALL
+      SELECT max_fee_per_gas, max_priority_fee_per_gas FROM relayer_nonce_fills WHERE relayer_address = ${relayer} AND nonce = ${nonce}
+    ) stored`);
+  return { maxFeePerGas: BigInt(row?.max_fee ?? 0), maxPriorityFeePerGas: BigInt(row?.max_tip ?? 0) };
+}
+
 export async function confirmNonceFill(tx: Executor, id: string, blockNumber: bigint): Promise<void> {
   await tx.execute(sql`
     UPDATE relayer_nonce_fills SET status = 'submitted', submitted_at = COALESCE(submitted_at, now())
