@@ -27,8 +27,12 @@ export async function startRpcProxy(
           return;
         }
         const upstream = await fetch(target, { method: "POST", headers: { "content-type": "application/json" }, body });
-        res.writeHead(upstream.status, { "content-type": "application/json" }).end(await upstream.text());
-      })().catch(() => res.writeHead(502).end());
+        const text = await upstream.text();
+        res.writeHead(upstream.status, { "content-type": "application/json" }).end(text);
+      })().catch(() => {
+        if (!res.headersSent) res.writeHead(502);
+        res.end();
+      });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

@@ -133,8 +133,11 @@ export class ChainHealth {
  * exceeded, JSON-RPC version not supported. */
 const REQUEST_LEVEL_RPC_CODES = new Set([-32700, -32600, -32601, -32002, -32004, -32005, -32006]);
 
-/** How nodes word "the sender cannot pay for this transaction" (geth, reth, erigon, anvil; Nethermind). */
-export const INSUFFICIENT_FUNDS = /insufficient[ _]?funds/i;
+/**
+ * How nodes word "the sender cannot pay for this transaction" (geth, reth, erigon, anvil; Nethermind), including
+ * geth's "transaction would cause overdraft" (the sender's pending transactions together exceed its balance).
+ */
+export const INSUFFICIENT_FUNDS = /insufficient[ _]?funds|overdraft/i;
 
 export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   const message = messageOf(error);

@@ -1,4 +1,4 @@
-import { readlinkSync } from "node:fs";
+import { readFileSync, readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 
 /**
@@ -6,13 +6,14 @@ import { hostname } from "node:os";
  * two containers can share a hostname (host networking, a fixed `hostname:` in compose) while each sees only its
  * own pids, so "same hostname and no such pid" would call a live worker in the other container dead and take its
  * relayers (they would then go back and forth). The namespace is Linux's `/proc/self/ns/pid` link
- * (`pid:[4026531836]`); where it cannot be read, null, and then no other worker's pid is ever probed.
+ * (`pid:[4026531836]`), qualified by the kernel's boot id (namespace numbers repeat from machine to machine: the
+ * initial one is always 4026531836); where either cannot be read, null, and then no other worker's pid is probed.
  */
 export type ProcessSpace = { hostname: string; pidNamespace: string | null };
 
 function readPidNamespace(): string | null {
   try {
-    return readlinkSync("/proc/self/ns/pid");
+    return `${readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim()}/${readlinkSync("/proc/self/ns/pid")}`;
   } catch {
     return null;
   }
