@@ -12,10 +12,10 @@ import {
   failRelaysStatement,
   failRequest,
   findRelayByHash,
-  highestFeesAtNonce,
   insertNonceFill,
   insertRelayAttempts,
   listOpenNonceGroups,
+  lockIfOpen,
   lockRequest,
   readRawTransactions,
   type MinedRelay,
@@ -52,10 +52,10 @@ import { SPONSOR_GAS_LIMIT, bumpFees, signFillTransaction, signSponsorTransactio
  * outage, or lost: pending nonce below it) is broadcast again from its stored bytes; one unmined for
  * RELAY_TIMEOUT_MS (counted only while the chain was reachable) is replaced at the same nonce with fees >= +12.5%
  * as the request's next attempt, or, after the last attempt, cancelled by a fill so the request can fail for good.
- * A nonce the database assigned but nothing holds any more (a hole that would block every later nonce) is filled.
- * A transaction of ours that the node still holds at the relayer's lowest unmined nonce while nothing stored there is
- * open (its replacement was refused for good, so both were closed) would block every later nonce too: after
- * RELAY_TIMEOUT_MS it is cancelled by a fill that outbids everything stored at that nonce.
+ * A replaced transaction stays open (it may still be mined) until the node accepts its replacement; a replacement
+ * refused for good fails alone, and the transaction it was to replace stays watched (replaced again, outbidding
+ * both). A nonce the database assigned but nothing holds any more (a hole that would block every later nonce) is
+ * filled.
  */
 
 type Address = `0x${string}`;
@@ -73,7 +73,7 @@ function isOpen(row: OpenNonceTransaction): boolean {
   return row.status === "queued" || row.status === "submitted";
 }
 
-function toStored(row: OpenNonceTransaction, raw: Hex): StoredTransaction {
+function toStored(row: OpenNonceTransaction, raw: Hex, supersedes: StoredTransaction["supersedes"] = []): StoredTransaction {
   return {
     kind: row.kind,
     id: row.id,
@@ -82,7 +82,16 @@ function toStored(row: OpenNonceTransaction, raw: Hex): StoredTransaction {
     requestId: row.sponsorshipRequestId,
     relayer: row.relayerAddress,
     nonce: row.nonce,
+    supersedes,
   };
+}
+
+/** Why `older` fails once `replacement` (same nonce, higher fees) is accepted by the node. */
+function replacedReason(older: OpenNonceTransaction, replacement: { kind: "relay" | "fill"; relayAttempt: number | null }, nonce: number, timeoutMs: number): string {
+  const by = replacement.kind === "relay" ? `attempt ${replacement.relayAttempt}` : "a fill";
+  return older.kind === "relay"
+    ? `not mined within ${timeoutMs} ms; replaced by ${by} at nonce ${nonce} with higher fees`
+    : `not mined within ${timeoutMs} ms; replaced by ${by} with higher fees`;
 }
 
 export type ConfirmOutcome = { open: number; settled: number };
@@ -94,8 +103,6 @@ export class Confirmer {
   private readonly noReceiptSince = new Map<string, number>();
   /** Nonces assigned but held by nothing: first seen at. */
   private readonly holeSince = new Map<string, number>();
-  /** Lowest unmined nonces the node holds a transaction for while nothing stored there is open: first seen at. */
-  private readonly orphanSince = new Map<string, number>();
   /** Groups mined but not CONFIRMATIONS deep yet. */
   private readonly shallow = new Set<string>();
   /** Groups a reorg dropped after they were seen mined: when. Their stuck clock restarts there. */
@@ -165,10 +172,7 @@ export class Confirmer {
 
     const settled = await this.settle(consumed);
     await this.watch(unconsumed, nonces);
-    if (options.checkHoles) {
-      await this.fillHoles(relayers, nonces, groups);
-      await this.cancelOrphans(relayers, nonces, groups);
-    }
+    if (options.checkHoles) await this.fillHoles(relayers, nonces, groups);
 
     // Forget throttling state of hashes no longer open.
     if (this.lastSent.size > 20_000) this.lastSent.clear();
@@ -398,27 +402,39 @@ export class Confirmer {
     const stuck: Group[] = [];
     const reachableFor = ctx.chain.health.reachableForMs();
     for (const group of groups) {
-      const newest = group.rows[group.rows.length - 1]!;
       const open = group.rows.filter(isOpen);
       if (open.length === 0) continue;
+      // The newest open transaction is the one the node should hold (a refused replacement is closed, so the one it
+      // was to replace is the newest open again).
       const latestOpen = open[open.length - 1]!;
       const pending = nonces.get(group.relayer)?.pending ?? 0;
       // Never accepted by the node yet (queued: crash or outage before the broadcast was recorded), or lost by it
       // (the node's pending nonce stops below this nonce): send the stored bytes again.
       const notHeld = latestOpen.status === "queued" || group.nonce >= pending;
       if (notHeld && now - (this.lastSent.get(latestOpen.transactionHash) ?? 0) >= REBROADCAST_EVERY_MS) resend.push(latestOpen);
-      if (newest.status === "submitted" && newest.submittedAgeMs !== null) {
+      if (latestOpen.status === "submitted" && latestOpen.submittedAgeMs !== null) {
         // Time spent mined (waiting to be deep enough) is not time unmined: after a reorg the clock starts again.
         const droppedAt = this.droppedByReorgAt.get(key(group.relayer, group.nonce));
-        const age = Math.min(newest.submittedAgeMs, reachableFor, droppedAt === undefined ? Number.POSITIVE_INFINITY : now - droppedAt);
+        // A replacement the node refused (stored after it, now closed) restarts the clock too: one try per timeout.
+        const newest = group.rows[group.rows.length - 1]!;
+        const sinceReplacement = newest.id === latestOpen.id ? Number.POSITIVE_INFINITY : newest.createdAgeMs;
+        const age = Math.min(latestOpen.submittedAgeMs, reachableFor, droppedAt === undefined ? Number.POSITIVE_INFINITY : now - droppedAt, sinceReplacement);
         if (age >= ctx.settings.relayTimeoutMs) stuck.push(group);
       }
     }
     if (resend.length > 0) {
       const raws = await readRawTransactions(ctx.db, resend.map((r) => r.transactionHash));
+      // A replacement sent again (stored, then not accepted: the node was unavailable, or a crash) still replaces the
+      // older open transactions of its kind once accepted (attempts stay open under a cancelling fill: they fail
+      // when it is mined, so a request never fails while one of its attempts could still pay).
+      const olderOpen = (r: OpenNonceTransaction) =>
+        groups
+          .find((g) => g.relayer === r.relayerAddress && g.nonce === r.nonce)!
+          .rows.filter((o) => o.id !== r.id && o.kind === r.kind && isOpen(o) && o.createdAt < r.createdAt)
+          .map((o) => ({ kind: o.kind, id: o.id, reason: replacedReason(o, r, r.nonce, ctx.settings.relayTimeoutMs) }));
       const summary = await broadcastStored(
         ctx,
-        resend.filter((r) => raws.has(r.transactionHash)).map((r) => toStored(r, raws.get(r.transactionHash)!)),
+        resend.filter((r) => raws.has(r.transactionHash)).map((r) => toStored(r, raws.get(r.transactionHash)!, olderOpen(r))),
         "again",
       );
       this.noteSent(resend.map((r) => r.transactionHash));
@@ -430,7 +446,11 @@ export class Confirmer {
   /** A group unmined for RELAY_TIMEOUT_MS: the next attempt at the same nonce with higher fees, or a cancelling fill. */
   private async unstick(group: Group): Promise<void> {
     const { ctx } = this;
-    const newest = group.rows[group.rows.length - 1]!;
+    // The transaction to replace: the newest open one (a refused replacement after it is closed and only raises the
+    // bid: fees outbid every transaction stored at the nonce, open or not).
+    const open = group.rows.filter(isOpen);
+    const current = open[open.length - 1];
+    if (!current) return;
     const market = await currentFees(ctx);
     const highest = group.rows.reduce(
       (acc, r) => ({
@@ -446,20 +466,23 @@ export class Confirmer {
     const stored = await ctx.db.transaction(async (tx): Promise<StoredTransaction | undefined> => {
       const fence = await lockLeasedRelayers(tx, ctx.workerId, [group.relayer]);
       if (!fence.has(group.relayer)) throw new LeaseLostError(`lease of ${group.relayer} lost before replacing nonce ${group.nonce}`);
+      // Settled meanwhile (another pass, a takeover): nothing to replace.
+      if (!(await lockIfOpen(tx, current.kind, current.id))) return undefined;
 
-      if (newest.kind === "relay") {
-        const requestId = newest.sponsorshipRequestId!;
+      if (current.kind === "relay") {
+        const requestId = current.sponsorshipRequestId!;
         const req = await lockRequest(tx, requestId);
-        if (req?.status === "relayed" && req.attempts < ctx.settings.maxRelayAttempts && req.attempts === newest.relayAttempt) {
+        // The request's latest attempt is at this nonce (a refused replacement counts: it used its number).
+        const latestHere = Math.max(...group.rows.filter((r) => r.kind === "relay" && r.sponsorshipRequestId === requestId).map((r) => r.relayAttempt ?? 0));
+        if (req?.status === "relayed" && req.attempts < ctx.settings.maxRelayAttempts && req.attempts === latestHere) {
           const attempt = req.attempts + 1;
-          const reason = `not mined within ${timeout} ms; replaced by attempt ${attempt} at nonce ${group.nonce} with higher fees`;
-          if ((await failRelays(tx, [{ id: newest.id, reason }])) === 0) return undefined;
+          const reason = replacedReason(current, { kind: "relay", relayAttempt: attempt }, group.nonce, timeout);
           const signed = await signSponsorTransaction(account, {
             chainId: ctx.chain.chainId,
             treasury: ctx.chain.treasuryAddress,
             nonce: group.nonce,
             fees,
-            wallet: newest.walletAddress!,
+            wallet: current.walletAddress!,
             requestId,
           });
           const ids = await insertRelayAttempts(tx, [
@@ -484,23 +507,34 @@ export class Confirmer {
             attempt,
             relayer: group.relayer,
             nonce: group.nonce,
-            replaced: newest.transactionHash,
+            replaced: current.transactionHash,
             hash: signed.hash,
             maxFeePerGas: fees.maxFeePerGas,
           });
-          return { kind: "relay", id: ids.get(signed.hash)!, hash: signed.hash, raw: signed.raw, requestId, relayer: group.relayer, nonce: group.nonce };
+          return {
+            kind: "relay",
+            id: ids.get(signed.hash)!,
+            hash: signed.hash,
+            raw: signed.raw,
+            requestId,
+            relayer: group.relayer,
+            nonce: group.nonce,
+            // Failed once the node accepts the replacement; until then it may still be mined, and is watched.
+            supersedes: [{ kind: "relay", id: current.id, reason }],
+          };
         }
       }
 
-      // No attempt left (or the newest is itself a fill): cancel the nonce with a zero-value transfer to self.
-      const previousFill = newest.kind === "fill" ? newest : undefined;
-      if (previousFill) await failNonceFills(tx, [{ id: previousFill.id, reason: `not mined within ${timeout} ms; replaced with higher fees` }]);
-      const requestId = newest.sponsorshipRequestId;
+      // No attempt left (or the stuck one is itself a fill): cancel the nonce with a zero-value transfer to self. The
+      // attempts at the nonce stay open until the fill is mined (they fail as cancelled then); a stuck fill is
+      // replaced by this one once the node accepts it.
+      const previousFill = current.kind === "fill" ? current : undefined;
+      const requestId = current.sponsorshipRequestId;
       const why = previousFill
         ? previousFill.relayAttempt === null && previousFill.sponsorshipRequestId === null
           ? `fill of nonce ${group.nonce}, fees raised`
           : `cancel of nonce ${group.nonce} for request ${requestId}, fees raised`
-        : `cancel: attempt ${newest.relayAttempt} of request ${requestId} not mined within ${timeout} ms and no attempt left`;
+        : `cancel: attempt ${current.relayAttempt} of request ${requestId} not mined within ${timeout} ms and no attempt left`;
       const signed = await signFillTransaction(account, { chainId: ctx.chain.chainId, nonce: group.nonce, fees });
       const id = await insertNonceFill(tx, {
         relayerAddress: group.relayer,
@@ -514,7 +548,16 @@ export class Confirmer {
       });
       ctx.status.totals.fills++;
       ctx.log.warn("nonce cancelled by a fill", { relayer: group.relayer, nonce: group.nonce, requestId, hash: signed.hash, why });
-      return { kind: "fill", id, hash: signed.hash, raw: signed.raw, requestId, relayer: group.relayer, nonce: group.nonce };
+      return {
+        kind: "fill",
+        id,
+        hash: signed.hash,
+        raw: signed.raw,
+        requestId,
+        relayer: group.relayer,
+        nonce: group.nonce,
+        supersedes: previousFill ? [{ kind: "fill", id: previousFill.id, reason: replacedReason(previousFill, { kind: "fill", relayAttempt: null }, group.nonce, timeout) }] : [],
+      };
     });
     if (stored) {
       await broadcastStored(ctx, [stored], "first");
@@ -523,60 +566,6 @@ export class Confirmer {
   }
 
   /* --------------------------------------------------------------- holes */
-
-  /**
-   * The node holds a transaction at the relayer's lowest unmined nonce (pending > latest) but nothing stored at that
-   * nonce is open: a transaction of ours whose row was closed while the node kept it (a replacement refused for
-   * good fails the replacement, and the attempt it was to replace had been closed with it). Unwatched, it blocks
-   * every later nonce of the relayer for as long as its fees stay too low. Seen for RELAY_TIMEOUT_MS, it is
-   * cancelled by a fill outbidding everything stored at that nonce; if the old transaction is mined after all, the
-   * fill's group settles it like any other (a sponsor attempt mined with success still completes its request).
-   */
-  private async cancelOrphans(relayers: Address[], nonces: Map<Address, RelayerNonces>, groups: Map<string, Group>): Promise<void> {
-    const { ctx } = this;
-    const leases = new Map((await listRelayerLeases(ctx.db, relayers)).map((l) => [l.address, l]));
-    const now = Date.now();
-    const seen = new Set<string>();
-    for (const relayer of relayers) {
-      const n = nonces.get(relayer);
-      const lease = leases.get(relayer);
-      if (!n || !lease) continue;
-      const lowest = n.latest;
-      const k = key(relayer, lowest);
-      if (!(n.pending > lowest && lowest < lease.nextNonce && !groups.has(k))) continue;
-      seen.add(k);
-      const since = this.orphanSince.get(k);
-      if (since === undefined) {
-        this.orphanSince.set(k, now);
-        continue;
-      }
-      if (Math.min(now - since, ctx.chain.health.reachableForMs()) < ctx.settings.relayTimeoutMs) continue;
-      this.orphanSince.delete(k);
-      const fees = bumpFees(await highestFeesAtNonce(ctx.db, relayer, lowest), await currentFees(ctx));
-      const account = ctx.pool.account(relayer);
-      const stored = await ctx.db.transaction(async (tx): Promise<StoredTransaction> => {
-        const fence = await lockLeasedRelayers(tx, ctx.workerId, [relayer]);
-        if (!fence.has(relayer)) throw new LeaseLostError(`lease of ${relayer} lost before cancelling nonce ${lowest}`);
-        const signed = await signFillTransaction(account, { chainId: ctx.chain.chainId, nonce: lowest, fees });
-        const id = await insertNonceFill(tx, {
-          relayerAddress: relayer,
-          nonce: lowest,
-          sponsorshipRequestId: null,
-          reason: `cancel: the node held a transaction at nonce ${lowest} that nothing open covered (a refused replacement) for ${ctx.settings.relayTimeoutMs} ms; later nonces were waiting`,
-          transactionHash: signed.hash,
-          rawTransaction: signed.raw,
-          maxFeePerGas: fees.maxFeePerGas,
-          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-        });
-        return { kind: "fill", id, hash: signed.hash as Hash, raw: signed.raw, requestId: null, relayer, nonce: lowest };
-      });
-      ctx.status.totals.fills++;
-      ctx.log.warn("unwatched transaction at the lowest nonce cancelled by a fill", { relayer, nonce: lowest, hash: stored.hash, maxFeePerGas: fees.maxFeePerGas });
-      await broadcastStored(ctx, [stored], "first");
-      this.noteSent([stored.hash]);
-    }
-    for (const k of this.orphanSince.keys()) if (!seen.has(k)) this.orphanSince.delete(k);
-  }
 
   /**
    * A nonce below the relayer's next nonce that the node does not hold and nothing stored is open for (its

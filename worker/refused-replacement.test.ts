@@ -1,7 +1,5 @@
-import { and, eq } from "drizzle-orm";
 import { keccak256, parseTransaction, type Hex } from "viem";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { relayerNonceFills } from "@/db/schema";
 import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
 import {
@@ -20,24 +18,24 @@ import {
 } from "./test-support";
 
 /**
- * A replacement the node refuses for good ("replacement transaction underpriced": a node with a higher price bump
- * than ours) fails, and the attempt it was to replace was closed with it, while the node still holds that attempt
- * at the relayer's lowest unmined nonce. Unwatched, it would hold back every later nonce of the relayer. The worker
- * cancels it with a fill that outbids everything stored at that nonce, and the request completes by a later
- * attempt. On a real anvil with mining paused, behind a JSON-RPC proxy that refuses the replacement.
+ * A replacement the node refuses for good ("replacement transaction underpriced": a node that asks for a bigger
+ * price bump than ours) fails alone: the attempt it was to replace stays open while the node holds it, so it is
+ * still watched (replaced again, outbidding both, one try per RELAY_TIMEOUT_MS) and, if it is mined after all, it
+ * completes its request, even when the refused replacement was the request's last attempt. On a real anvil with
+ * mining paused, behind a JSON-RPC proxy that refuses the first replacement.
  */
 
 let fx: PipelineFixture;
 let proxy: RpcProxy;
 let worker: RunningWorker | undefined;
-/** The attempt whose same-nonce replacements the proxy refuses. */
+/** The attempt whose first same-nonce replacement the proxy refuses. */
 let target: { nonce: number; hash: string } | undefined;
 const refused: string[] = [];
 
 type Call = { jsonrpc: "2.0"; id: number; method: string; params?: unknown[] };
 
 function isRefusedReplacement(call: Call): boolean {
-  if (!target || call.method !== "eth_sendRawTransaction") return false;
+  if (!target || refused.length > 0 || call.method !== "eth_sendRawTransaction") return false;
   const raw = call.params?.[0] as Hex;
   const tx = parseTransaction(raw);
   return tx.to?.toLowerCase() === fx.deployment.treasuryAddress.toLowerCase() && tx.nonce === target.nonce && keccak256(raw) !== target.hash;
@@ -66,6 +64,8 @@ beforeAll(async () => {
 afterEach(async () => {
   await worker?.stop();
   worker = undefined;
+  target = undefined;
+  refused.length = 0;
   await anvilRpc(fx, "evm_setAutomine", [true]);
 });
 
@@ -74,52 +74,68 @@ afterAll(async () => {
   await fx?.stop();
 });
 
+/** Mining paused; a worker through the proxy; a request whose first attempt is submitted and targeted. */
+async function firstAttemptSubmitted(env: Record<string, string>) {
+  await anvilRpc(fx, "evm_setAutomine", [false]);
+  worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, RELAY_TIMEOUT_MS: "1500", ...env });
+  const { id, wallet } = await createRequest(fx);
+  const first = await waitFor("the first attempt to be submitted", async () => {
+    const [r] = await readRelays(fx, id);
+    return r?.status === "submitted" ? r : undefined;
+  });
+  target = { nonce: first.nonce!, hash: first.transactionHash! };
+  // Not mined within RELAY_TIMEOUT_MS: replaced at the same nonce, and the node refuses the replacement.
+  const second = await waitFor("the replacement to be refused", async () => {
+    const r = (await readRelays(fx, id)).find((x) => x.relayAttempt === 2);
+    return r?.status === "failed" ? r : undefined;
+  });
+  expect(second.nonce).toBe(first.nonce);
+  expect(second.failureReason).toMatch(/rejected by the node before broadcast: .*replacement transaction underpriced/);
+  expect(refused).toEqual([second.transactionHash]);
+  // The replaced attempt is still open: the node holds it, and it could still be mined.
+  expect((await readRelays(fx, id)).find((x) => x.relayAttempt === 1)!.status).toBe("submitted");
+  expect(await anvilRpc(fx, "eth_getTransactionByHash", [first.transactionHash])).not.toBeNull();
+  return { id, wallet, first, second };
+}
+
+async function resumeMiningAndComplete(id: string) {
+  await anvilRpc(fx, "evm_mine");
+  await anvilRpc(fx, "evm_setAutomine", [true]);
+  await waitFor("the request to complete", async () => ((await readRequest(fx, id)).status === "completed" ? true : undefined), 30_000);
+}
+
 describe("a replacement the node refuses for good", () => {
-  it("leaves no transaction of ours unwatched: the one the node still holds is cancelled by a fill, and the request completes once", async () => {
-    const relayer = relayerAddress(fx.relayerKeys[0]!);
-    await anvilRpc(fx, "evm_setAutomine", [false]);
-    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, RELAY_TIMEOUT_MS: "1500" });
-    const { id, wallet } = await createRequest(fx);
-    const first = await waitFor("the first attempt to be submitted", async () => {
-      const [r] = await readRelays(fx, id);
+  it("leaves the attempt it was to replace open and watched: replaced again, outbidding both, and the request completes once", async () => {
+    const { id, wallet, first, second } = await firstAttemptSubmitted({});
+
+    // After RELAY_TIMEOUT_MS more, the next attempt at the same nonce outbids both; once accepted, the first fails.
+    const third = await waitFor("attempt 3 to be submitted", async () => {
+      const r = (await readRelays(fx, id)).find((x) => x.relayAttempt === 3);
       return r?.status === "submitted" ? r : undefined;
-    });
-    target = { nonce: first.nonce!, hash: first.transactionHash! };
-
-    // Not mined within RELAY_TIMEOUT_MS: replaced at the same nonce, and the node refuses the replacement.
-    const second = await waitFor("the replacement to be refused", async () => {
-      const r = (await readRelays(fx, id)).find((x) => x.relayAttempt === 2);
-      return r?.status === "failed" ? r : undefined;
-    });
-    expect(second.nonce).toBe(first.nonce);
-    expect(second.failureReason).toMatch(/rejected by the node before broadcast: .*replacement transaction underpriced/);
-    expect(refused).toContain(second.transactionHash);
-    // The node still holds the first attempt at the relayer's lowest unmined nonce.
-    expect(await anvilRpc(fx, "eth_getTransactionByHash", [first.transactionHash])).not.toBeNull();
-
-    // Nothing open covers that nonce: after RELAY_TIMEOUT_MS a fill outbidding both is sent at it.
-    const fill = await waitFor("a fill at the first attempt's nonce", async () => {
-      const [f] = await fx.database.db
-        .select()
-        .from(relayerNonceFills)
-        .where(and(eq(relayerNonceFills.relayerAddress, relayer), eq(relayerNonceFills.nonce, first.nonce!)));
-      return f?.status === "submitted" ? f : undefined;
     }, 15_000);
-    expect(fill.reason).toMatch(/nothing open covered/);
-    expect(fill.maxFeePerGas! * 10n).toBeGreaterThanOrEqual(second.maxFeePerGas! * 11n);
+    expect(third.nonce).toBe(first.nonce);
+    expect(third.maxFeePerGas! * 10n).toBeGreaterThanOrEqual(second.maxFeePerGas! * 11n);
+    const replaced = (await readRelays(fx, id)).find((x) => x.relayAttempt === 1)!;
+    expect(replaced.status).toBe("failed");
+    expect(replaced.failureReason).toMatch(/replaced by attempt 3 at nonce \d+ with higher fees/);
 
-    // Mining resumes: the fill takes the nonce, a later attempt pays the wallet, once.
-    await anvilRpc(fx, "evm_mine");
-    await anvilRpc(fx, "evm_setAutomine", [true]);
-    await waitFor("the request to complete", async () => ((await readRequest(fx, id)).status === "completed" ? true : undefined), 30_000);
-    const [settledFill] = await fx.database.db.select().from(relayerNonceFills).where(eq(relayerNonceFills.id, fill.id));
-    expect(settledFill!.status).toBe("confirmed");
+    await resumeMiningAndComplete(id);
     const relays = await readRelays(fx, id);
-    expect(relays.filter((r) => r.status === "confirmed")).toHaveLength(1);
-    expect(relays.find((r) => r.status === "confirmed")!.nonce).toBeGreaterThan(first.nonce!);
+    expect(relays.map((r) => [r.relayAttempt, r.status])).toEqual([[1, "failed"], [2, "failed"], [3, "confirmed"]]);
     expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toHaveLength(1);
     expect(await fx.clients.getBalance({ address: wallet })).toBe(SPONSOR_AMOUNT);
-    const nonces = await chainNonces(fx, relayer);
+    const nonces = await chainNonces(fx, relayerAddress(fx.relayerKeys[0]!));
     expect(nonces.pending).toBe(nonces.latest);
+  });
+
+  it("when the refused replacement was the last attempt and the replaced one is mined after all, the request completes (not failed)", async () => {
+    const { id, wallet } = await firstAttemptSubmitted({ MAX_RELAY_ATTEMPTS: "2" });
+
+    // The node still holds attempt 1: mining resumes and it pays the wallet.
+    await resumeMiningAndComplete(id);
+    const relays = await readRelays(fx, id);
+    expect(relays.map((r) => [r.relayAttempt, r.status])).toEqual([[1, "confirmed"], [2, "failed"]]);
+    expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toHaveLength(1);
+    expect(await fx.clients.getBalance({ address: wallet })).toBe(SPONSOR_AMOUNT);
   });
 });

@@ -247,6 +247,15 @@ export async function lockRequest(tx: Transaction, id: string): Promise<{ status
   return { status: row.status, attempts: a?.attempts ?? 0 };
 }
 
+/** Whether a stored transaction (relay attempt or fill) is still queued or submitted; locks its row. */
+export async function lockIfOpen(tx: Transaction, kind: "relay" | "fill", id: string): Promise<boolean> {
+  const rows =
+    kind === "relay"
+      ? await tx.execute(sql`SELECT 1 FROM relay_transactions WHERE id = ${id} AND status IN ('queued', 'submitted') FOR UPDATE`)
+      : await tx.execute(sql`SELECT 1 FROM relayer_nonce_fills WHERE id = ${id} AND status IN ('queued', 'submitted') FOR UPDATE`);
+  return rows.length > 0;
+}
+
 /** Attempts of a request still queued or submitted: each of them could still be mined and pay the wallet. */
 export async function countOpenAttempts(tx: Executor, id: string): Promise<number> {
   const [row] = await tx.execute<{ n: number }>(sql`
@@ -289,6 +298,8 @@ export type OpenNonceTransaction = {
   createdAt: Date;
   /** Milliseconds since the first accepted broadcast (database clock), null while queued. */
   submittedAgeMs: number | null;
+  /** Milliseconds since it was stored (database clock). */
+  createdAgeMs: number;
   /** The request (for a fill: the request whose attempt it cancels, if any). */
   sponsorshipRequestId: string | null;
   relayAttempt: number | null;
@@ -311,6 +322,7 @@ const OPEN_NONCE_GROUPS = `
     SELECT 'relay' AS kind, t.id, t.relayer_address, t.nonce, t.status, t.transaction_hash,
       t.max_fee_per_gas, t.max_priority_fee_per_gas, t.created_at,
       floor(extract(epoch FROM now() - t.submitted_at) * 1000)::bigint AS submitted_age_ms,
+      floor(extract(epoch FROM now() - t.created_at) * 1000)::bigint AS created_age_ms,
       t.sponsorship_request_id, t.relay_attempt, r.status AS request_status, r.wallet_address,
       (SELECT max(x.relay_attempt) FROM relay_transactions x WHERE x.sponsorship_request_id = t.sponsorship_request_id)::int AS request_attempts
     FROM relay_transactions t
@@ -321,6 +333,7 @@ const OPEN_NONCE_GROUPS = `
     SELECT 'fill' AS kind, f.id, f.relayer_address, f.nonce, f.status, f.transaction_hash,
       f.max_fee_per_gas, f.max_priority_fee_per_gas, f.created_at,
       floor(extract(epoch FROM now() - f.submitted_at) * 1000)::bigint AS submitted_age_ms,
+      floor(extract(epoch FROM now() - f.created_at) * 1000)::bigint AS created_age_ms,
       f.sponsorship_request_id, NULL::int, r.status, r.wallet_address,
       (SELECT max(x.relay_attempt) FROM relay_transactions x WHERE x.sponsorship_request_id = f.sponsorship_request_id)::int
     FROM relayer_nonce_fills f
@@ -346,6 +359,7 @@ export async function listOpenNonceGroups(db: Executor, relayers: readonly strin
     max_priority_fee_per_gas: string;
     created_at: Date;
     submitted_age_ms: string | null;
+    created_age_ms: string;
     sponsorship_request_id: string | null;
     relay_attempt: number | null;
     request_status: RequestStatus | null;
@@ -363,6 +377,7 @@ export async function listOpenNonceGroups(db: Executor, relayers: readonly strin
     maxPriorityFeePerGas: BigInt(r.max_priority_fee_per_gas),
     createdAt: new Date(r.created_at),
     submittedAgeMs: r.submitted_age_ms === null ? null : Number(r.submitted_age_ms),
+    createdAgeMs: Number(r.created_age_ms),
     sponsorshipRequestId: r.sponsorship_request_id,
     relayAttempt: r.relay_attempt,
     requestStatus: r.request_status,
@@ -497,17 +512,6 @@ export async function insertNonceFill(tx: Executor, fill: NewNonceFill): Promise
       ${fill.rawTransaction}, ${fill.maxFeePerGas.toString()}::numeric, ${fill.maxPriorityFeePerGas.toString()}::numeric)
     RETURNING id`);
   return row!.id;
-}
-
-/** The highest fees of anything ever stored at (relayer, nonce), open or not: a replacement must outbid them all. */
-export async function highestFeesAtNonce(db: Executor, relayer: Address, nonce: number): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
-  const [row] = await db.execute<{ max_fee: string | null; max_tip: string | null }>(sql`
-    SELECT max(max_fee_per_gas)::text AS max_fee, max(max_priority_fee_per_gas)::text AS max_tip FROM (
-      SELECT max_fee_per_gas, max_priority_fee_per_gas FROM relay_transactions WHERE relayer_address = ${relayer} AND nonce = ${nonce}
-      UNION ALL
-      SELECT max_fee_per_gas, max_priority_fee_per_gas FROM relayer_nonce_fills WHERE relayer_address = ${relayer} AND nonce = ${nonce}
-    ) stored`);
-  return { maxFeePerGas: BigInt(row?.max_fee ?? 0), maxPriorityFeePerGas: BigInt(row?.max_tip ?? 0) };
 }
 
 export async function confirmNonceFill(tx: Executor, id: string, blockNumber: bigint): Promise<void> {
