@@ -8,7 +8,8 @@ import { metrics } from "./metrics";
 /**
  * Broadcast of transactions already stored (hash and raw bytes in the database): the only way anything reaches the
  * chain. Outcomes:
- * - accepted (or "already known"): recorded as submitted; what it replaces at its nonce fails ("replaced ...");
+ * - accepted (or "already known"): recorded as submitted (what it replaces at its nonce stays open until the
+ *   nonce is settled: it could still be the one mined);
  * - nonce already used: left as is, the confirm stage settles the nonce from receipts (it may be this very hash);
  * - node unreachable or temporarily refusing: left queued, broadcast again later; no attempt is consumed;
  * - refused for good: the attempt (or fill) fails with the node's words; nothing was broadcast;
@@ -60,11 +61,6 @@ export type StoredTransaction = {
   nonce: number;
   /** The relay attempt number (relays only). */
   attempt?: number;
-  /**
-   * Transactions at the same nonce this one replaces (higher fees): they stay open, and could still be mined, until
-   * the node accepts this one; then they fail with `reason`. A replacement the node refuses leaves them watched.
-   */
-  supersedes?: readonly { kind: "relay" | "fill"; id: string; reason: string }[];
 };
 
 export type BroadcastSummary = { accepted: number; unavailable: number; rejected: number; nonceUsed: number };
@@ -79,8 +75,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
 
   const accepted: Hash[] = [];
   const acceptedFills: Hash[] = [];
-  const supersededRelays: { id: string; reason: string }[] = [];
-  const supersededFills: { id: string; reason: string }[] = [];
+
   const rejectedRelays: { id: string; reason: string }[] = [];
   const rejectedFills: { id: string; reason: string }[] = [];
   let unavailableMessage: string | undefined;
@@ -91,7 +86,6 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
         ctx.status.relayersWithoutGas.delete(tx.relayer);
         accepted.push(tx.hash);
         if (tx.kind === "fill") acceptedFills.push(tx.hash);
-        for (const old of tx.supersedes ?? []) (old.kind === "relay" ? supersededRelays : supersededFills).push({ id: old.id, reason: old.reason });
         break;
       case "nonce_used":
         summary.nonceUsed++;
@@ -132,8 +126,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
   if (acceptedFills.length > 0) writes.push(markFillsSubmittedStatement(acceptedFills));
   if (rejectedRelays.length > 0) writes.push(failRelaysStatement(rejectedRelays));
   if (rejectedFills.length > 0) writes.push(failNonceFillsStatement(rejectedFills));
-  if (supersededRelays.length > 0) writes.push(failRelaysStatement(supersededRelays));
-  if (supersededFills.length > 0) writes.push(failNonceFillsStatement(supersededFills));
+
   if (writes.length > 0) {
     await pipelinedTransaction(ctx.db, (tx) => tx.commit(writes));
     ctx.status.totals.failedAttempts += rejectedRelays.length;

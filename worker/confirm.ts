@@ -52,10 +52,10 @@ import { SPONSOR_GAS_LIMIT, bumpFees, signFillTransaction, signSponsorTransactio
  * outage, or lost: pending nonce below it) is broadcast again from its stored bytes; one unmined for
  * RELAY_TIMEOUT_MS (counted only while the chain was reachable) is replaced at the same nonce with fees >= +12.5%
  * as the request's next attempt, or, after the last attempt, cancelled by a fill so the request can fail for good.
- * A replaced transaction stays open (it may still be mined) until the node accepts its replacement; a replacement
- * refused for good fails alone, and the transaction it was to replace stays watched (replaced again, outbidding
- * both). A nonce the database assigned but nothing holds any more (a hole that would block every later nonce) is
- * filled.
+ * A replaced transaction stays open until its nonce is settled (it may still be the one mined: then it completes its
+ * request); a replacement refused for good fails alone, and the newest open transaction is watched again (replaced
+ * a timeout later, outbidding everything stored at the nonce). A nonce the database assigned but nothing holds any
+ * more (a hole that would block every later nonce) is filled.
  */
 
 type Address = `0x${string}`;
@@ -73,7 +73,7 @@ function isOpen(row: OpenNonceTransaction): boolean {
   return row.status === "queued" || row.status === "submitted";
 }
 
-function toStored(row: OpenNonceTransaction, raw: Hex, supersedes: StoredTransaction["supersedes"] = []): StoredTransaction {
+function toStored(row: OpenNonceTransaction, raw: Hex): StoredTransaction {
   return {
     kind: row.kind,
     id: row.id,
@@ -82,16 +82,7 @@ function toStored(row: OpenNonceTransaction, raw: Hex, supersedes: StoredTransac
     requestId: row.sponsorshipRequestId,
     relayer: row.relayerAddress,
     nonce: row.nonce,
-    supersedes,
   };
-}
-
-/** Why `older` fails once `replacement` (same nonce, higher fees) is accepted by the node. */
-function replacedReason(older: OpenNonceTransaction, replacement: { kind: "relay" | "fill"; relayAttempt: number | null }, nonce: number, timeoutMs: number): string {
-  const by = replacement.kind === "relay" ? `attempt ${replacement.relayAttempt}` : "a fill";
-  return older.kind === "relay"
-    ? `not mined within ${timeoutMs} ms; replaced by ${by} at nonce ${nonce} with higher fees`
-    : `not mined within ${timeoutMs} ms; replaced by ${by} with higher fees`;
 }
 
 export type ConfirmOutcome = { open: number; settled: number };
@@ -424,17 +415,9 @@ export class Confirmer {
     }
     if (resend.length > 0) {
       const raws = await readRawTransactions(ctx.db, resend.map((r) => r.transactionHash));
-      // A replacement sent again (stored, then not accepted: the node was unavailable, or a crash) still replaces the
-      // older open transactions of its kind once accepted (attempts stay open under a cancelling fill: they fail
-      // when it is mined, so a request never fails while one of its attempts could still pay).
-      const olderOpen = (r: OpenNonceTransaction) =>
-        groups
-          .find((g) => g.relayer === r.relayerAddress && g.nonce === r.nonce)!
-          .rows.filter((o) => o.id !== r.id && o.kind === r.kind && isOpen(o) && o.createdAt < r.createdAt)
-          .map((o) => ({ kind: o.kind, id: o.id, reason: replacedReason(o, r, r.nonce, ctx.settings.relayTimeoutMs) }));
       const summary = await broadcastStored(
         ctx,
-        resend.filter((r) => raws.has(r.transactionHash)).map((r) => toStored(r, raws.get(r.transactionHash)!, olderOpen(r))),
+        resend.filter((r) => raws.has(r.transactionHash)).map((r) => toStored(r, raws.get(r.transactionHash)!)),
         "again",
       );
       this.noteSent(resend.map((r) => r.transactionHash));
@@ -476,7 +459,6 @@ export class Confirmer {
         const latestHere = Math.max(...group.rows.filter((r) => r.kind === "relay" && r.sponsorshipRequestId === requestId).map((r) => r.relayAttempt ?? 0));
         if (req?.status === "relayed" && req.attempts < ctx.settings.maxRelayAttempts && req.attempts === latestHere) {
           const attempt = req.attempts + 1;
-          const reason = replacedReason(current, { kind: "relay", relayAttempt: attempt }, group.nonce, timeout);
           const signed = await signSponsorTransaction(account, {
             chainId: ctx.chain.chainId,
             treasury: ctx.chain.treasuryAddress,
@@ -499,7 +481,7 @@ export class Confirmer {
             },
           ]);
           ctx.status.totals.replacements++;
-          ctx.status.totals.failedAttempts++;
+          // "timeout": an attempt not mined in time was replaced (it stays open: it may still be the one mined).
           metrics.failure(group.relayer, "timeout");
           metrics.attempt(group.relayer, attempt);
           ctx.log.warn("relay attempt stuck: replaced at the same nonce", {
@@ -511,23 +493,12 @@ export class Confirmer {
             hash: signed.hash,
             maxFeePerGas: fees.maxFeePerGas,
           });
-          return {
-            kind: "relay",
-            id: ids.get(signed.hash)!,
-            hash: signed.hash,
-            raw: signed.raw,
-            requestId,
-            relayer: group.relayer,
-            nonce: group.nonce,
-            // Failed once the node accepts the replacement; until then it may still be mined, and is watched.
-            supersedes: [{ kind: "relay", id: current.id, reason }],
-          };
+          return { kind: "relay", id: ids.get(signed.hash)!, hash: signed.hash, raw: signed.raw, requestId, relayer: group.relayer, nonce: group.nonce };
         }
       }
 
-      // No attempt left (or the stuck one is itself a fill): cancel the nonce with a zero-value transfer to self. The
-      // attempts at the nonce stay open until the fill is mined (they fail as cancelled then); a stuck fill is
-      // replaced by this one once the node accepts it.
+      // No attempt left (or the stuck one is itself a fill): cancel the nonce with a zero-value transfer to self. What
+      // is open at the nonce stays open until one of them is mined (the others fail as superseded or cancelled then).
       const previousFill = current.kind === "fill" ? current : undefined;
       const requestId = current.sponsorshipRequestId;
       const why = previousFill
@@ -548,16 +519,7 @@ export class Confirmer {
       });
       ctx.status.totals.fills++;
       ctx.log.warn("nonce cancelled by a fill", { relayer: group.relayer, nonce: group.nonce, requestId, hash: signed.hash, why });
-      return {
-        kind: "fill",
-        id,
-        hash: signed.hash,
-        raw: signed.raw,
-        requestId,
-        relayer: group.relayer,
-        nonce: group.nonce,
-        supersedes: previousFill ? [{ kind: "fill", id: previousFill.id, reason: replacedReason(previousFill, { kind: "fill", relayAttempt: null }, group.nonce, timeout) }] : [],
-      };
+      return { kind: "fill", id, hash: signed.hash, raw: signed.raw, requestId, relayer: group.relayer, nonce: group.nonce };
     });
     if (stored) {
       await broadcastStored(ctx, [stored], "first");

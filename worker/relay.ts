@@ -78,7 +78,8 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
     for (const c of candidates) {
       if (BigInt(attempts.length) >= affordable) break;
       if (c.attempts >= max) {
-        // Only reachable when MAX_RELAY_ATTEMPTS was lowered: the confirm stage fails a request at its last attempt.
+        // The confirm stage fails a request at its last attempt; this is reached when MAX_RELAY_ATTEMPTS was lowered, or
+        // when the last attempt was refused by the node (nothing of it was ever broadcast).
         metrics.finished(await sendQueries(tx, [failRequestStatement(c.id, ctx.actor, `relay failed: all ${c.attempts} attempts failed`)]));
         ctx.status.totals.failed++;
         continue;

@@ -134,7 +134,8 @@ export async function listRelayerAccounts(db: Database): Promise<RelayerAccountS
   const accounts = await db.select().from(relayerAccounts).orderBy(asc(relayerAccounts.address));
   if (accounts.length === 0) return [];
   const inFlight = await db
-    .select({ address: relayTransactions.relayerAddress, n: sql<number>`count(*)::int` })
+    // Per nonce: a replaced attempt and its replacement at one nonce are one transaction in flight.
+    .select({ address: relayTransactions.relayerAddress, n: sql<number>`count(DISTINCT ${relayTransactions.nonce})::int` })
     .from(relayTransactions)
     .where(inArray(relayTransactions.status, ["queued", "submitted"]))
     .groupBy(relayTransactions.relayerAddress);
@@ -250,7 +251,7 @@ export async function listRequests(
   const latestHash = sql<string | null>`(
     SELECT rt.transaction_hash FROM relay_transactions rt
     WHERE rt.sponsorship_request_id = sponsorship_requests.id AND rt.transaction_hash IS NOT NULL
-    ORDER BY (rt.status = 'confirmed') DESC, rt.relay_attempt DESC LIMIT 1)`;
+    ORDER BY (rt.status = 'confirmed') DESC, (rt.status = 'submitted') DESC, rt.relay_attempt DESC LIMIT 1)`;
   const attempts = sql<number>`(SELECT count(*)::int FROM relay_transactions rt WHERE rt.sponsorship_request_id = sponsorship_requests.id)`;
 
   const fetched = await db

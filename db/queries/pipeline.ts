@@ -550,8 +550,11 @@ export async function countOpenRequests(db: Executor): Promise<QueueDepths> {
   return depths;
 }
 
-/** Relay attempts queued or submitted, over every relayer: each will take `amount` from the treasury if mined. */
-const COUNT_OPEN_RELAYS = `SELECT count(*)::int AS n FROM relay_transactions WHERE status IN ('queued', 'submitted')`;
+/**
+ * Requests with a relay attempt queued or submitted, over every relayer: each will take `amount` from the treasury
+ * if mined (once: a replaced attempt and its replacement at one nonce, or any two attempts of a request, pay once).
+ */
+const COUNT_OPEN_RELAYS = `SELECT count(DISTINCT sponsorship_request_id)::int AS n FROM relay_transactions WHERE status IN ('queued', 'submitted')`;
 
 export function countOpenRelaysStatement(): Query<number> {
   return query(COUNT_OPEN_RELAYS, [], (rows) => (rows[0]?.n as number | undefined) ?? 0);

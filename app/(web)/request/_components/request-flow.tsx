@@ -270,11 +270,13 @@ function useSponsorshipRequest(id: string, onWallet: (wallet: string) => void): 
   return state;
 }
 
+/** The hash to show: the confirmed one, else the newest the node accepted (submitted), else the newest stored. */
 function transactionHash(request: SponsorshipRequestView | null): string | null {
   const relays = request?.relayTransactions ?? [];
   const confirmed = relays.find((r) => r.status === "confirmed" && r.transactionHash);
   if (confirmed) return confirmed.transactionHash;
-  return [...relays].reverse().find((r) => r.transactionHash)?.transactionHash ?? null;
+  const newestFirst = [...relays].reverse();
+  return (newestFirst.find((r) => r.status === "submitted" && r.transactionHash) ?? newestFirst.find((r) => r.transactionHash))?.transactionHash ?? null;
 }
 
 const HASH_PLACEHOLDER = "0x" + "0".repeat(64);
