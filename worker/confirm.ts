@@ -41,8 +41,9 @@ import { SPONSOR_GAS_LIMIT, bumpFees, signFillTransaction, signSponsorTransactio
  * receipts of all its hashes (one batched request) say which one won. A group mined but not that deep yet waits,
  * neither settled nor watched; if a reorg drops its block, it is watched again like any unmined group (the node no
  * longer holds it: broadcast again from its stored bytes, same hash, no attempt burned).
- * - a sponsor attempt mined with success: that attempt is confirmed (even if it had been given up as stuck and
- *   replaced: failed -> confirmed), the others fail as superseded, the request is completed;
+ * - a sponsor attempt mined with success: that attempt is confirmed (a replaced one too: it stays open until its
+ *   nonce settles; failed -> confirmed when found by its Sponsored event), the others fail as superseded, the
+ *   request is completed;
  * - mined and reverted: the attempt fails with the decoded reason; the request fails at its last attempt,
  *   otherwise the relay stage makes the next attempt (new nonce); AlreadySponsored is checked against the
  *   treasury's Sponsored events (was it this request, through a hash we sent? then it is completed);
