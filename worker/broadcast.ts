@@ -40,11 +40,11 @@ async function recheckRefusals(ctx: WorkerContext, txs: readonly StoredTransacti
   const balances = await ctx.chain.balances([...new Set(refused.map(({ tx }) => tx.relayer as `0x${string}`))]).catch(() => undefined);
   if (!balances) return unfunded;
   for (const { tx, i } of refused) {
+    const outcome = outcomes[i]!;
     const cost = maxCost(tx.raw);
     const balance = balances.get(tx.relayer as `0x${string}`);
-    if (cost === undefined || balance === undefined || balance >= cost) continue;
-    const outcome = outcomes[i]!;
-    outcomes[i] = { kind: "unavailable", message: `relayer balance ${balance} wei is below the transaction's maximum cost ${cost} wei (${"message" in outcome ? outcome.message : ""})` };
+    if (outcome.kind !== "rejected" || cost === undefined || balance === undefined || balance >= cost) continue;
+    outcomes[i] = { kind: "unavailable", message: `relayer balance ${balance} wei is below the transaction's maximum cost ${cost} wei (${outcome.message})` };
     unfunded.add(tx.relayer);
   }
   return unfunded;
@@ -75,7 +75,6 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
 
   const accepted: Hash[] = [];
   const acceptedFills: Hash[] = [];
-
   const rejectedRelays: { id: string; reason: string }[] = [];
   const rejectedFills: { id: string; reason: string }[] = [];
   let unavailableMessage: string | undefined;
@@ -126,7 +125,6 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
   if (acceptedFills.length > 0) writes.push(markFillsSubmittedStatement(acceptedFills));
   if (rejectedRelays.length > 0) writes.push(failRelaysStatement(rejectedRelays));
   if (rejectedFills.length > 0) writes.push(failNonceFillsStatement(rejectedFills));
-
   if (writes.length > 0) {
     await pipelinedTransaction(ctx.db, (tx) => tx.commit(writes));
     ctx.status.totals.failedAttempts += rejectedRelays.length;
