@@ -13,7 +13,9 @@ import { createServer } from "node:net";
  * `BAND_SIZE` calls. A port still bound (by something left from an earlier test file in the same slot, or by
  * anything else on the machine) is skipped.
  */
-const FIRST_PORT = 20_000;
+// TEST_PORT_BASE moves the whole range, so two checkouts can run their suites side by side (each below the
+// ephemeral range, each with bands of its own).
+const FIRST_PORT = Number(process.env.TEST_PORT_BASE ?? 20_000);
 const BAND_SIZE = 400;
 const PLAYWRIGHT_BANDS_FROM = 16;
 const BANDS = 28; // 20,000 + 28 x 400 = 31,200: below the ephemeral range.
