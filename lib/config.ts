@@ -103,6 +103,11 @@ const envSchema = z.object({
   RATE_LIMIT_IP_PER_HOUR: withDefault(integer(1, 1_000_000_000), "10"),
   RATE_LIMIT_WALLET_PER_HOUR: withDefault(integer(1, 1_000_000_000), "5"),
   REGISTER_LIMIT_IP_PER_HOUR: withDefault(integer(1, 1_000_000_000), "100"),
+  /** An IPv6 client's limit identity is its prefix of this length (decisions.md, "On the open internet"). */
+  IPV6_PREFIX_LENGTH: withDefault(integer(32, 128), "64"),
+  /** Sponsorship requests the whole service may create per rolling hour / day; 0: no budget. */
+  SPONSOR_BUDGET_PER_HOUR: withDefault(integer(0, 1_000_000_000), "0"),
+  SPONSOR_BUDGET_PER_DAY: withDefault(integer(0, 1_000_000_000), "0"),
   AUTO_BLOCK_MINUTES: withDefault(integer(1, 525_600), "15"),
   REPLAY_WINDOW_MS: withDefault(integer(0, 3_600_000), "5000"),
   MAX_RELAY_ATTEMPTS: withDefault(integer(1, 100), "5"),
@@ -149,6 +154,10 @@ export type Config = Readonly<{
   rateLimitIpPerHour: number;
   rateLimitWalletPerHour: number;
   registerLimitIpPerHour: number;
+  ipv6PrefixLength: number;
+  /** 0: no budget for that window. */
+  sponsorBudgetPerHour: number;
+  sponsorBudgetPerDay: number;
   autoBlockMinutes: number;
   replayWindowMs: number;
   maxRelayAttempts: number;
@@ -198,6 +207,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     rateLimitIpPerHour: e.RATE_LIMIT_IP_PER_HOUR,
     rateLimitWalletPerHour: e.RATE_LIMIT_WALLET_PER_HOUR,
     registerLimitIpPerHour: e.REGISTER_LIMIT_IP_PER_HOUR,
+    ipv6PrefixLength: e.IPV6_PREFIX_LENGTH,
+    sponsorBudgetPerHour: e.SPONSOR_BUDGET_PER_HOUR,
+    sponsorBudgetPerDay: e.SPONSOR_BUDGET_PER_DAY,
     autoBlockMinutes: e.AUTO_BLOCK_MINUTES,
     replayWindowMs: e.REPLAY_WINDOW_MS,
     maxRelayAttempts: e.MAX_RELAY_ATTEMPTS,

@@ -45,7 +45,7 @@ export function normalizeIp(input: string | undefined | null): string | undefine
 }
 
 /** RFC 5952 text: lowercase, no leading zeros, the longest run (>= 2) of zero groups as "::". */
-function compressIpv6(groups: number[]): string {
+export function compressIpv6(groups: number[]): string {
   let bestStart = -1;
   let bestLength = 0;
   for (let i = 0; i < 8; ) {
@@ -63,8 +63,8 @@ function compressIpv6(groups: number[]): string {
   return `${hex.slice(0, bestStart).join(":")}::${hex.slice(bestStart + bestLength).join(":")}`;
 }
 
-/** The eight 16-bit groups of a valid IPv6 address (an embedded IPv4 tail counts as two groups). */
-function expandIpv6(value: string): number[] | undefined {
+/** The eight 16-bit groups of a valid IPv6 address (an embedded IPv4 tail counts as two groups); undefined if invalid. */
+export function expandIpv6(value: string): number[] | undefined {
   let text = value;
   const v4 = /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
   if (v4) {

@@ -1,0 +1,51 @@
+import { isIP } from "node:net";
+import { compressIpv6, expandIpv6 } from "@/lib/http/client-ip";
+
+/**
+ * The client identity that every limit and block keys on (decisions.md, "On the open internet"): an IPv4 client is
+ * its address; an IPv6 client is its /`prefixLength` prefix, because one host (any cheap VPS) usually holds a whole
+ * /64 and would otherwise have 2^64 identities. The IP limit, the automatic IP block, the registration limit, the
+ * replay window, administrator IP blocks and the sign-in limiter all use it; a request still records the full address.
+ *
+ * `ip` is an address as lib/http/client-ip.ts normalises it. The identity is text: the address itself for IPv4 (and
+ * for IPv6 with a /128 prefix, the behaviour before prefixes), else the prefix in CIDR notation, e.g. `2001:db8:1:2::/64`.
+ */
+export function clientIdentity(ip: string, prefixLength: number): string {
+  if (isIP(ip) !== 6 || prefixLength >= 128) return ip;
+  return clientNetwork(ip, prefixLength);
+}
+
+/** The identity as a CIDR network (`a.b.c.d/32` for IPv4): what administrator IP blocks are matched against. */
+export function clientNetwork(ip: string, prefixLength: number): string {
+  const version = isIP(ip);
+  if (version === 4) return `${ip}/32`;
+  if (version !== 6) throw new Error(`not an IP address: ${ip}`);
+  const groups = expandIpv6(ip.toLowerCase());
+  if (!groups) throw new Error(`not an IP address: ${ip}`);
+  const bits = Math.min(128, Math.max(0, prefixLength));
+  const masked = groups.map((group, i) => {
+    const keep = Math.min(16, Math.max(0, bits - i * 16));
+    return keep === 0 ? 0 : group & (0xffff << (16 - keep)) & 0xffff;
+  });
+  return `${compressIpv6(masked)}/${bits}`;
+}
+
+/**
+ * An administrator's block target as a normalised CIDR network: an IPv4 or IPv6 address (a /32 or /128) or a prefix
+ * `address/length`; host bits below the prefix are cleared (`198.51.100.77/24` is `198.51.100.0/24`). Undefined for
+ * anything else, and for a /0 (it would block everyone: that is what the pause is for).
+ */
+export function parseCidr(text: string): string | undefined {
+  const match = /^([0-9A-Fa-f:.]+)(?:\/(\d{1,3}))?$/.exec(text.trim());
+  if (!match) return undefined;
+  const address = match[1]!;
+  const version = isIP(address);
+  if (version === 0) return undefined;
+  const max = version === 4 ? 32 : 128;
+  const length = match[2] === undefined ? max : Number(match[2]);
+  if (!Number.isInteger(length) || length < 1 || length > max) return undefined;
+  if (version === 6) return clientNetwork(address, length);
+  const bits = address.split(".").reduce((n, part) => n * 256 + Number(part), 0);
+  const network = length === 32 ? bits : Math.floor(bits / 2 ** (32 - length)) * 2 ** (32 - length);
+  return `${[24, 16, 8, 0].map((shift) => Math.floor(network / 2 ** shift) % 256).join(".")}/${length}`;
+}
