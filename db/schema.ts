@@ -1,12 +1,16 @@
 import { sql } from "drizzle-orm";
 import {
   bigint,
+  boolean,
   check,
+  cidr,
   index,
   integer,
   jsonb,
   numeric,
   pgEnum,
+  primaryKey,
+  smallint,
   pgTable,
   text,
   timestamp,
@@ -30,7 +34,7 @@ export type RequestStatus = (typeof requestStatus.enumValues)[number];
 export const OPEN_REQUEST_STATUSES = ["pending", "approved", "relayed"] as const satisfies readonly RequestStatus[];
 export const TERMINAL_REQUEST_STATUSES = ["completed", "rejected", "failed"] as const satisfies readonly RequestStatus[];
 
-export const eligibilityReason = pgEnum("eligibility_reason", ["eligible", "wallet_blocked", "already_sponsored"]);
+export const eligibilityReason = pgEnum("eligibility_reason", ["eligible", "wallet_blocked", "already_sponsored", "payment_refused"]);
 export type EligibilityReason = (typeof eligibilityReason.enumValues)[number];
 
 export const relayStatus = pgEnum("relay_status", ["queued", "submitted", "confirmed", "failed"]);
@@ -112,6 +116,88 @@ export const rateLimitHits = pgTable(
 );
 export type RateLimitHit = typeof rateLimitHits.$inferSelect;
 
+/**
+ * Administrator blocks of an IPv4 or IPv6 address or CIDR prefix (decisions.md, "On the open internet"), until lifted.
+ * A client is refused when its identity network (lib/sponsorship/client-identity.ts) overlaps an active block: the
+ * GiST index (`inet_ops`) answers that as an index lookup, however many blocks there are.
+ */
+export const ipBlocks = pgTable(
+  "ip_blocks",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    cidr: cidr("cidr").notNull(),
+    reason: text("reason").notNull(),
+    /** `admin:<session>`. */
+    createdBy: text("created_by").notNull(),
+    createdAt: ts("created_at").notNull().defaultNow(),
+    liftedAt: ts("lifted_at"),
+    liftedBy: text("lifted_by"),
+  },
+  (t) => [
+    index("ip_blocks_active_cidr_idx").using("gist", t.cidr.op("inet_ops")).where(sql`${t.liftedAt} IS NULL`),
+    check("ip_blocks_lift_complete", sql`(${t.liftedAt} IS NULL) = (${t.liftedBy} IS NULL)`),
+  ],
+);
+export type IpBlock = typeof ipBlocks.$inferSelect;
+
+/**
+ * The global budget's counters (decisions.md, "Global budget"), without a global serialisation point: each
+ * creation adds one to the row of its shard (the connection's backend pid modulo the shards) and the current
+ * minute, carrying the shard's running total forward, so "created in a window" is the sum over shards of the
+ * newest total minus the total before the window: a few index lookups, however large the budget.
+ */
+export const sponsorshipBudgetCounts = pgTable(
+  "sponsorship_budget_counts",
+  {
+    shard: smallint("shard").notNull(),
+    minute: ts("minute").notNull(),
+    /** Requests created through this shard in this minute. */
+    created: integer("created").notNull(),
+    /** Requests created through this shard since its first row, up to the end of this minute. */
+    createdTotal: bigint("created_total", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.shard, t.minute] }), index("sponsorship_budget_counts_minute_idx").on(t.minute)],
+);
+
+/** The service's switches, one row (id 1): the administrator's pause (decisions.md, "Pause"). */
+export const serviceState = pgTable(
+  "service_state",
+  {
+    id: smallint("id").primaryKey().default(1),
+    paused: boolean("paused").notNull().default(false),
+    pauseReason: text("pause_reason"),
+    pausedAt: ts("paused_at"),
+    pausedBy: text("paused_by"),
+    updatedAt: ts("updated_at").notNull().defaultNow(),
+  },
+  (t) => [
+    check("service_state_one_row", sql`${t.id} = 1`),
+    check("service_state_pause_has_reason", sql`NOT ${t.paused} OR (${t.pauseReason} IS NOT NULL AND ${t.pausedAt} IS NOT NULL)`),
+  ],
+);
+export type ServiceState = typeof serviceState.$inferSelect;
+
+/**
+ * The registry's mirror (decisions.md, "No chain call for a request the database refuses"): wallets its
+ * `WalletSponsored` events name, indexed by the worker, so creation decides "already sponsored" without a chain
+ * call. Review still asks the chain itself. `registry_index` keeps the next block to read per registry.
+ */
+export const registrySponsoredWallets = pgTable(
+  "registry_sponsored_wallets",
+  {
+    registryAddress: text("registry_address").notNull(),
+    walletAddress: text("wallet_address").notNull(),
+    blockNumber: bigint("block_number", { mode: "bigint" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.registryAddress, t.walletAddress] })],
+);
+
+export const registryIndex = pgTable("registry_index", {
+  registryAddress: text("registry_address").primaryKey(),
+  nextBlock: bigint("next_block", { mode: "bigint" }).notNull(),
+  updatedAt: ts("updated_at").notNull().defaultNow(),
+});
+
 /* ------------------------------------------------- sponsorship requests */
 
 export const sponsorshipRequests = pgTable(
@@ -125,6 +211,8 @@ export const sponsorshipRequests = pgTable(
     status: requestStatus("status").notNull().default("pending"),
     eligibilityReason: eligibilityReason("eligibility_reason"),
     ipAddress: text("ip_address").notNull(),
+    /** The requester's limit identity (lib/sponsorship/client-identity.ts): the replay window's "same IP". */
+    clientKey: text("client_key"),
     userAgent: text("user_agent"),
     requestedAt: ts("requested_at").notNull().defaultNow(),
     approvedAt: ts("approved_at"),

@@ -554,6 +554,13 @@ export async function countOpenRequests(db: Executor): Promise<QueueDepths> {
  * Requests with a relay attempt queued or submitted, over every relayer: each will take `amount` from the treasury
  * if mined (once: a replaced attempt and its replacement at one nonce, or any two attempts of a request, pay once).
  */
+const PAUSE_STATE = `SELECT paused, pause_reason FROM service_state WHERE id = 1`;
+
+/** The administrator's pause (decisions.md, "Pause"): while set, the relay stage sends no new relay transaction. */
+export function pauseStateStatement(): Query<{ paused: boolean; reason: string | null }> {
+  return query(PAUSE_STATE, [], (rows) => ({ paused: rows[0]?.paused === true, reason: (rows[0]?.pause_reason as string | null | undefined) ?? null }));
+}
+
 const COUNT_OPEN_RELAYS = `SELECT count(DISTINCT sponsorship_request_id)::int AS n FROM relay_transactions WHERE status IN ('queued', 'submitted')`;
 
 export function countOpenRelaysStatement(): Query<number> {

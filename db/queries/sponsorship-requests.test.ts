@@ -13,6 +13,8 @@ function input(ip: string, address: string): CreationCallInput {
   const now = new Date();
   return {
     ip,
+    clientKey: ip,
+    clientNetwork: `${ip}/32`,
     address,
     now,
     ipLimit: 10,
@@ -24,7 +26,9 @@ function input(ip: string, address: string): CreationCallInput {
     walletBlockReason: "wallet",
     requestId: crypto.randomUUID(),
     userAgent: null,
-    onChainSponsored: null,
+    registryAddress: null,
+    budgetPerHour: 0,
+    budgetPerDay: 0,
   };
 }
 
@@ -111,10 +115,14 @@ describe("create_sponsorship_request's plans", () => {
     try {
       const before = await indexReads(connection);
       const [row] = await connection.unsafe<{ result: { outcome?: string } }[]>(
-        "SELECT create_sponsorship_request($1::text, $2::text, $3::timestamptz, $4::int, $5::int, $6::timestamptz, $7::timestamptz, $8::int, $9::text, $10::text, $11::uuid, $12::text, $13::boolean) AS result",
+        "SELECT create_sponsorship_request($1::text, $2::text, $3::cidr, $4::text, $5::timestamptz, $6::int, $7::int, $8::timestamptz, " +
+          "$9::timestamptz, $10::int, $11::text, $12::text, $13::uuid, $14::text, $15::text, $16::int, $17::int, $18::int) AS result",
         (() => {
           const i = input("198.18.0.1", address("b", 400));
-          return [i.ip, i.address, i.now.toISOString(), 10, 5, i.windowStart.toISOString(), i.replayStart.toISOString(), 15, "ip", "wallet", i.requestId, null, null];
+          return [
+            i.ip, i.clientKey, i.clientNetwork, i.address, i.now.toISOString(), 10, 5, i.windowStart.toISOString(), i.replayStart.toISOString(),
+            15, "ip", "wallet", i.requestId, null, null, 0, 0, 16,
+          ];
         })(),
       );
       expect(row!.result.outcome).toBe("created");

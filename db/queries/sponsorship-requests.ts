@@ -146,46 +146,57 @@ export async function listHistoryPage(db: Executor, walletId: string, cursor: st
 
 /* --------------------------------------------------------------- creation */
 
-export type CreationLimits = {
+export type CreationCallInput = {
+  /** The full address, recorded on the request. */
+  ip: string;
+  /** The client identity every IP limit, block and the replay window key on (lib/sponsorship/client-identity.ts). */
+  clientKey: string;
+  /** The identity as a CIDR network, matched against administrator IP blocks. */
+  clientNetwork: string;
+  address: string;
+  now: Date;
   ipLimit: number;
   walletLimit: number;
   windowStart: Date;
   replayStart: Date;
-};
-
-export type CreationStateInput = { ip: string; address: string; now: Date } & CreationLimits;
-
-export type CreationCallInput = CreationStateInput & {
   autoBlockMinutes: number;
   ipBlockReason: string;
   walletBlockReason: string;
   requestId: string;
   userAgent: string | null;
-  /** The registry's answer, or null when the chain could not be asked (accepted as pending). */
-  onChainSponsored: boolean | null;
+  /** The registry whose mirror (registry_sponsored_wallets) tells "already sponsored"; null: none configured. */
+  registryAddress: string | null;
+  budgetPerHour: number;
+  budgetPerDay: number;
 };
+
+/** Shards of the budget's counters (db/functions/sponsorship_budget.sql): enough that creations rarely share one. */
+export const BUDGET_SHARDS = 16;
 
 export type CreationCallResult =
   | { refusal: "rate_limited"; subject: "ip" | "wallet"; retryAtMs: number }
-  | { refusal: "wallet_not_registered" | "wallet_blocked" | "request_open" | "already_sponsored" }
+  | { refusal: "budget_exhausted"; window: "hour" | "day"; retryAtMs: number }
+  | { refusal: "sponsorships_paused" | "ip_blocked" | "wallet_not_registered" | "wallet_blocked" | "request_open" | "already_sponsored" }
   | { outcome: "replayed"; request: RequestView }
   | { outcome: "created"; walletId: string };
 
 const createRequestCallText =
-  "SELECT create_sponsorship_request($1::text, $2::text, $3::timestamptz, $4::int, $5::int, $6::timestamptz, $7::timestamptz, " +
-  "$8::int, $9::text, $10::text, $11::uuid, $12::text, $13::boolean) AS result";
+  "SELECT create_sponsorship_request($1::text, $2::text, $3::cidr, $4::text, $5::timestamptz, $6::int, $7::int, $8::timestamptz, " +
+  "$9::timestamptz, $10::int, $11::text, $12::text, $13::uuid, $14::text, $15::text, $16::int, $17::int, $18::int) AS result";
 
 /**
- * One creation attempt as one prepared statement: `create_sponsorship_request` (migration
- * 0004_create-request-function.sql, revised by 0006) takes the IP and wallet locks, reads, decides in the decisions' order and
- * writes, in the statement's own transaction. A second open request the lock did not catch fails on the partial
- * unique index (23505).
+ * One creation attempt as one prepared statement: `create_sponsorship_request` (db/functions/
+ * create_sponsorship_request.sql) checks pause, IP blocks and the budget, takes the identity's and the wallet's
+ * locks, reads, decides in the decisions' order and writes, in the statement's own transaction. A second open
+ * request the lock did not catch fails on the partial unique index (23505).
  */
 export async function createRequestInDatabase(db: Database, input: CreationCallInput): Promise<CreationCallResult> {
   const rows = await db.$client.unsafe<{ result: CreationCallResult }[]>(
     createRequestCallText,
     [
       input.ip,
+      input.clientKey,
+      input.clientNetwork,
       input.address,
       input.now.toISOString(),
       input.ipLimit,
@@ -197,7 +208,10 @@ export async function createRequestInDatabase(db: Database, input: CreationCallI
       input.walletBlockReason,
       input.requestId,
       input.userAgent,
-      input.onChainSponsored,
+      input.registryAddress,
+      input.budgetPerHour,
+      input.budgetPerDay,
+      BUDGET_SHARDS,
     ] as postgres.ParameterOrJSON<never>[],
     { prepare: true },
   );

@@ -45,7 +45,7 @@ function upsertWalletSql(address: string, now: Date) {
 }
 
 export type RegistrationAttempt =
-  | { admitted: false; limitReachedAtMs: number | null }
+  | { admitted: false; ipBlocked?: true; limitReachedAtMs: number | null }
   | { admitted: true; wallet: WalletView; created: boolean };
 
 /**
@@ -55,15 +55,21 @@ export type RegistrationAttempt =
  */
 export async function attemptRegistration(
   db: Database,
-  input: { ip: string; address: string; now: Date; limit: number; windowStart: Date; lockKey: string },
+  input: { clientKey: string; clientNetwork: string; address: string; now: Date; limit: number; windowStart: Date; lockKey: string },
   admit: (limitReachedAtMs: number | null) => boolean,
 ): Promise<RegistrationAttempt> {
-  const { ip, address, now } = input;
+  const { clientKey: ip, address, now } = input;
   return twoStepTransaction<RegistrationAttempt>(
     db,
-    [lockKeysSql([input.lockKey]), sql`SELECT ${limitReachedAtMs("register_ip", ip, input.limit, input.windowStart)} AS at`],
+    [
+      lockKeysSql([input.lockKey]),
+      sql`SELECT ${limitReachedAtMs("register_ip", ip, input.limit, input.windowStart)} AS at,
+        EXISTS (SELECT 1 FROM ip_blocks b WHERE b.lifted_at IS NULL AND b.cidr && ${input.clientNetwork}::cidr) AS "ipBlocked"`,
+    ],
     ([, countRows]) => {
-      const reachedAt = (countRows![0] as { at: number | null }).at;
+      const { at: reachedAt, ipBlocked } = countRows![0] as { at: number | null; ipBlocked: boolean };
+      // An administrator's IP block refuses before anything is counted (decisions.md, "On the open internet").
+      if (ipBlocked) return { statements: [], finish: () => ({ admitted: false as const, ipBlocked: true as const, limitReachedAtMs: null }) };
       if (!admit(reachedAt)) return { statements: [], finish: () => ({ admitted: false as const, limitReachedAtMs: reachedAt }) };
       return {
         statements: [insertHitsSql([{ scope: "register_ip", key: ip }], now), upsertWalletSql(address, now)],

@@ -1,0 +1,53 @@
+-- The global budget's reads (decisions.md, "Global budget"); the counters are written by
+-- create_sponsorship_request (db/functions/create_sponsorship_request.sql) and pruned by pruneBudgetCounts.
+--
+-- Windows are counted in whole minutes, conservatively: the rolling hour is the current minute and the 60 before
+-- it, the day the current minute and the 1,440 before it. So the budget never allows more than it says, except
+-- for creations in flight at the same moment (each reads before the others commit); it may refuse up to a
+-- minute early.
+
+-- Created requests in the rolling hour and day: per shard, its newest running total minus its total before the
+-- window (a few index lookups per shard, however many requests).
+CREATE OR REPLACE FUNCTION sponsorship_budget_used(p_now timestamptz, p_shards int)
+RETURNS TABLE (used_hour bigint, used_day bigint) AS $$
+  SELECT
+    coalesce(sum(latest.t - coalesce(h.t, 0)), 0)::bigint,
+    coalesce(sum(latest.t - coalesce(d.t, 0)), 0)::bigint
+  FROM generate_series(0, p_shards - 1) s(shard)
+  CROSS JOIN LATERAL (
+    SELECT c.created_total AS t FROM sponsorship_budget_counts c WHERE c.shard = s.shard ORDER BY c.minute DESC LIMIT 1
+  ) latest
+  LEFT JOIN LATERAL (
+    SELECT c.created_total AS t FROM sponsorship_budget_counts c
+    WHERE c.shard = s.shard AND c.minute < date_trunc('minute', p_now) - interval '60 minutes'
+    ORDER BY c.minute DESC LIMIT 1
+  ) h ON true
+  LEFT JOIN LATERAL (
+    SELECT c.created_total AS t FROM sponsorship_budget_counts c
+    WHERE c.shard = s.shard AND c.minute < date_trunc('minute', p_now) - interval '1440 minutes'
+    ORDER BY c.minute DESC LIMIT 1
+  ) d ON true;
+$$ LANGUAGE sql STABLE;
+
+-- When the window has room again: the oldest minutes leave it one by one; the answer is the moment the
+-- `p_excess`-th oldest creation in the window has left. Only read on a refusal.
+CREATE OR REPLACE FUNCTION sponsorship_budget_room_at(p_now timestamptz, p_window interval, p_excess bigint)
+RETURNS timestamptz AS $$
+DECLARE
+  v_start timestamptz := date_trunc('minute', p_now) - p_window;
+  v_left bigint := 0;
+  v_row record;
+BEGIN
+  FOR v_row IN
+    SELECT c.minute, sum(c.created) AS n FROM sponsorship_budget_counts c
+    WHERE c.minute >= v_start GROUP BY c.minute ORDER BY c.minute
+  LOOP
+    v_left := v_left + v_row.n;
+    -- The minute m is in the window while m >= date_trunc('minute', now) - window: it leaves at m + window + 1 min.
+    IF v_left >= p_excess THEN
+      RETURN v_row.minute + p_window + interval '1 minute';
+    END IF;
+  END LOOP;
+  RETURN p_now + interval '1 minute';
+END;
+$$ LANGUAGE plpgsql STABLE;

@@ -1,0 +1,75 @@
+import { and, desc, eq, isNull, sql } from "drizzle-orm";
+import { ipBlocks, serviceState, type IpBlock, type ServiceState } from "@/db/schema";
+import type { Executor } from "./executor";
+import { BUDGET_SHARDS } from "./sponsorship-requests";
+
+/**
+ * The operator's controls (decisions.md, "On the open internet"): the pause (service_state, one row) and
+ * administrator IP blocks (ip_blocks), and the budget's usage for the dashboard. create_sponsorship_request reads
+ * the same rows at creation; the worker reads the pause before it relays.
+ */
+
+const NOT_PAUSED: ServiceState = { id: 1, paused: false, pauseReason: null, pausedAt: null, pausedBy: null, updatedAt: new Date(0) };
+
+export async function readServiceState(db: Executor): Promise<ServiceState> {
+  const [row] = await db.select().from(serviceState).where(eq(serviceState.id, 1));
+  return row ?? NOT_PAUSED;
+}
+
+/** Pauses or resumes; `changed` is false when it already was so (the reason of a running pause is kept). */
+export async function setPaused(
+  tx: Executor,
+  input: { paused: boolean; reason: string | null; actor: string; now: Date },
+): Promise<{ state: ServiceState; changed: boolean }> {
+  const values = input.paused
+    ? { paused: true, pauseReason: input.reason, pausedAt: input.now, pausedBy: input.actor, updatedAt: input.now }
+    : { paused: false, pauseReason: null, pausedAt: null, pausedBy: null, updatedAt: input.now };
+  // The row is locked by the upsert: two administrators acting at once are ordered.
+  const [changed] = await tx
+    .insert(serviceState)
+    .values({ id: 1, ...values })
+    .onConflictDoUpdate({ target: serviceState.id, set: values, setWhere: sql`${serviceState.paused} IS DISTINCT FROM ${input.paused}` })
+    .returning();
+  if (changed) return { state: changed, changed: true };
+  return { state: await readServiceState(tx), changed: false };
+}
+
+export async function insertIpBlock(tx: Executor, input: { cidr: string; reason: string; actor: string; now: Date }): Promise<IpBlock> {
+  const [row] = await tx.insert(ipBlocks).values({ cidr: input.cidr, reason: input.reason, createdBy: input.actor, createdAt: input.now }).returning();
+  return row!;
+}
+
+/** Lifts an active block; undefined when there is none with this id (unknown, or lifted already). */
+export async function liftIpBlock(tx: Executor, input: { id: string; actor: string; now: Date }): Promise<IpBlock | undefined> {
+  const [row] = await tx
+    .update(ipBlocks)
+    .set({ liftedAt: input.now, liftedBy: input.actor })
+    .where(and(eq(ipBlocks.id, input.id), isNull(ipBlocks.liftedAt)))
+    .returning();
+  return row;
+}
+
+export async function listActiveIpBlocks(db: Executor, limit = 500): Promise<IpBlock[]> {
+  return db.select().from(ipBlocks).where(isNull(ipBlocks.liftedAt)).orderBy(desc(ipBlocks.createdAt)).limit(limit);
+}
+
+/** Requests created in the rolling hour and day, as the budget counts them (db/functions/sponsorship_budget.sql). */
+export async function readBudgetUsage(db: Executor, now: Date): Promise<{ hour: number; day: number }> {
+  const rows = await db.execute<{ used_hour: string; used_day: string }>(
+    sql`SELECT used_hour::text, used_day::text FROM sponsorship_budget_used(${now.toISOString()}::timestamptz, ${BUDGET_SHARDS}::int)`,
+  );
+  return { hour: Number(rows[0]?.used_hour ?? 0), day: Number(rows[0]?.used_day ?? 0) };
+}
+
+/**
+ * Budget rows no window can need any more: older than a day and an hour, except each shard's newest such row (its
+ * running total is the base the day window subtracts).
+ */
+export async function pruneBudgetCounts(db: Executor, now: Date): Promise<number> {
+  const cutoff = new Date(now.getTime() - 25 * 3_600_000).toISOString();
+  const rows = await db.execute(sql`
+    DELETE FROM sponsorship_budget_counts c
+    WHERE c.minute < ${cutoff}::timestamptz
+      AND EXISTS (SELECT 1 FROM sponsorship_budget_counts n WHERE n.shard = c.shard AND n.minute > c.minute AND n.minute < ${cutoff}::timestamptz)`);
+  return rows.count;
+}

@@ -1,0 +1,44 @@
+import { sql } from "drizzle-orm";
+import type { Database } from "@/db/client";
+
+/**
+ * The registry's mirror (db/schema.ts, registry_sponsored_wallets): the wallets its `WalletSponsored` events name,
+ * and per registry the next block to read. Creation reads it inside create_sponsorship_request; the worker writes
+ * it (worker/registry-index.ts).
+ */
+
+/** The next block to read for this registry, or undefined before the first pass. */
+export async function readRegistryCursor(db: Database, registry: string): Promise<bigint | undefined> {
+  const rows = await db.execute<{ next_block: string }>(sql`
+    SELECT next_block::text FROM registry_index WHERE registry_address = ${registry.toLowerCase()}`);
+  const row = rows[0];
+  return row ? BigInt(row.next_block) : undefined;
+}
+
+/**
+ * Records the wallets of one range and moves the cursor past it, in one transaction. The cursor only moves
+ * forward (GREATEST), so two workers indexing the same range at once write the same rows and the same cursor.
+ */
+export async function recordRegistryRange(
+  db: Database,
+  registry: string,
+  wallets: readonly { wallet: string; blockNumber: bigint }[],
+  nextBlock: bigint,
+): Promise<void> {
+  const address = registry.toLowerCase();
+  await db.transaction(async (tx) => {
+    if (wallets.length > 0) {
+      await tx.execute(sql`
+        INSERT INTO registry_sponsored_wallets (registry_address, wallet_address, block_number)
+        VALUES ${sql.join(
+          wallets.map((w) => sql`(${address}, ${w.wallet.toLowerCase()}, ${w.blockNumber.toString()}::bigint)`),
+          sql`, `,
+        )}
+        ON CONFLICT DO NOTHING`);
+    }
+    await tx.execute(sql`
+      INSERT INTO registry_index (registry_address, next_block, updated_at) VALUES (${address}, ${nextBlock.toString()}::bigint, now())
+      ON CONFLICT (registry_address) DO UPDATE
+      SET next_block = GREATEST(registry_index.next_block, EXCLUDED.next_block), updated_at = now()`);
+  });
+}
