@@ -11,12 +11,14 @@ import {
 } from "@/db/queries/admin";
 import type { AdminSession } from "@/db/schema";
 import { createLogger } from "@/lib/log";
+import { clientIdentity } from "@/lib/sponsorship/client-identity";
 import { generateSessionSecret, isWellFormedSessionSecret, sha256Hex, tokensMatch } from "./secrets";
 
 /**
  * Administrator sessions (decisions.md, "Dashboard and administration"): sign-in with ADMIN_TOKEN, a session
  * whose secret lives only in an HttpOnly SameSite=Strict cookie (the database keeps its SHA-256), sign-out.
- * Failed sign-ins are limited per client IP through `rate_limit_hits` (scope `admin_sign_in`).
+ * Failed sign-ins are limited per client identity (an IPv4 address, or an IPv6 client's prefix: client-identity.ts)
+ * through `rate_limit_hits` (scope `admin_sign_in`).
  * Everything here is plain functions over the database, so it is tested without a browser.
  */
 
@@ -40,6 +42,8 @@ export type SignInInput = {
   /** The configured ADMIN_TOKEN; undefined refuses every sign-in. */
   adminToken: string | undefined;
   ipAddress: string;
+  /** IPV6_PREFIX_LENGTH: the limiter counts an IPv6 client by this prefix (default 64, the configuration's). */
+  ipv6PrefixLength?: number;
   userAgent: string | null;
   now?: Date;
   limits?: SignInLimits;
@@ -59,15 +63,16 @@ export async function signInAdministrator(db: Database, input: SignInInput): Pro
     return { kind: "not_configured" };
   }
 
+  const limiterKey = clientIdentity(input.ipAddress, input.ipv6PrefixLength ?? 64);
   // Count this attempt first, then look at the window: concurrent guesses cannot all slip under the limit.
   const since = new Date(now.getTime() - limits.windowMs);
-  const hitId = await insertRateLimitHit(db, "admin_sign_in", input.ipAddress, now);
-  const { count } = await countRateLimitHits(db, "admin_sign_in", input.ipAddress, since);
+  const hitId = await insertRateLimitHit(db, "admin_sign_in", limiterKey, now);
+  const { count } = await countRateLimitHits(db, "admin_sign_in", limiterKey, since);
   if (count > limits.maxFailures) {
     // A refused attempt is not a failure: it does not extend the lock-out.
     await deleteRateLimitHit(db, hitId);
     // Room again once the (count - max)-th oldest remaining failure leaves the window.
-    const freedAt = await nthRateLimitHitSince(db, "admin_sign_in", input.ipAddress, since, count - limits.maxFailures);
+    const freedAt = await nthRateLimitHitSince(db, "admin_sign_in", limiterKey, since, count - limits.maxFailures);
     const retryAfterMs = freedAt ? freedAt.getTime() + limits.windowMs - now.getTime() : limits.windowMs;
     logger.warn("administrator sign-in rate limited", { ip: input.ipAddress });
     return { kind: "rate_limited", retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) };

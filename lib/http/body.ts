@@ -59,3 +59,15 @@ export async function readJsonObject(request: Request, limit = MAX_BODY_BYTES): 
   }
   return value as Record<string, unknown>;
 }
+
+/** A POST whose body may be left out: `{}` when it has none (no Content-Type, empty), else as readJsonObject. */
+export async function readOptionalJsonObject(request: Request, limit = MAX_BODY_BYTES): Promise<Record<string, unknown>> {
+  const length = request.headers.get("content-length");
+  if (request.body === null || (length === "0" && !request.headers.get("content-type"))) return {};
+  if (!request.headers.get("content-type")) {
+    const bytes = await readLimited(request, limit);
+    if (bytes.byteLength === 0) return {};
+    throw new HttpProblem("unsupported_media_type", "Send the body as application/json");
+  }
+  return readJsonObject(request, limit);
+}

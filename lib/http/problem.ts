@@ -13,6 +13,7 @@ export const PROBLEMS = {
   invalid_hash: { status: 400, title: "Invalid transaction hash" },
   invalid_path: { status: 400, title: "Malformed URL path" },
   origin_not_allowed: { status: 403, title: "Origin not allowed" },
+  ip_blocked: { status: 403, title: "Address blocked" },
   not_found: { status: 404, title: "Not found" },
   wallet_not_found: { status: 404, title: "Wallet not found" },
   wallet_not_registered: { status: 404, title: "Wallet not registered" },
@@ -29,7 +30,9 @@ export const PROBLEMS = {
   wallet_blocked: { status: 422, title: "Wallet blocked" },
   already_sponsored: { status: 422, title: "Wallet already sponsored" },
   rate_limited: { status: 429, title: "Too many requests" },
+  budget_exhausted: { status: 429, title: "Sponsorship budget exhausted" },
   internal_error: { status: 500, title: "Internal server error" },
+  sponsorships_paused: { status: 503, title: "Sponsorships paused" },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

@@ -53,7 +53,7 @@ function errorResponse(error: unknown, requestId: string, request: Request): Res
   }
   if (isSponsorshipError(error)) {
     const headers: Record<string, string> = {};
-    if (error.code === "rate_limited") headers["retry-after"] = String(Math.max(1, error.retryAfterSeconds ?? 1));
+    if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(Math.max(1, error.retryAfterSeconds));
     return problemResponse(error.code, error.message, requestId, { headers });
   }
   log.error("request failed", { requestId, method: request.method, path: new URL(request.url).pathname, error });

@@ -6,34 +6,41 @@ import type { Config } from "@/lib/config";
 import { log } from "@/lib/log";
 import type { Address } from "./address";
 import { now as clockNow } from "./clock";
-import { checkSponsoredOnChain, type SponsoredReader } from "./eligibility";
+import { clientIdentity, clientNetwork } from "./client-identity";
 import { SponsorshipError } from "./errors";
 import { rateWindowStart, secondsUntil } from "./rate-limits";
 
 /**
- * POST /sponsorship/request (interface-spec 4.4, decisions.md). The order of checks is the decisions':
- * body validation (the route), then IP block/limit, then wallet registered, then replay, then wallet
- * block/limit, then open request (409), then already sponsored (422: a completed request, or `isSponsored`
- * on-chain).
+ * POST /sponsorship/request (interface-spec 4.4, decisions.md). The order of checks is the decisions': body
+ * validation (the route), then pause (503), administrator IP block (403), global budget (429 budget_exhausted),
+ * then IP block/limit, wallet registered, replay, wallet block/limit, open request (409), already sponsored (422:
+ * a completed request, or the registry's mirror).
  *
- * One transaction under two advisory locks (the IP's and the wallet's), so counters, blocks, the replay window
- * and "one open request per wallet" hold under any concurrency and across app instances; the partial unique
- * index on open requests is the database's own guarantee behind the lock. One prepared round trip: the PL/pgSQL
- * function `create_sponsorship_request` (migration 0004, revised by 0006) takes the locks, reads,
- * decides in the order above and writes; this function supplies the time, limits, reasons, the new id and the
- * chain's answer, and turns the outcome into the answer or a SponsorshipError. The chain is asked first (its
- * answer is a parameter); if it cannot be reached the request is accepted as pending. A created request wakes
+ * Where each rule runs: all of them inside PostgreSQL, in one prepared round trip to the function
+ * `create_sponsorship_request` (db/functions/create_sponsorship_request.sql), under two advisory locks (the client
+ * identity's and the wallet's), so counters, blocks, the replay window and "one open request per wallet" hold under
+ * any concurrency and across app instances; the partial unique index on open requests is the database's own
+ * guarantee behind the lock. The identity is computed here (client-identity.ts); rate-limits.ts holds the window
+ * arithmetic; the pause and IP blocks are kept by controls.ts; the budget's counters by
+ * db/functions/sponsorship_budget.sql. No chain call is made: "already sponsored on-chain" comes from the registry's
+ * mirror, which the worker keeps (worker/registry-index.ts); review asks the chain itself. A created request wakes
  * the workers after the commit (db/queries/wakeup.ts).
  *
- * Counting: every validated request counts against the IP and (once the wallet is known and not rate-limited)
- * the wallet, refusals (404, 409, 422) included; a replay counts nothing; a 429 counts nothing.
+ * Counting: every validated request past the budget counts against the client identity and (once the wallet is
+ * known and not rate-limited) the wallet, refusals (404, 409, 422) included; a replay, a 429, a pause, an IP block
+ * and a budget refusal count nothing.
  */
 
 /** User agents longer than this are cut (headers are client-controlled; the column is not a dumping ground). */
 export const MAX_USER_AGENT_LENGTH = 512;
 
 export type CreateRequestInput = { walletAddress: Address; ip: string; userAgent: string | null };
-export type CreateRequestDeps = { config: Config; readIsSponsored?: SponsoredReader; now?: Date };
+export type CreateRequestDeps = {
+  config: Config;
+  /** The registry whose mirror answers "sponsored on-chain" (lib/chain/deployment.ts), lowercase; undefined: none. */
+  registryAddress?: string;
+  now?: Date;
+};
 export type CreateRequestResult = { outcome: "created" | "replayed"; request: RequestView };
 
 function isUniqueViolation(error: unknown): boolean {
@@ -52,15 +59,13 @@ export async function createSponsorshipRequest(
   const at = deps.now ?? clockNow();
   const { walletAddress: address, ip } = input;
   const userAgent = input.userAgent === null ? null : input.userAgent.slice(0, MAX_USER_AGENT_LENGTH);
-  // Awaited before the one database round trip (its answer is a parameter): no lock is held while the chain
-  // answers. "unknown" (no chain, unreachable, timed out, backing off) is accepted as pending.
-  const onChain = await checkSponsoredOnChain(deps.readIsSponsored, address);
-
   const requestId = randomUUID();
   let result: CreationCallResult;
   try {
     result = await createRequestInDatabase(db, {
       ip,
+      clientKey: clientIdentity(ip, config.ipv6PrefixLength),
+      clientNetwork: clientNetwork(ip, config.ipv6PrefixLength),
       address,
       now: at,
       ipLimit: config.rateLimitIpPerHour,
@@ -72,7 +77,9 @@ export async function createSponsorshipRequest(
       walletBlockReason: `more than ${config.rateLimitWalletPerHour} sponsorship requests within an hour`,
       requestId,
       userAgent,
-      onChainSponsored: onChain === "unknown" ? null : onChain === "sponsored",
+      registryAddress: deps.registryAddress ?? null,
+      budgetPerHour: config.sponsorBudgetPerHour,
+      budgetPerDay: config.sponsorBudgetPerDay,
     });
   } catch (error) {
     // The partial unique index caught a second open request the lock did not (another writer): still a 409.
@@ -89,6 +96,16 @@ export async function createSponsorshipRequest(
           result.subject === "ip" ? "Too many requests from this address; retry later" : "Too many requests for this wallet; retry later",
           secondsUntil(at, result.retryAtMs),
         );
+      case "budget_exhausted":
+        throw new SponsorshipError(
+          "budget_exhausted",
+          `This faucet has handed out its budget for the ${result.window}; retry later`,
+          secondsUntil(at, result.retryAtMs),
+        );
+      case "sponsorships_paused":
+        throw new SponsorshipError("sponsorships_paused", "Sponsorships are paused by the operator; retry later", 60);
+      case "ip_blocked":
+        throw new SponsorshipError("ip_blocked", "Requests from this address are blocked by the operator");
       case "wallet_not_registered":
         throw new SponsorshipError("wallet_not_registered", `Register ${address} with POST /wallets/register first`);
       default:

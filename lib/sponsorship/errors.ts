@@ -13,14 +13,17 @@ export type SponsorshipErrorCode =
   | "wallet_blocked"
   | "already_sponsored"
   | "request_open"
-  | "rate_limited";
+  | "rate_limited"
+  | "budget_exhausted"
+  | "sponsorships_paused"
+  | "ip_blocked";
 
 export class SponsorshipError extends Error {
   override name = "SponsorshipError";
   constructor(
     readonly code: SponsorshipErrorCode,
     message: string,
-    /** For `rate_limited`: whole seconds until a retry can succeed (>= 1). */
+    /** For `rate_limited`, `budget_exhausted` and `sponsorships_paused`: whole seconds until a retry can succeed (>= 1). */
     readonly retryAfterSeconds?: number,
   ) {
     super(message);

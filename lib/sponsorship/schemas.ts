@@ -44,7 +44,7 @@ export const requestStatus = named("RequestStatus", z.enum(["pending", "approved
 export const eligibilityReason = named(
   "EligibilityReason",
   z
-    .enum(["eligible", "wallet_blocked", "already_sponsored"])
+    .enum(["eligible", "wallet_blocked", "already_sponsored", "payment_refused"])
     .nullable()
     .meta({ description: "null until the pipeline reviews the request" }),
 );
@@ -169,6 +169,7 @@ export const healthCheck = named(
     balanceWei: z.string().optional().meta({ description: "Decimal string" }),
     requiredWei: z.string().optional().meta({ description: "SPONSOR_AMOUNT_WEI, decimal string" }),
     paused: z.boolean().optional(),
+    reason: z.string().nullable().optional().meta({ description: "The administrator's reason for the pause" }),
     relayersWithoutGas: z
       .array(z.string())
       .optional()
@@ -182,7 +183,13 @@ export const healthResponse = named(
   z.strictObject({
     status: z.enum(["ok", "degraded", "unavailable"]),
     uptime: z.int().nonnegative().meta({ description: "Seconds since the process started, rounded down" }),
-    checks: z.strictObject({ database: healthCheck, chain: healthCheck, worker: healthCheck, treasury: healthCheck }),
+    checks: z.strictObject({
+      database: healthCheck,
+      chain: healthCheck,
+      worker: healthCheck,
+      treasury: healthCheck,
+      sponsorships: healthCheck.optional().meta({ description: "The administrator's pause: degraded (with the reason) while paused" }),
+    }),
   }),
 );
 export type HealthResponse = z.infer<typeof healthResponse>;

@@ -17,6 +17,7 @@ export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
       token: parsed.data.token,
       adminToken: appConfig().adminToken,
       ipAddress: clientIp,
+      ipv6PrefixLength: appConfig().ipv6PrefixLength,
       userAgent: request.headers.get("user-agent")?.slice(0, 512) ?? null,
     });
     switch (result.kind) {

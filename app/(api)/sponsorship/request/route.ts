@@ -3,7 +3,7 @@ import { readJsonObject } from "@/lib/http/body";
 import { defineRoute, json } from "@/lib/http/route";
 import { parseWalletAddressBody } from "@/lib/http/validation";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
-import { configuredSponsoredReader } from "@/lib/sponsorship/eligibility";
+import { configuredRegistryAddress } from "@/lib/sponsorship/eligibility";
 import type { SponsorshipRequestResponse } from "@/lib/sponsorship/schemas";
 
 /** POST /sponsorship/request (interface-spec 4.4): 201 created pending, 200 for a replay within the window. */
@@ -14,7 +14,7 @@ export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
     const { outcome, request: created } = await createSponsorshipRequest(
       appDb(),
       { walletAddress, ip: clientIp, userAgent: request.headers.get("user-agent") },
-      { config, readIsSponsored: configuredSponsoredReader(config) },
+      { config, registryAddress: configuredRegistryAddress(config) },
     );
     const body = created satisfies SponsorshipRequestResponse;
     return outcome === "created" ? json(body, 201, { location: `/sponsorship/${created.id}` }) : json(body, 200);

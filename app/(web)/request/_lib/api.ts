@@ -22,7 +22,7 @@ export type SponsorshipRequestView = {
   rejectedAt: string | null;
   completedAt: string | null;
   failedAt: string | null;
-  eligibilityReason: "eligible" | "wallet_blocked" | "already_sponsored" | null;
+  eligibilityReason: "eligible" | "wallet_blocked" | "already_sponsored" | "payment_refused" | null;
   /** Not part of the interface's list; shown when a server provides it. */
   failureReason?: string | null;
   relayTransactions?: RelayTransactionView[];
