@@ -8,7 +8,8 @@ import type { HealthCheck, HealthResponse } from "@/lib/sponsorship/schemas";
 
 /**
  * GET /health (decisions.md, "Reads"): 200 `ok` or `degraded` while the database answers, 503 `unavailable` when
- * it does not. `checks` reports the database, the chain, the worker's heartbeat and the treasury's balance.
+ * it does not. `checks` reports the database, the chain, the worker's heartbeat, the treasury's balance and the
+ * administrator's pause (`sponsorships`: degraded with the reason while paused).
  *
  * /health is the floor of the benchmarks, so it stays cheap: one database round trip (which also reads the newest
  * heartbeat), and the chain part (block number, treasury state) is cached for CHAIN_CACHE_MS and shared by
@@ -100,10 +101,14 @@ export async function checkHealth(deps: { db: Database; config: Config; now?: Da
 
   let database: HealthCheck;
   let worker: HealthCheck;
+  let sponsorships: HealthCheck;
   try {
     const started = performance.now();
     const probe = await withTimeout(readHealthProbe(deps.db, now - workerStaleAfterMs(config)), DATABASE_TIMEOUT_MS, "the database");
     database = { status: "ok", latencyMs: Math.round((performance.now() - started) * 10) / 10 };
+    sponsorships = probe.pause
+      ? { status: "degraded", paused: true, reason: probe.pause.reason, detail: "sponsorships are paused by the operator" }
+      : { status: "ok", paused: false };
     if (probe.lastBeatMs === null) {
       worker = { status: "down", detail: "no worker has reported", lastBeatAt: null };
     } else {
@@ -129,6 +134,6 @@ export async function checkHealth(deps: { db: Database; config: Config; now?: Da
   }
 
   const { chain, treasury } = await chainPart;
-  const healthy = [chain, treasury, worker].every((c) => c.status === "ok" || c.status === "not_configured");
-  return { httpStatus: 200, body: { status: healthy ? "ok" : "degraded", uptime, checks: { database, chain, worker, treasury } } };
+  const healthy = [chain, treasury, worker, sponsorships].every((c) => c.status === "ok" || c.status === "not_configured");
+  return { httpStatus: 200, body: { status: healthy ? "ok" : "degraded", uptime, checks: { database, chain, worker, treasury, sponsorships } } };
 }

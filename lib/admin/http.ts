@@ -10,6 +10,7 @@ import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
 export const ADMIN_PROBLEMS = {
   unauthorized: { status: 401, title: "Sign-in required" },
   invalid_token: { status: 401, title: "Wrong administrator token" },
+  ip_block_not_found: { status: 404, title: "IP block not found" },
   admin_not_configured: { status: 503, title: "Administration is not configured" },
 } as const;
 export type AdminProblemCode = keyof typeof ADMIN_PROBLEMS;

@@ -5,6 +5,7 @@ import { cookies } from "next/headers";
 import { redirect } from "next/navigation";
 import { currentAdminSession, currentClientIp, currentUserAgent, isSecureRequest } from "@/lib/admin/request-context";
 import { ADMIN_SESSION_COOKIE, sessionCookieOptions, signInAdministrator, signOutAdministrator } from "@/lib/admin/session";
+import { blockIpAsAdministrator, pauseSponsorships, resumeSponsorships, unblockIpAsAdministrator } from "@/lib/admin/controls";
 import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { createLogger } from "@/lib/log";
@@ -33,6 +34,7 @@ export async function signInAction(_previous: FormState, formData: FormData): Pr
     token: token.trim(),
     adminToken: appConfig().adminToken,
     ipAddress: await currentClientIp(),
+    ipv6PrefixLength: appConfig().ipv6PrefixLength,
     userAgent: await currentUserAgent(),
   });
   switch (result.kind) {
@@ -67,7 +69,7 @@ function describeFailure(error: unknown): string {
     if (error.code === "invalid_value") return "Give a reason (up to 1,000 characters).";
     return error.message;
   }
-  logger.error("wallet administration failed", { error });
+  logger.error("administration failed", { error });
   return "The change could not be saved. Please try again.";
 }
 
@@ -98,4 +100,43 @@ export async function blockWalletAction(_previous: FormState, formData: FormData
 
 export async function unblockWalletAction(_previous: FormState, formData: FormData): Promise<FormState> {
   return changeWallet(formData, "unblock");
+}
+
+/* ------------------------------------------------------------- controls */
+
+async function withSession(run: (context: { session: NonNullable<Awaited<ReturnType<typeof currentAdminSession>>>; ipAddress: string }) => Promise<string>): Promise<FormState> {
+  const session = await currentAdminSession();
+  if (!session) return { error: "Your session has ended. Sign in again.", message: null };
+  try {
+    const message = await run({ session, ipAddress: await currentClientIp() });
+    refresh();
+    return { error: null, message };
+  } catch (error) {
+    if (isSponsorshipError(error) && error.code === "invalid_value") return { error: error.message, message: null };
+    return { error: describeFailure(error), message: null };
+  }
+}
+
+export async function pauseAction(_previous: FormState, formData: FormData): Promise<FormState> {
+  const reason = String(formData.get("reason") ?? "");
+  if (reason.trim() === "") return { error: "Give a reason: it is shown on /health and kept in the audit log.", message: null };
+  return withSession(async (context) => ((await pauseSponsorships(appDb(), context, { reason })).changed ? "Sponsorships paused." : "Sponsorships were already paused."));
+}
+
+export async function resumeAction(_previous: FormState, formData: FormData): Promise<FormState> {
+  const reason = String(formData.get("reason") ?? "");
+  return withSession(async (context) => ((await resumeSponsorships(appDb(), context, { reason })).changed ? "Sponsorships resumed." : "Sponsorships were not paused."));
+}
+
+export async function blockIpAction(_previous: FormState, formData: FormData): Promise<FormState> {
+  const cidr = String(formData.get("cidr") ?? "");
+  const reason = String(formData.get("reason") ?? "");
+  if (reason.trim() === "") return { error: "Give a reason: it is kept in the audit log.", message: null };
+  return withSession(async (context) => `Blocked ${(await blockIpAsAdministrator(appDb(), context, { cidr, reason })).cidr}.`);
+}
+
+export async function unblockIpAction(_previous: FormState, formData: FormData): Promise<FormState> {
+  const id = String(formData.get("id") ?? "");
+  if (!/^[0-9a-f-]{36}$/i.test(id)) return { error: "That block does not exist.", message: null };
+  return withSession(async (context) => ((await unblockIpAsAdministrator(appDb(), context, { id })) ? "Block lifted." : "That block was already lifted."));
 }

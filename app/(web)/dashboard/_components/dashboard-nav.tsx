@@ -8,6 +8,7 @@ const LINKS = [
   { href: "/dashboard", label: "Overview" },
   { href: "/dashboard/requests", label: "Requests" },
   { href: "/dashboard/wallets", label: "Wallets" },
+  { href: "/dashboard/controls", label: "Controls" },
 ];
 
 export function DashboardNav() {

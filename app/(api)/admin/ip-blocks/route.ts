@@ -1,0 +1,31 @@
+import { z } from "zod";
+import { blockIpAsAdministrator } from "@/lib/admin/controls";
+import { jsonSafe } from "@/lib/admin/http";
+import { requireAdmin } from "@/lib/admin/route-guard";
+import { listActiveIpBlocks } from "@/db/queries/controls";
+import { appDb } from "@/lib/http/app-context";
+import { readJsonObject } from "@/lib/http/body";
+import { HttpProblem } from "@/lib/http/problem";
+import { defineRoute, json } from "@/lib/http/route";
+
+const body = z.strictObject({ cidr: z.string().max(64), reason: z.string().trim().min(1).max(1000) });
+
+const view = (b: { id: string; cidr: string; reason: string; createdAt: Date }) => ({ id: b.id, cidr: b.cidr, reason: b.reason, createdAt: b.createdAt.toISOString() });
+
+/**
+ * GET /admin/ip-blocks: the active administrator IP blocks, newest first. POST `{ "cidr", "reason" }`: 201 with
+ * `{ id, cidr, reason, createdAt }` (cidr normalised, e.g. 198.51.100.0/24); a cidr that is not an address or prefix
+ * is 422 invalid_value.
+ */
+export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
+  GET: requireAdmin(async () => json(jsonSafe({ items: (await listActiveIpBlocks(appDb())).map(view) }))),
+  POST: requireAdmin(async ({ request, session, clientIp }) => {
+    const parsed = body.safeParse(await readJsonObject(request));
+    if (!parsed.success) {
+      const errors = parsed.error.issues.map((issue) => ({ path: issue.path.join(".") || "body", message: issue.message }));
+      throw new HttpProblem("invalid_value", "Send { \"cidr\": \"198.51.100.0/24\", \"reason\": \"...\" }", { errors });
+    }
+    const block = await blockIpAsAdministrator(appDb(), { session, ipAddress: clientIp }, parsed.data);
+    return json(view(block), 201, { location: `/admin/ip-blocks/${block.id}` });
+  }),
+});

@@ -1,0 +1,102 @@
+import type { Metadata } from "next";
+import { listActiveIpBlocks } from "@/db/queries/controls";
+import { budgetOverview, readServiceState } from "@/lib/admin/controls";
+import { currentAdminSession } from "@/lib/admin/request-context";
+import { appConfig, appDb } from "@/lib/http/app-context";
+import { formatDateTime } from "../../_lib/format";
+import { SignInForm } from "../_components/sign-in-form";
+import { IpBlockForm, LiftIpBlockButton, PauseForm } from "../_components/control-forms";
+import { Notice, Section, TableScroll, td, th } from "../_components/ui";
+
+export const metadata: Metadata = { title: "Controls" };
+
+/** The operator's brakes (decisions.md, "On the open internet"): the pause, the global budget, IP blocks. */
+export default async function ControlsPage() {
+  const session = await currentAdminSession();
+  if (!session) return <SignInForm returnTo="/dashboard/controls" />;
+  const db = appDb();
+  const config = appConfig();
+  const [state, budget, blocks] = await Promise.all([readServiceState(db), budgetOverview(db, config), listActiveIpBlocks(db)]);
+
+  return (
+    <div className="space-y-6">
+      <h1 className="text-2xl font-semibold text-slate-900">Controls</h1>
+      <div className="grid grid-cols-1 gap-6 lg:grid-cols-2">
+        <Section title="Sponsorships" id="pause">
+          {state.paused ? (
+            <Notice tone="warning">
+              Paused since {formatDateTime(state.pausedAt)}: {state.pauseReason}. New requests are refused (503) and no new relay is sent; relays
+              already sent are still confirmed.
+            </Notice>
+          ) : (
+            <p className="mb-3 text-sm text-slate-800">Running: requests are created and relayed.</p>
+          )}
+          <PauseForm paused={state.paused} />
+        </Section>
+        <Section title="Budget" id="budget">
+          {budget.length === 0 ? (
+            <p className="text-sm text-slate-800">
+              No budget is set (SPONSOR_BUDGET_PER_HOUR and SPONSOR_BUDGET_PER_DAY are 0): only the per-client limits cap what the faucet hands out.
+            </p>
+          ) : (
+            <TableScroll label="Budget per window">
+              <table className="w-full">
+                <thead>
+                  <tr>
+                    <th scope="col" className={th}>Window</th>
+                    <th scope="col" className={th}>Budget</th>
+                    <th scope="col" className={th}>Used</th>
+                    <th scope="col" className={th}>Left</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {budget.map((b) => (
+                    <tr key={b.window}>
+                      <th scope="row" className={td}>Rolling {b.window}</th>
+                      <td className={td}>{b.limit.toLocaleString("en")}</td>
+                      <td className={td}>{b.used.toLocaleString("en")}</td>
+                      <td className={`${td} ${b.left === 0 ? "font-semibold text-red-800" : ""}`}>{b.left === 0 ? "0 (exhausted)" : b.left.toLocaleString("en")}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </TableScroll>
+          )}
+        </Section>
+      </div>
+      <Section title="IP blocks" id="ip-blocks">
+        {blocks.length === 0 ? (
+          <p className="mb-3 text-sm text-slate-800">No address or range is blocked.</p>
+        ) : (
+          <TableScroll label="Active IP blocks">
+            <table className="mb-4 w-full">
+              <thead>
+                <tr>
+                  <th scope="col" className={th}>Address or prefix</th>
+                  <th scope="col" className={th}>Reason</th>
+                  <th scope="col" className={th}>Since</th>
+                  <th scope="col" className={th}>
+                    <span className="sr-only">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {blocks.map((b) => (
+                  <tr key={b.id}>
+                    <td className={`${td} font-mono`}>{b.cidr}</td>
+                    <td className={td}>{b.reason}</td>
+                    <td className={td}>{formatDateTime(b.createdAt)}</td>
+                    <td className={td}>
+                      <LiftIpBlockButton id={b.id} cidr={b.cidr} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </TableScroll>
+        )}
+        <IpBlockForm />
+      </Section>
+    </div>
+  );
+}
