@@ -155,7 +155,7 @@ async function oneRun(run: number, db: Database, databaseUrl: string, dataDir: s
       const ip = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
       const wallet = privateKeyToAccount(generatePrivateKey()).address.toLowerCase() as Address;
       await registerWallet(db, { walletAddress: wallet, ip }, { config });
-      await createSponsorshipRequest(db, { walletAddress: wallet, ip, userAgent: "worker-cpu" }, { config, readIsSponsored: async () => false });
+      await createSponsorshipRequest(db, { walletAddress: wallet, ip, userAgent: "worker-cpu" }, { config });
     };
     if (RATE === 0) for (let i = 0; i < N; i += 20) await Promise.all(Array.from({ length: Math.min(20, N - i) }, createOne));
     const createdMs = performance.now() - created;

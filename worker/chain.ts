@@ -10,6 +10,7 @@ import {
   type Hash,
   type Hex,
 } from "viem";
+import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, type ChainPublicClient } from "@/lib/chain/clients";
 import { uuidToBytes16 } from "@/lib/chain/ids";
@@ -76,6 +77,21 @@ export function isUnreachable(error: unknown): boolean {
   const rpc = error.walk((e) => e instanceof RpcRequestError);
   if (rpc instanceof RpcRequestError) return rpc.status !== undefined && (rpc.status >= 500 || rpc.status === 429);
   return false;
+}
+
+/**
+ * The revert in a viem error from a contract call: its custom error and arguments when the contract gave one,
+ * a plain revert otherwise; undefined when the error is not a revert (the node could not be asked).
+ */
+export function describeRevert(error: unknown): { errorName?: string; text: string } | undefined {
+  if (!(error instanceof BaseError)) return undefined;
+  const revert = error.walk((e) => e instanceof ContractFunctionRevertedError);
+  if (!(revert instanceof ContractFunctionRevertedError)) return undefined;
+  if (revert.data?.errorName) {
+    const args = (revert.data.args ?? []).map((a) => String(a)).join(", ");
+    return { errorName: revert.data.errorName, text: `reverted: ${revert.data.errorName}(${args})` };
+  }
+  return { text: `reverted: ${revert.reason ?? "no reason given"}` };
 }
 
 /** Wraps a read: unreachable -> ChainUnavailableError, anything else (a real answer) is rethrown. */
@@ -161,12 +177,15 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
 }
 
 const sponsoredEvent = getAbiItem({ abi: treasuryAbi, name: "Sponsored" });
+const walletSponsoredEvent = getAbiItem({ abi: registryAbi, name: "WalletSponsored" });
 
 export type WorkerChainOptions = {
   rpcUrl: string;
   chainId: number;
   registryAddress: Address;
   treasuryAddress: Address;
+  /** Where the registry's events start (its deployment block, when the deployment says); 0 otherwise. */
+  registryFromBlock?: bigint;
   /** Per HTTP request; a stopped node is noticed after this long. */
   timeoutMs?: number;
   health?: ChainHealth;
@@ -180,6 +199,7 @@ export class WorkerChain {
   readonly chainId: number;
   readonly registryAddress: Address;
   readonly treasuryAddress: Address;
+  readonly registryFromBlock: bigint;
   readonly health: ChainHealth;
 
   constructor(options: WorkerChainOptions) {
@@ -197,6 +217,7 @@ export class WorkerChain {
     this.chainId = options.chainId;
     this.registryAddress = options.registryAddress;
     this.treasuryAddress = options.treasuryAddress;
+    this.registryFromBlock = options.registryFromBlock ?? 0n;
   }
 
   /** eth_chainId of an RPC, for start-up (the deployment may not name the chain). */
@@ -277,6 +298,16 @@ export class WorkerChain {
     return outcomes;
   }
 
+  /** The registry's `WalletSponsored` events in [fromBlock, toBlock] (worker/registry-index.ts). */
+  async walletsSponsored(fromBlock: bigint, toBlock: bigint): Promise<{ wallet: Address; blockNumber: bigint }[]> {
+    return this.reach("eth_getLogs", async () => {
+      const logs = await this.client.getLogs({ address: this.registryAddress, event: walletSponsoredEvent, fromBlock, toBlock });
+      return logs.flatMap((log) =>
+        log.args.wallet && log.blockNumber !== null ? [{ wallet: log.args.wallet.toLowerCase() as Address, blockNumber: log.blockNumber }] : [],
+      );
+    });
+  }
+
   async areSponsored(wallets: readonly Address[]): Promise<Map<string, boolean>> {
     return this.reach("areSponsored", () => readAreSponsored(this.client, this.registryAddress, wallets));
   }
@@ -314,15 +345,50 @@ export class WorkerChain {
       });
       return { text: "reverted on-chain (the same call succeeds against the latest state)" };
     } catch (error) {
-      if (error instanceof BaseError) {
-        const revert = error.walk((e) => e instanceof ContractFunctionRevertedError);
-        if (revert instanceof ContractFunctionRevertedError && revert.data?.errorName) {
-          const args = (revert.data.args ?? []).map((a) => String(a)).join(", ");
-          return { errorName: revert.data.errorName, text: `reverted: ${revert.data.errorName}(${args})` };
-        }
-      }
-      return { text: `reverted on-chain (reason not available: ${messageOf(error).slice(0, 200)})` };
+      return describeRevert(error) ?? { text: `reverted on-chain (reason not available: ${messageOf(error).slice(0, 200)})` };
     }
+  }
+
+  /**
+   * Review's dry run (decisions.md, "Wallets that cannot be paid"): `sponsor` of each request as `eth_call` from
+   * `relayer` with the relay's own gas limit, issued together (one JSON-RPC batch). Per request id: `null` when
+   * the payment would go through, else the revert (its custom error's name when the treasury gave one). A node
+   * that cannot be reached is a ChainUnavailableError (the requests stay pending).
+   */
+  async simulateSponsorships(
+    relayer: Address,
+    requests: readonly { id: string; wallet: Address }[],
+    gas: bigint,
+  ): Promise<Map<string, { errorName?: string; text: string } | null>> {
+    if (requests.length === 0) return new Map();
+    const settled = await Promise.allSettled(
+      requests.map((r) =>
+        this.client.simulateContract({
+          address: this.treasuryAddress,
+          abi: treasuryAbi,
+          functionName: "sponsor",
+          args: [r.wallet, uuidToBytes16(r.id)],
+          account: relayer,
+          gas,
+        }),
+      ),
+    );
+    const answers = new Map<string, { errorName?: string; text: string } | null>();
+    for (const [i, s] of settled.entries()) {
+      if (s.status === "fulfilled") {
+        answers.set(requests[i]!.id, null);
+        continue;
+      }
+      const revert = describeRevert(s.reason);
+      if (!revert) {
+        const error = new ChainUnavailableError(`eth_call sponsor: ${messageOf(s.reason)}`, { cause: s.reason });
+        this.health.noteUnreachable(error);
+        throw error;
+      }
+      answers.set(requests[i]!.id, revert);
+    }
+    this.health.noteReached();
+    return answers;
   }
 
   /**

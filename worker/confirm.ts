@@ -30,6 +30,7 @@ import type { MinedReceipt, RelayerNonces } from "./chain";
 import { currentFees, type WorkerContext } from "./context";
 import { metrics } from "./metrics";
 import { LeaseLostError } from "./relayers";
+import { SERVICE_STATE_REVERTS } from "./review";
 import { SPONSOR_GAS_LIMIT, bumpFees, signFillTransaction, signSponsorTransaction } from "./transactions";
 
 /**
@@ -325,6 +326,11 @@ export class Confirmer {
       await failRelays(tx, [{ id: winner.id, reason }]);
       await this.closeGroup(tx, group, winner.id, `superseded: attempt ${winner.relayAttempt} at nonce ${group.nonce} was mined and reverted`, (attempts) => {
         if (explained.errorName === "AlreadySponsored") return "relay failed: the wallet was already sponsored on-chain by another transaction";
+        // A revert of the wallet's own making (it refused the transfer): no retry can cure it, so the request fails
+        // at once (decisions.md, "Wallets that cannot be paid").
+        if (explained.errorName !== undefined && !SERVICE_STATE_REVERTS.has(explained.errorName)) {
+          return `payment_refused: the wallet refused the payment (${reason})`;
+        }
         return attempts >= ctx.settings.maxRelayAttempts ? `relay failed after ${attempts} attempts; last: ${reason}` : undefined;
       });
     });

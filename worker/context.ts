@@ -37,6 +37,8 @@ export type WorkerTotals = {
 
 export type WorkerStatus = {
   treasury: (TreasuryState & { checkedAt: Date; underfunded: boolean }) | undefined;
+  /** The administrator's pause as the relay stage last read it (undefined: not paused). */
+  pause: { reason: string | null } | undefined;
   lastError: { stage: string; message: string; at: Date } | undefined;
   blockNumber: bigint | undefined;
   /** The head block of the last finished confirm pass: everything mined at or below it has been looked at. */

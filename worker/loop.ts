@@ -4,6 +4,7 @@ import { Confirmer } from "./confirm";
 import type { WorkerContext } from "./context";
 import { metrics } from "./metrics";
 import { relayBatch } from "./relay";
+import { REGISTRY_INDEX_INTERVAL_MS, indexRegistry } from "./registry-index";
 import { reviewPendingBatch } from "./review";
 
 /**
@@ -31,7 +32,7 @@ export class WorkerStuckError extends Error {
 }
 const FULL_CHECK_MS = 1_000;
 
-type Stage = "leases" | "review" | "relay" | "confirm";
+type Stage = "leases" | "review" | "relay" | "confirm" | "index";
 
 export class WorkerLoop {
   private stopping = false;
@@ -39,6 +40,7 @@ export class WorkerLoop {
   private queueDue = true;
   private lastQueueScan = 0;
   private lastMaintenance = 0;
+  private lastRegistryIndex = 0;
   private lastFullCheck = 0;
   private lastBlockPoll = 0;
   private lastBlock: bigint | undefined;
@@ -184,6 +186,13 @@ export class WorkerLoop {
         if (outcome.settled > 0) this.queueDue = true;
         return outcome.settled;
       }, (settled) => settled);
+    }
+
+    // The registry's mirror, with the maintenance (its head block was just read), every few seconds.
+    const head = ctx.status.blockNumber;
+    if (maintenance && head !== undefined && now - this.lastRegistryIndex >= REGISTRY_INDEX_INTERVAL_MS && !failed.has("confirm")) {
+      this.lastRegistryIndex = now;
+      await guarded("index", () => indexRegistry(ctx, head), (r) => r.wallets);
     }
 
     // A full batch means more is waiting: scan the queue again at once.

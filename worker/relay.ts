@@ -4,6 +4,7 @@ import {
   insertRelayAttemptsStatement,
   lockRelayCandidatesStatement,
   markRequestsRelayedStatement,
+  pauseStateStatement,
   readRelayCandidatesStatement,
   type NewRelayAttempt,
 } from "@/db/queries/pipeline";
@@ -20,7 +21,7 @@ type Address = `0x${string}`;
 export type RelayOutcome = {
   sent: number;
   /** Why nothing was sent although work may be waiting. */
-  waiting?: "no_relayers" | "treasury_paused" | "treasury_underfunded" | "treasury_capacity";
+  waiting?: "no_relayers" | "sponsorships_paused" | "treasury_paused" | "treasury_underfunded" | "treasury_capacity";
   claimed: number;
   /** Attempts stored (and handed to the chain) by this batch. */
   stored?: number;
@@ -33,6 +34,8 @@ export type RelayOutcome = {
  * an explicit nonce, store hash, nonce, fees and raw transaction (status queued), move approved -> relayed and
  * advance the nonces. Then broadcast everything at once, without waiting for any receipt.
  *
+ * The administrator's pause is read with the locks: while it is set no relay transaction is signed or sent
+ * (approved requests wait; attempts already sent are still confirmed or replaced by the confirm stage).
  * The treasury is checked first: paused, or not enough balance for the amounts already in flight plus one more,
  * leaves requests where they are (no attempt is created, none is burned) and health shows it.
  *
@@ -48,8 +51,14 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
 
   const result = await pipelinedTransaction(ctx.db, async (tx) => {
     // The relayer rows first (the fence), then the requests (SKIP LOCKED), as one batch.
-    const [nonces, locked] = await sendQueries(tx, [lockLeasedRelayersStatement(ctx.workerId, relayers), lockRelayCandidatesStatement(ctx.settings.batchSize)]);
+    const [nonces, locked, pause] = await sendQueries(tx, [
+      lockLeasedRelayersStatement(ctx.workerId, relayers),
+      lockRelayCandidatesStatement(ctx.settings.batchSize),
+      pauseStateStatement(),
+    ]);
+    ctx.status.pause = pause.paused ? { reason: pause.reason } : undefined;
     for (const r of relayers) if (!nonces.has(r)) ctx.pool.drop(r, "lease not held at relay time");
+    if (pause.paused) return { stored: [], claimed: locked.length, waiting: "sponsorships_paused" as const };
     if (nonces.size === 0) return { stored: [] as StoredTransaction[], claimed: 0 };
     if (locked.length === 0) return { stored: [], claimed: 0 };
 

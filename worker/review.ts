@@ -1,15 +1,28 @@
 import { applyReviewDecisionsStatement, claimPendingRequestsStatement, type ReviewDecision } from "@/db/queries/pipeline";
 import { pipelinedTransaction, sendQueries } from "@/db/queries/pipelined";
 import { now } from "@/lib/sponsorship/clock";
+import type { Address } from "viem";
 import { ChainUnavailableError } from "./chain";
 import type { WorkerContext } from "./context";
 import { metrics } from "./metrics";
+import { SPONSOR_GAS_LIMIT } from "./transactions";
+
+/**
+ * Reverts of `sponsor` caused by the service's own state, not by the wallet: a retry cures them once the operator
+ * acts (unpauses, funds, authorises), so they never reject a request or burn an attempt (decisions.md, "Wallets
+ * that cannot be paid"); the relay stage waits while the treasury is paused or short.
+ */
+export const SERVICE_STATE_REVERTS: ReadonlySet<string> = new Set(["NotRelayer", "TreasuryPaused", "InsufficientBalance"]);
 
 /**
  * Review (decisions.md "Pipeline"): claim due pending requests in a batch (FOR UPDATE SKIP LOCKED, so workers
  * never review the same request), re-check eligibility and move each to approved or rejected:
  * - an active block of the wallet (administrator, or automatic and not expired) -> rejected `wallet_blocked`;
  * - `isSponsored` true on-chain (one batched `areSponsored` call) -> rejected `already_sponsored`;
+ * - the payment itself simulated (`eth_call` of the treasury's `sponsor` from a relayer, with the relay's gas
+ *   limit, all in one JSON-RPC batch) reverts for a reason of the wallet's (a contract whose `receive` refuses the
+ *   transfer) -> rejected `payment_refused`, and nothing is ever sent for it; a revert caused by the service's own
+ *   state (SERVICE_STATE_REVERTS) approves as usual, and the relay stage waits;
  * - otherwise approved `eligible`.
  * When the chain cannot be read, blocked wallets are still rejected and the rest stay pending (the rows are
  * untouched and unlocked at commit); the ChainUnavailableError reaches the loop, which backs off.
@@ -28,10 +41,25 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
     if (toCheck.length > 0) {
       try {
         const sponsored = await ctx.chain.areSponsored(toCheck.map((c) => c.walletAddress));
+        const payable: typeof toCheck = [];
         for (const c of toCheck) {
           const already = sponsored.get(c.walletAddress);
           if (already === undefined) throw new Error(`areSponsored gave no answer for ${c.walletAddress}`);
-          decisions.push(already ? { id: c.id, status: "rejected", reason: "already_sponsored" } : { id: c.id, status: "approved", reason: "eligible" });
+          if (already) decisions.push({ id: c.id, status: "rejected", reason: "already_sponsored" });
+          else payable.push(c);
+        }
+        // Simulated from a relayer this worker may use (any configured one: eth_call needs no key).
+        const relayer = (ctx.pool.leased[0] ?? ctx.pool.configured[0]) as Address | undefined;
+        const reverts = relayer
+          ? await ctx.chain.simulateSponsorships(relayer, payable.map((c) => ({ id: c.id, wallet: c.walletAddress as Address })), SPONSOR_GAS_LIMIT)
+          : new Map();
+        for (const c of payable) {
+          const revert = reverts.get(c.id);
+          if (revert && !(revert.errorName && SERVICE_STATE_REVERTS.has(revert.errorName))) {
+            const reason = revert.errorName === "AlreadySponsored" ? "already_sponsored" : "payment_refused";
+            ctx.log.info("payment would revert: request rejected before anything is sent", { requestId: c.id, wallet: c.walletAddress, revert: revert.text });
+            decisions.push({ id: c.id, status: "rejected", reason });
+          } else decisions.push({ id: c.id, status: "approved", reason: "eligible" });
         }
       } catch (error) {
         if (!(error instanceof ChainUnavailableError)) throw error;

@@ -107,7 +107,11 @@ export async function createRequest(fx: PipelineFixture, wallet: Address = rando
   ipCounter++;
   const ip = `10.${(ipCounter >> 16) & 255}.${(ipCounter >> 8) & 255}.${ipCounter & 255}`;
   await registerWallet(fx.database.db, { walletAddress: wallet, ip }, { config });
-  const { request } = await createSponsorshipRequest(fx.database.db, { walletAddress: wallet, ip, userAgent: "worker-test" }, { config, readIsSponsored: async () => false });
+  const { request } = await createSponsorshipRequest(
+    fx.database.db,
+    { walletAddress: wallet, ip, userAgent: "worker-test" },
+    { config, registryAddress: fx.deployment.registryAddress.toLowerCase() },
+  );
   return { id: request.id, wallet };
 }
 

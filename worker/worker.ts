@@ -96,7 +96,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     if (reachable) log.info("chain reachable again", { downForMs: detail.downForMs });
     else log.warn("chain unreachable", { error: detail.error });
   });
-  const chain = new WorkerChain({ rpcUrl, chainId, registryAddress: deployment.registryAddress, treasuryAddress: deployment.treasuryAddress, health });
+  const chain = new WorkerChain({ rpcUrl, chainId, registryAddress: deployment.registryAddress, treasuryAddress: deployment.treasuryAddress, registryFromBlock: deployment.deployBlock === undefined ? undefined : BigInt(deployment.deployBlock), health });
   const code = await untilReady("chain", log, () => chain.client.getCode({ address: deployment.treasuryAddress }), () => stopped);
   if (!code || code === "0x") {
     throw new FatalWorkerError(`no contract at TREASURY_ADDRESS ${deployment.treasuryAddress} on chain ${chainId} (a reset chain?)`);
@@ -128,7 +128,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     chain,
     pool,
     log,
-    status: { treasury: undefined, lastError: undefined, blockNumber: undefined, checkedBlock: undefined, checkedAt: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
+    status: { treasury: undefined, pause: undefined, lastError: undefined, blockNumber: undefined, checkedBlock: undefined, checkedAt: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
     fees: undefined,
     wake: () => {},
   };

@@ -1,0 +1,163 @@
+import type { Abi } from "viem";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { compileTestContract } from "@/contracts/test-helpers";
+import { treasuryAbi } from "@/contracts/generated/treasury";
+import { uuidToBytes16 } from "@/lib/chain/ids";
+import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
+import { pauseSponsorships, resumeSponsorships } from "@/lib/admin/controls";
+import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
+import { SponsorshipError } from "@/lib/sponsorship/errors";
+import { registerWallet } from "@/lib/sponsorship/wallets";
+import type { AdminSession } from "@/db/schema";
+import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
+import type { RunningWorker } from "./worker";
+import {
+  createRequest,
+  randomWallet,
+  readRelays,
+  readRequest,
+  readSponsoredEvents,
+  relayerAddress,
+  startInProcessWorker,
+  startPipelineFixture,
+  waitFor,
+  type PipelineFixture,
+} from "./test-support";
+
+/**
+ * The worker's part of "On the open internet" (decisions.md): the pause holds relays back, a wallet that cannot be
+ * paid is rejected at review with nothing sent (and fails at once if it starts refusing after review), and the
+ * registry's mirror lets creation refuse a wallet sponsored on-chain without a chain call. Real PostgreSQL, real
+ * anvil (each transaction mined at once), workers in this process; transactions counted through an RPC proxy.
+ */
+
+let fx: PipelineFixture;
+let worker: RunningWorker | undefined;
+let proxy: RpcProxy;
+const sent: string[] = [];
+const deployer = relayerAddress(LOCAL_DEPLOYER_KEY);
+const refusing = compileTestContract("RefusingWallet.sol", "RefusingWallet");
+const session = { id: "00000000-0000-4000-8000-00000000ad01" } as AdminSession;
+
+beforeAll(async () => {
+  fx = await startPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: [deployer] });
+  // Every raw transaction the worker hands to the chain passes here.
+  proxy = await startRpcProxy(fx.anvil.rpcUrl, (body) => {
+    for (const call of [JSON.parse(body)].flat() as { method: string; params: unknown[] }[]) {
+      if (call.method === "eth_sendRawTransaction") sent.push(String(call.params[0]));
+    }
+    return undefined;
+  });
+});
+
+afterEach(async () => {
+  await worker?.stop();
+  worker = undefined;
+});
+
+afterAll(async () => {
+  await proxy?.close();
+  await fx?.stop();
+});
+
+const startWorker = () => startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200" });
+
+async function waitStatus(id: string, status: string, timeoutMs = 30_000) {
+  return waitFor(`request ${id} to be ${status}`, async () => {
+    const row = await readRequest(fx, id);
+    return row.status === status ? row : undefined;
+  }, timeoutMs);
+}
+
+async function deployRefusingWallet(refuses: boolean): Promise<`0x${string}`> {
+  const deployerClient = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+  const hash = await deployerClient.deployContract({ abi: refusing.abi, bytecode: refusing.bytecode, args: [refuses] });
+  const receipt = await fx.clients.waitForTransactionReceipt({ hash });
+  return receipt.contractAddress!.toLowerCase() as `0x${string}`;
+}
+
+describe("a wallet that cannot be paid", () => {
+  it("is rejected payment_refused at review, and not one transaction for it is sent or mined", async () => {
+    const wallet = await deployRefusingWallet(true);
+    const { id } = await createRequest(fx, wallet);
+    const sentBefore = sent.length;
+    worker = await startWorker();
+
+    const row = await waitStatus(id, "rejected");
+    expect(row.eligibilityReason).toBe("payment_refused");
+    expect(await readRelays(fx, id)).toEqual([]);
+    expect(sent.length - sentBefore).toBe(0);
+    expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toEqual([]);
+    expect(await fx.clients.getBalance({ address: wallet })).toBe(0n);
+  });
+
+  it("fails at once, on its first attempt, when it starts refusing after review (no retry can cure it)", async () => {
+    const wallet = await deployRefusingWallet(false);
+    const { id } = await createRequest(fx, wallet);
+    // Paused, the request is reviewed (approved) but nothing is relayed: the wallet turns to refusing meanwhile.
+    await pauseSponsorships(fx.database.db, { session, ipAddress: null }, { reason: "test: hold relays" });
+    worker = await startWorker();
+    await waitStatus(id, "approved");
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    await fx.clients.waitForTransactionReceipt({
+      hash: await owner.writeContract({ address: wallet, abi: refusing.abi as Abi, functionName: "setRefusing", args: [true] }),
+    });
+    await resumeSponsorships(fx.database.db, { session, ipAddress: null });
+
+    const row = await waitStatus(id, "failed");
+    expect(row.failureReason).toMatch(/payment_refused/);
+    const relays = await readRelays(fx, id);
+    expect(relays).toHaveLength(1);
+    expect(relays[0]!.status).toBe("failed");
+  });
+});
+
+describe("the pause", () => {
+  it("sends no relay for an approved request while paused, and completes it after resume", async () => {
+    const { id, wallet } = await createRequest(fx);
+    await pauseSponsorships(fx.database.db, { session, ipAddress: null }, { reason: "test: fee spike" });
+    const sentBefore = sent.length;
+    worker = await startWorker();
+    await waitStatus(id, "approved");
+    // Several relay passes go by (the worker polls every 200 ms): still nothing sent, nothing stored.
+    await waitFor("the worker to report the pause", async () => (worker!.ctx.status.pause ? true : undefined));
+    expect(sent.length - sentBefore).toBe(0);
+    expect(await readRelays(fx, id)).toEqual([]);
+
+    await resumeSponsorships(fx.database.db, { session, ipAddress: null });
+    await waitStatus(id, "completed");
+    expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
+  });
+});
+
+describe("the registry's mirror", () => {
+  it("refuses creation for a wallet sponsored on-chain behind the service's back, once the worker has indexed it", async () => {
+    const wallet = randomWallet();
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    const hash = await owner.writeContract({
+      address: fx.deployment.treasuryAddress,
+      abi: treasuryAbi,
+      functionName: "sponsor",
+      args: [wallet, uuidToBytes16(crypto.randomUUID())],
+    });
+    await fx.clients.waitForTransactionReceipt({ hash });
+    worker = await startWorker();
+    const sql = fx.database.db.$client;
+    await waitFor("the mirror to hold the wallet", async () => {
+      const rows = await sql`SELECT 1 FROM registry_sponsored_wallets WHERE wallet_address = ${wallet}`;
+      return rows.length > 0 ? true : undefined;
+    });
+
+    const config = fx.config();
+    await registerWallet(fx.database.db, { walletAddress: wallet, ip: "203.0.113.9" }, { config });
+    const refusal = await createSponsorshipRequest(
+      fx.database.db,
+      { walletAddress: wallet, ip: "203.0.113.9", userAgent: null },
+      { config, registryAddress: fx.deployment.registryAddress.toLowerCase() },
+    ).catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(SponsorshipError);
+    expect((refusal as SponsorshipError).code).toBe("already_sponsored");
+    // Another wallet is created as usual.
+    expect((await createRequest(fx)).id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});

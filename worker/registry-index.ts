@@ -1,0 +1,33 @@
+import { readRegistryCursor, recordRegistryRange } from "@/db/queries/registry-mirror";
+import { LOG_QUERY_BLOCKS } from "./chain";
+import type { WorkerContext } from "./context";
+
+/**
+ * Keeps the registry's mirror (decisions.md, "No chain call for a request the database refuses"): the registry's
+ * `WalletSponsored` events, read with `eth_getLogs` in windows of LOG_QUERY_BLOCKS from its deployment block (or
+ * block 0 when the deployment does not say) up to the newest block CONFIRMATIONS deep, are copied into
+ * registry_sponsored_wallets, so creation answers "already sponsored" for a wallet marked on-chain without asking
+ * the chain. Review still asks the chain (`areSponsored`), so a mirror that lags (the first catch-up, a node that
+ * is down) never lets a wallet be paid twice: it only lets a request reach review before it is rejected.
+ *
+ * Runs with the worker's maintenance, at most every REGISTRY_INDEX_INTERVAL_MS, and reads at most
+ * MAX_WINDOWS_PER_PASS windows a pass (a long catch-up is spread over passes). Idempotent: several workers may
+ * index the same range.
+ */
+export const REGISTRY_INDEX_INTERVAL_MS = 10_000;
+const MAX_WINDOWS_PER_PASS = 20;
+
+export async function indexRegistry(ctx: WorkerContext, head: bigint): Promise<{ wallets: number; nextBlock: bigint }> {
+  const registry = ctx.chain.registryAddress;
+  const safeHead = head - BigInt(ctx.settings.confirmations - 1);
+  let next = (await readRegistryCursor(ctx.db, registry)) ?? ctx.chain.registryFromBlock;
+  let wallets = 0;
+  for (let window = 0; window < MAX_WINDOWS_PER_PASS && next <= safeHead; window++) {
+    const to = next + LOG_QUERY_BLOCKS - 1n < safeHead ? next + LOG_QUERY_BLOCKS - 1n : safeHead;
+    const found = await ctx.chain.walletsSponsored(next, to);
+    await recordRegistryRange(ctx.db, registry, found, to + 1n);
+    wallets += found.length;
+    next = to + 1n;
+  }
+  return { wallets, nextBlock: next };
+}
