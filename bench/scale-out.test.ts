@@ -1,6 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream } from "node:fs";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,6 +9,7 @@ import { createLogger } from "@/lib/log";
 import { buildIfStale } from "@/scripts/build-if-stale";
 import { startTestChain } from "@/test/chain";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
+import { post, spawnInstance, stopInstance, waitUntilServing, type Instance } from "@/test/instances";
 import { freePort } from "@/test/ports";
 import { sponsoredTopic } from "./ceiling";
 import { rpc } from "./rpc";
@@ -21,36 +20,6 @@ import { randomAddress, waitFor } from "./util";
  * PostgreSQL and one chain. The abuse limits are counted in the database, so they hold whichever instance a
  * client reaches; the queue is claimed with row locks, so no request is relayed twice.
  */
-
-const ROOT = path.resolve(import.meta.dirname, "..");
-
-type Instance = { proc: ChildProcess; exited: Promise<void> };
-
-function spawnInstance(entry: string, env: NodeJS.ProcessEnv, logFile: string): Instance {
-  const proc = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, entry)], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
-  const log = createWriteStream(logFile, { flags: "a" });
-  proc.stdout?.pipe(log, { end: false });
-  proc.stderr?.pipe(log, { end: false });
-  const exited = new Promise<void>((resolve) => proc.once("exit", () => (log.end(), resolve())));
-  return { proc, exited };
-}
-
-async function stopInstance(i: Instance | undefined): Promise<void> {
-  if (!i || i.proc.exitCode !== null || i.proc.signalCode !== null) return;
-  i.proc.kill("SIGTERM");
-  const killer = setTimeout(() => i.proc.kill("SIGKILL"), 20_000);
-  await i.exited;
-  clearTimeout(killer);
-}
-
-async function post(base: string, route: string, body: unknown, ip: string): Promise<{ status: number; body: Record<string, unknown>; retryAfter: string | null }> {
-  const res = await fetch(`${base}${route}`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-forwarded-for": ip },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown>, retryAfter: res.headers.get("retry-after") };
-}
 
 describe("two web servers and two workers on one PostgreSQL", () => {
   let testDb: TestDatabase;
@@ -102,28 +71,7 @@ describe("two web servers and two workers on one PostgreSQL", () => {
       webs.push(spawnInstance("server.ts", { ...env, PORT: String(port) }, path.join(dataDir, `web-${i}.log`)));
       urls.push(`http://127.0.0.1:${port}`);
     }
-    // Ready when /health answers 200 while the instance we spawned is still running: an instance that exits
-    // (a port already taken, a bad setting) fails here with its log, not later through whatever holds its port.
-    await Promise.all(
-      urls.map((url, i) =>
-        waitFor(
-          `${url}/health`,
-          async () => {
-            const { exitCode, signalCode } = webs[i]!.proc;
-            if (exitCode !== null || signalCode !== null) {
-              throw new Error(`web instance ${i} exited (${exitCode ?? signalCode}): ${await readFile(path.join(dataDir, `web-${i}.log`), "utf8").catch(() => "")}`);
-            }
-            try {
-              const res = await fetch(`${url}/health`);
-              return res.status === 200 ? true : undefined;
-            } catch {
-              return undefined;
-            }
-          },
-          { timeoutMs: 90_000, intervalMs: 200 },
-        ),
-      ),
-    );
+    await Promise.all(urls.map((url, i) => waitUntilServing(url, webs[i]!)));
   }, 15 * 60_000);
 
   afterAll(async () => {

@@ -1,0 +1,73 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createWriteStream } from "node:fs";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { waitFor } from "@/bench/util";
+
+/**
+ * Real service processes for tests over real HTTP: `server.ts` (the web server as `npm start` runs it, on the
+ * production build: call buildIfStale first) and `worker/index.ts`, each logging to a file of the test's.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+
+export type Instance = { proc: ChildProcess; exited: Promise<void>; logFile: string };
+
+export function spawnInstance(entry: string, env: NodeJS.ProcessEnv, logFile: string): Instance {
+  const proc = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, entry)], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  const log = createWriteStream(logFile, { flags: "a" });
+  proc.stdout?.pipe(log, { end: false });
+  proc.stderr?.pipe(log, { end: false });
+  const exited = new Promise<void>((resolve) => proc.once("exit", () => (log.end(), resolve())));
+  return { proc, exited, logFile };
+}
+
+/** SIGTERM, then SIGKILL after 20 s; by the child's own pid. */
+export async function stopInstance(i: Instance | undefined): Promise<void> {
+  if (!i || i.proc.exitCode !== null || i.proc.signalCode !== null) return;
+  i.proc.kill("SIGTERM");
+  const killer = setTimeout(() => i.proc.kill("SIGKILL"), 20_000);
+  await i.exited;
+  clearTimeout(killer);
+}
+
+/**
+ * Ready when /health answers 200 while the instance is still running: an instance that exits (a port already
+ * taken, a bad setting) fails here with its log, not later through whatever holds its port.
+ */
+export async function waitUntilServing(url: string, instance: Instance, timeoutMs = 90_000): Promise<void> {
+  await waitFor(
+    `${url}/health`,
+    async () => {
+      const { exitCode, signalCode } = instance.proc;
+      if (exitCode !== null || signalCode !== null) {
+        throw new Error(`${instance.logFile}: exited (${exitCode ?? signalCode}): ${await readFile(instance.logFile, "utf8").catch(() => "")}`);
+      }
+      try {
+        const res = await fetch(`${url}/health`);
+        return res.status === 200 ? true : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    { timeoutMs, intervalMs: 200 },
+  );
+}
+
+export type Answer = { status: number; body: Record<string, unknown>; retryAfter: string | null; contentType: string | null };
+
+/** A JSON POST as a client behind one trusted proxy hop (`x-forwarded-for: ip`). */
+export async function post(base: string, route: string, body: unknown, ip: string, headers: Record<string, string> = {}): Promise<Answer> {
+  const res = await fetch(`${base}${route}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-forwarded-for": ip, ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    body: (text === "" ? {} : JSON.parse(text)) as Record<string, unknown>,
+    retryAfter: res.headers.get("retry-after"),
+    contentType: res.headers.get("content-type"),
+  };
+}
