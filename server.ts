@@ -2,9 +2,14 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import next from "next";
+import { pruneBudgetCounts } from "@/db/queries/controls";
 import { pruneRateLimitHits } from "@/db/queries/rate-limits";
 import { appDb, closeAppDb } from "@/lib/http/app-context";
-import { CLIENT_IP_HEADER, resolveClientIp } from "@/lib/http/client-ip";
+import type { Socket } from "node:net";
+import type { TLSSocket } from "node:tls";
+import { verifyAdministratorToken } from "@/lib/admin/session";
+import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, resolveClientIp, resolveClientProto } from "@/lib/http/client-ip";
+import { createNonce, securityHeaders } from "@/lib/http/security-headers";
 import { corsHeaders, corsVerdict } from "@/lib/http/cors";
 import { problemBody, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
@@ -23,6 +28,10 @@ import { RATE_LIMIT_WINDOW_MS } from "@/lib/sponsorship/rate-limits";
  * handlers in `x-client-ip` after any incoming header of that name is deleted, and its X-Request-Id (echoed when
  * valid, else generated) before Next sees it, so every response, Next's own included, carries it.
  *
+ * Slow clients cannot hold it (issue 11, item 5): complete headers within 10 s and the whole request within 30 s,
+ * else `408` and the connection is closed; at most MAX_CONNECTIONS connections at once; an idle keep-alive
+ * connection is closed after 5 s. Every response carries the security headers (lib/http/security-headers.ts).
+ *
  * SIGTERM/SIGINT: stop accepting, let in-flight requests finish (keep-alive connections are closed as they go
  * idle), close the database pool, exit 0. A bad configuration exits 1 with one line naming the variable.
  */
@@ -31,6 +40,41 @@ const ROOT = path.dirname(fileURLToPath(import.meta.url));
 /** In-flight requests get this long to finish after a stop signal. */
 const DRAIN_TIMEOUT_MS = 15_000;
 const PRUNE_INTERVAL_MS = 10 * 60_000;
+/** A client must send its complete headers within this (decisions.md, "Wire format"). */
+const HEADERS_TIMEOUT_MS = 10_000;
+/** ... and its whole request (headers and body) within this. */
+const REQUEST_TIMEOUT_MS = 30_000;
+/** An idle keep-alive connection is closed after this. */
+const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+/**
+ * How often Node checks the two timeouts above (its default, 30 s, would let a slow client stay up to 40 s).
+ */
+const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
+/**
+ * Connections served at once; further ones are closed as they arrive. Far above what a proxy or the benchmarks
+ * open (hundreds), far below the process's file descriptor limit.
+ */
+const MAX_CONNECTIONS = 4_096;
+
+/**
+ * Node calls this for a connection it gives up on before a response was started: a request not received in time
+ * (408), headers too large (431), a malformed request (400). The answer is problem+json like every other error,
+ * and the connection is closed. A connection reset needs no answer.
+ */
+function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
+  const status = error.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : error.code === "HPE_HEADER_OVERFLOW" ? 431 : 400;
+  if (error.code !== "ECONNRESET" && socket.writable && socket.bytesWritten === 0) {
+    const body =
+      status === 408
+        ? JSON.stringify(problemBody("request_timeout", `Send the complete headers within ${HEADERS_TIMEOUT_MS / 1000} s and the whole request within ${REQUEST_TIMEOUT_MS / 1000} s`, requestIdFor(undefined)))
+        : JSON.stringify({ type: "about:blank", title: status === 431 ? "Request headers too large" : "Bad request", status });
+    const reason = status === 408 ? "Request Timeout" : status === 431 ? "Request Header Fields Too Large" : "Bad Request";
+    socket.write(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
 
 function loadConfig(): Config {
   try {
@@ -73,7 +117,14 @@ async function main(): Promise<void> {
   if (process.env.NODE_ENV !== "production") Object.assign(process.env, { NODE_ENV: "production" });
 
   let stopping = false;
-  const server = createServer();
+  const server = createServer({
+    headersTimeout: HEADERS_TIMEOUT_MS,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+  });
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  server.maxConnections = MAX_CONNECTIONS;
+  server.on("clientError", answerClientError);
   const app = next({ dev: false, dir: ROOT, port: config.port, httpServer: server, quiet: true });
   await app.prepare();
   const handle = app.getRequestHandler();
@@ -87,6 +138,19 @@ async function main(): Promise<void> {
       forwardedFor: req.headers["x-forwarded-for"],
       trustProxy: config.trustProxy,
     });
+    // The scheme, like the address, only from the socket or a trusted proxy hop: it decides the cookie's Secure flag.
+    const proto = resolveClientProto({
+      encrypted: (req.socket as TLSSocket).encrypted === true,
+      forwardedProto: req.headers["x-forwarded-proto"],
+      trustProxy: config.trustProxy,
+    });
+    req.headers[CLIENT_PROTO_HEADER] = proto;
+    req.headers["x-forwarded-proto"] = proto;
+    // Next takes the nonce for its scripts from the request's policy; the client's own header is replaced.
+    const nonce = createNonce();
+    const security = securityHeaders({ nonce, https: proto === "https" });
+    req.headers["content-security-policy"] = security["Content-Security-Policy"];
+    for (const [name, value] of Object.entries(security)) res.setHeader(name, value);
     const incoming = req.headers[REQUEST_ID_HEADER];
     const requestId = requestIdFor(typeof incoming === "string" ? incoming : undefined);
     req.headers[REQUEST_ID_HEADER] = requestId;
@@ -107,7 +171,12 @@ async function main(): Promise<void> {
     }
     // Prometheus text format, only for the administrator's bearer credential (or on the loopback METRICS_PORT).
     if (req.url === "/metrics" || req.url?.startsWith("/metrics?")) {
-      void serveWebMetrics(req, res, log);
+      // Bearer guesses share the administrator sign-in's limiter and audit (issue 11, item 4).
+      const clientIp = req.headers[CLIENT_IP_HEADER] as string;
+      const userAgent = req.headers["user-agent"]?.slice(0, 512) ?? null;
+      void serveWebMetrics(req, res, log, (token) =>
+        verifyAdministratorToken(appDb(), { token, adminToken: config.adminToken ?? "", ipAddress: clientIp, ipv6PrefixLength: config.ipv6PrefixLength, userAgent, channel: "metrics" }),
+      );
       return;
     }
     handle(req, res).catch((error: unknown) => {
@@ -117,11 +186,13 @@ async function main(): Promise<void> {
     });
   });
 
-  // Old counter rows are useless after the rolling hour; any instance may prune them.
+  // Old counter rows are useless after their window (an hour for the limits, a day for the budget); any instance
+  // may prune them.
   const prune = () =>
-    pruneRateLimitHits(appDb(), new Date(Date.now() - RATE_LIMIT_WINDOW_MS - 60_000)).catch((error: unknown) =>
-      log.warn("pruning rate-limit hits failed", { error }),
-    );
+    Promise.all([
+      pruneRateLimitHits(appDb(), new Date(Date.now() - RATE_LIMIT_WINDOW_MS - 60_000)),
+      pruneBudgetCounts(appDb(), new Date()),
+    ]).catch((error: unknown) => log.warn("pruning rate-limit hits or budget counters failed", { error }));
   const pruneTimer = setInterval(prune, PRUNE_INTERVAL_MS);
   pruneTimer.unref();
   void prune();

@@ -59,7 +59,7 @@ describe("two web servers and two workers on one PostgreSQL", () => {
       REGISTRY_ADDRESS: deployment.registryAddress,
       TREASURY_ADDRESS: deployment.treasuryAddress,
       RELAYER_PRIVATE_KEYS: LOCAL_RELAYER_KEYS.join(","),
-      ADMIN_TOKEN: "scale-out-test-admin-token",
+      ADMIN_TOKEN: "scale-out-test-admin-token-0123456789",
       TRUST_PROXY: "1",
       RATE_LIMIT_IP_PER_HOUR: "10",
       RATE_LIMIT_WALLET_PER_HOUR: "5",

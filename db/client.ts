@@ -16,6 +16,12 @@ export type DatabaseOptions = {
    * hold them for ever. Unset: no limit.
    */
   idleInTransactionTimeoutMs?: number;
+  /** The server cancels a statement running longer than this (SQLSTATE 57014). Unset: no limit. */
+  statementTimeoutMs?: number;
+  /** The server cancels a statement waiting longer than this for a lock (SQLSTATE 55P03). Unset: no limit. */
+  lockTimeoutMs?: number;
+  /** Seconds to wait for a new connection before giving up (postgres.js `connect_timeout`, default 30). */
+  connectTimeoutSeconds?: number;
 };
 
 /** A Drizzle database over its own postgres.js pool. Close it with `closeDatabase`. */
@@ -23,9 +29,12 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   const client = postgres(url, {
     max: options.max ?? 10,
     onnotice: () => {},
+    ...(options.connectTimeoutSeconds ? { connect_timeout: options.connectTimeoutSeconds } : {}),
     connection: {
       application_name: options.applicationName ?? "sponsorship",
       ...(options.idleInTransactionTimeoutMs ? { idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs } : {}),
+      ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+      ...(options.lockTimeoutMs ? { lock_timeout: options.lockTimeoutMs } : {}),
     },
     // Timestamps are timestamptz(3): postgres.js returns them as Date.
   });

@@ -9,7 +9,7 @@ export const E2E = {
   pgPort: Number(process.env.E2E_PG_PORT ?? 31439),
   chainPort: Number(process.env.E2E_CHAIN_PORT ?? 8555),
   dataDir: path.resolve(process.env.E2E_DATA_DIR ?? ".data/e2e"),
-  adminToken: "e2e-admin-token-0123456789abcdef",
+  adminToken: "e2e-admin-token-0123456789abcdefghij",
   /** EXPLORER_URL of the stack: /request links transaction hashes to it. */
   explorerUrl: "https://explorer.e2e.invalid",
   /** REPLAY_WINDOW_MS of the stack (the default). */

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { CONFIG_VARIABLES, ConfigError, LOCAL_RELAYER_KEYS, parseConfig } from "./config";
+import { CONFIG_VARIABLES, ConfigError, developmentSecretsRefusal, LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig } from "./config";
 
 describe("configuration", () => {
   it("applies the decisions' defaults to an empty environment", () => {
@@ -60,6 +60,63 @@ describe("configuration", () => {
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as Error).message).toMatch(message);
     expect((error as Error).message).not.toContain("\n");
+  });
+
+  const refusalOf = (env: Record<string, string>): string | undefined => {
+    try {
+      parseConfig(env);
+      return undefined;
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).not.toContain("\n");
+      return (error as Error).message;
+    }
+  };
+
+  describe("ADMIN_TOKEN strength (issue 11, item 4)", () => {
+    it.each([
+      ["shorter than 32 characters", "Zq3-vX9_pL2mN8kR4tY6wB1cD5eF7g", /^Invalid configuration: ADMIN_TOKEN must be at least 32 characters/],
+      ["of fewer than 10 distinct characters", "abcdefghiabcdefghiabcdefghiabcdefghi".replace(/i/g, "a"), /^Invalid configuration: ADMIN_TOKEN has too little variety/],
+      ["one piece repeated", "0123456789ab".repeat(4), /^Invalid configuration: ADMIN_TOKEN has too little variety/],
+      ["one character repeated", "x".repeat(64), /^Invalid configuration: ADMIN_TOKEN has too little variety/],
+    ])("refuses a configured token %s with one line naming ADMIN_TOKEN", (_what, token, message) => {
+      expect(refusalOf({ ADMIN_TOKEN: token })).toMatch(message);
+    });
+
+    it("accepts a random token of 32 characters, like the one npm start generates", () => {
+      expect(parseConfig({ ADMIN_TOKEN: "pQ7sV2xK9mW4zR1tB8nC5yL3hF6gD0jA" }).adminToken).toBe("pQ7sV2xK9mW4zR1tB8nC5yL3hF6gD0jA");
+    });
+  });
+
+  describe("anvil's well-known keys off the local chain (issue 11, item 8)", () => {
+    const relayer = LOCAL_RELAYER_KEYS[0]!;
+    it("refuses them in RELAYER_PRIVATE_KEYS or DEPLOYER_PRIVATE_KEY with a remote RPC_URL, naming the variable", () => {
+      expect(refusalOf({ RPC_URL: "https://rpc.sepolia.example.org", RELAYER_PRIVATE_KEYS: `0x${"ab".repeat(32)},${relayer}` })).toMatch(
+        /^Invalid configuration: RELAYER_PRIVATE_KEYS holds a well-known anvil development key, refused because RPC_URL is not a loopback address$/,
+      );
+      expect(refusalOf({ RPC_URL: "http://10.0.0.5:8545", DEPLOYER_PRIVATE_KEY: LOCAL_DEPLOYER_KEY })).toMatch(/^Invalid configuration: DEPLOYER_PRIVATE_KEY /);
+    });
+
+    it("refuses them on a loopback RPC_URL whose chain id is not 31337 (a tunnel to a real network)", () => {
+      expect(refusalOf({ RPC_URL: "http://127.0.0.1:8545", CHAIN_ID: "11155111", RELAYER_PRIVATE_KEYS: relayer })).toMatch(
+        /^Invalid configuration: RELAYER_PRIVATE_KEYS .* the chain id is 11155111, not 31337$/,
+      );
+    });
+
+    it("accepts them on the local chain: RPC_URL unset, or loopback with chain id 31337", () => {
+      expect(refusalOf({ RELAYER_PRIVATE_KEYS: relayer })).toBeUndefined();
+      expect(refusalOf({ RPC_URL: "http://127.0.0.1:8545", RELAYER_PRIVATE_KEYS: relayer, DEPLOYER_PRIVATE_KEY: LOCAL_DEPLOYER_KEY })).toBeUndefined();
+      expect(refusalOf({ RPC_URL: "http://localhost:8545", CHAIN_ID: "31337", RELAYER_PRIVATE_KEYS: relayer })).toBeUndefined();
+      expect(refusalOf({ RPC_URL: "https://rpc.example.org", RELAYER_PRIVATE_KEYS: `0x${"ab".repeat(32)}` })).toBeUndefined();
+    });
+
+    it("refuses a generated administrator token (ADMIN_TOKEN unset) off the local chain, and a chain id read from the RPC", () => {
+      const remote = parseConfig({ RPC_URL: "https://rpc.example.org" });
+      expect(developmentSecretsRefusal(remote, undefined, { generatedAdminToken: true })).toMatch(/^Invalid configuration: ADMIN_TOKEN must be set/);
+      const loopback = parseConfig({ RPC_URL: "http://127.0.0.1:8545", RELAYER_PRIVATE_KEYS: relayer });
+      expect(developmentSecretsRefusal(loopback, 31337, { generatedAdminToken: true })).toBeUndefined();
+      expect(developmentSecretsRefusal(loopback, 1)).toMatch(/^Invalid configuration: RELAYER_PRIVATE_KEYS .* chain id is 1, not 31337$/);
+    });
   });
 
   it("lists every variable in .env.example (set, or commented out with its meaning)", () => {

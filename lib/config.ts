@@ -70,6 +70,68 @@ const list = <T extends z.ZodType>(item: T) =>
 
 const origin = url.transform((v) => new URL(v).origin);
 
+/**
+ * A configured administrator token must resist guessing (issue 11): at least 32 characters, at least 10 distinct
+ * ones, and not one short piece repeated. `npm start` generates a random one (32 characters of base64url) when the
+ * variable is unset; that one is kept as it is.
+ */
+export const ADMIN_TOKEN_MIN_LENGTH = 32;
+const ADMIN_TOKEN_MIN_DISTINCT = 10;
+const adminToken = z
+  .string()
+  .min(ADMIN_TOKEN_MIN_LENGTH, `must be at least ${ADMIN_TOKEN_MIN_LENGTH} characters (e.g. \`openssl rand -base64 32\`)`)
+  .refine((v) => new Set(v).size >= ADMIN_TOKEN_MIN_DISTINCT && !/^([\s\S]+?)\1+$/.test(v), {
+    message: `has too little variety (fewer than ${ADMIN_TOKEN_MIN_DISTINCT} distinct characters, or a repeated pattern); use a random one (e.g. \`openssl rand -base64 32\`)`,
+  });
+
+/** The local development chain's id (anvil's default). */
+export const LOCAL_CHAIN_ID = 31337;
+
+/** Whether every endpoint of an RPC_URL value (one URL or several, comma-separated) is on this host. */
+export function isLoopbackRpcUrl(rpcUrl: string): boolean {
+  return rpcUrl
+    .split(",")
+    .map((u) => u.trim())
+    .filter((u) => u !== "")
+    .every((u) => {
+      try {
+        const host = new URL(u).hostname.replace(/^\[|\]$/g, "");
+        return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+      } catch {
+        return false;
+      }
+    });
+}
+
+/**
+ * Anvil's well-known keys (and a generated administrator token) are for the local development chain only: anyone
+ * holds those keys, so on a real network they would pay whoever asks first (issue 11, item 8). Allowed only when
+ * RPC_URL is unset (npm start's own chain) or every endpoint is loopback and the chain id is 31337. The message is
+ * one line naming the variable; undefined when nothing is refused. `chainId` is the configured or the RPC's id
+ * (unknown: only the address is judged; start-up asks the RPC and calls again).
+ */
+export function developmentSecretsRefusal(
+  config: Pick<Config, "rpcUrl" | "relayerPrivateKeys" | "deployerPrivateKey" | "adminToken">,
+  chainId: number | undefined,
+  options: { generatedAdminToken?: boolean } = {},
+): string | undefined {
+  if (!config.rpcUrl) return undefined;
+  const local = isLoopbackRpcUrl(config.rpcUrl) && (chainId === undefined || chainId === LOCAL_CHAIN_ID);
+  if (local) return undefined;
+  const where = isLoopbackRpcUrl(config.rpcUrl) ? `the chain id is ${chainId}, not ${LOCAL_CHAIN_ID}` : "RPC_URL is not a loopback address";
+  const wellKnown = new Set<string>(LOCAL_DEV_KEYS);
+  if (config.relayerPrivateKeys.some((k) => wellKnown.has(k))) {
+    return `Invalid configuration: RELAYER_PRIVATE_KEYS holds a well-known anvil development key, refused because ${where}`;
+  }
+  if (config.deployerPrivateKey && wellKnown.has(config.deployerPrivateKey)) {
+    return `Invalid configuration: DEPLOYER_PRIVATE_KEY is a well-known anvil development key, refused because ${where}`;
+  }
+  if (options.generatedAdminToken) {
+    return `Invalid configuration: ADMIN_TOKEN must be set (a generated token is for local development only) because ${where}`;
+  }
+  return undefined;
+}
+
 const envSchema = z.object({
   PORT: withDefault(integer(1, 65535), "3000"),
   DATABASE_URL: optional(url),
@@ -119,7 +181,7 @@ const envSchema = z.object({
   CONFIRMATIONS: withDefault(integer(1, 64), "1"),
   TRUST_PROXY: withDefault(integer(0, 32), "0"),
   CORS_ORIGINS: list(origin),
-  ADMIN_TOKEN: optional(z.string().min(16, "must be at least 16 characters")),
+  ADMIN_TOKEN: optional(adminToken),
   DATA_DIR: withDefault(z.string().trim().min(1), ".data"),
   EMBEDDED_PG_PORT: withDefault(integer(1, 65535), "54329"),
   LOCAL_CHAIN_PORT: withDefault(integer(1, 65535), "8545"),
@@ -190,7 +252,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(`Invalid configuration: ${variable} ${issue?.message ?? "is invalid"}`);
   }
   const e = result.data;
-  return Object.freeze({
+  const config: Config = Object.freeze({
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
     rpcUrl: e.RPC_URL,
@@ -227,6 +289,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     logLevel: e.LOG_LEVEL,
     supervisorPid: e.SUPERVISOR_PID,
   });
+  const refusal = developmentSecretsRefusal(config, config.chainId);
+  if (refusal) throw new ConfigError(refusal);
+  return config;
 }
 
 let cached: Config | undefined;

@@ -85,7 +85,10 @@ describe("GET /health", () => {
     const report = await checkHealth({ db: ctx.t.db, config: config({ RPC_URL: `http://127.0.0.1:${await freePort()}`, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded }) });
     expect(report.httpStatus).toBe(200);
     expect(report.body.status).toBe("degraded");
-    expect(report.body.checks.chain.status).toBe("down");
+    expect(report.body.checks.chain).toMatchObject({ status: "down", code: "unreachable" });
+    expect(report.body.checks.treasury).toMatchObject({ status: "down", code: "chain_down" });
+    // No host, port or error text reaches the answer (issue 11, item 6).
+    expect(JSON.stringify(report.body)).not.toMatch(/127\.0\.0\.1|ECONNREFUSED|fetch failed|HTTP request failed/i);
   });
 
   it("answers 503 unavailable when the database does not answer", async () => {
@@ -93,9 +96,40 @@ describe("GET /health", () => {
     try {
       const report = await checkHealth({ db: dead, config: config() });
       expect(report.httpStatus).toBe(503);
-      expect(healthResponse.parse(report.body)).toMatchObject({ status: "unavailable", checks: { database: { status: "down" } } });
+      expect(healthResponse.parse(report.body)).toMatchObject({ status: "unavailable", checks: { database: { status: "down", code: "unreachable" } } });
+      expect(JSON.stringify(report.body)).not.toMatch(/127\.0\.0\.1|ECONNREFUSED|CONNECT|none/);
     } finally {
       await closeDatabase(dead).catch(() => {});
+    }
+  });
+
+  it("says auth_failed when the database refuses the credentials, without the server's message or the user name", async () => {
+    const url = new URL(ctx.t.url);
+    url.username = "intruder_h1";
+    url.password = "wrong-password";
+    const refused = createDatabase(url.toString(), { max: 1 });
+    try {
+      const report = await checkHealth({ db: refused, config: config() });
+      expect(report.httpStatus).toBe(503);
+      expect(report.body.checks.database).toEqual({ status: "down", code: "auth_failed", detail: "the database refused the service's credentials" });
+      expect(JSON.stringify(report.body)).not.toMatch(/intruder_h1|password authentication|does not exist/);
+    } finally {
+      await closeDatabase(refused).catch(() => {});
+    }
+  });
+
+  it("says timeout when the RPC endpoint accepts the connection but never answers", async () => {
+    const { createServer } = await import("node:net");
+    const silent = createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", () => resolve()));
+    const port = (silent.address() as { port: number }).port;
+    try {
+      await beat("fresh", 0);
+      const report = await checkHealth({ db: ctx.t.db, config: config({ RPC_URL: `http://127.0.0.1:${port}`, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded }) });
+      expect(report.body.checks.chain).toMatchObject({ status: "down", code: "timeout" });
+      expect(JSON.stringify(report.body)).not.toContain(String(port));
+    } finally {
+      silent.close();
     }
   });
 });

@@ -3,8 +3,10 @@ import { resolveDeployment } from "@/lib/chain/deployment";
 import { readTreasuryState } from "@/lib/chain/treasury";
 import type { Database } from "@/db/client";
 import { readHealthProbe } from "@/db/queries/health";
+import { databaseFailureCode } from "@/db/unavailable";
 import type { Config } from "@/lib/config";
-import type { HealthCheck, HealthResponse } from "@/lib/sponsorship/schemas";
+import { createLogger } from "@/lib/log";
+import type { HealthCheck, HealthCheckCode, HealthResponse } from "@/lib/sponsorship/schemas";
 
 /**
  * GET /health (decisions.md, "Reads"): 200 `ok` or `degraded` while the database answers, 503 `unavailable` when
@@ -14,7 +16,12 @@ import type { HealthCheck, HealthResponse } from "@/lib/sponsorship/schemas";
  * /health is the floor of the benchmarks, so it stays cheap: one database round trip (which also reads the newest
  * heartbeat), and the chain part (block number, treasury state) is cached for CHAIN_CACHE_MS and shared by
  * concurrent callers.
+ *
+ * A failing check says what failed with a short `code` and a fixed sentence, never the error's own text (issue 11:
+ * it named internal hosts and "password authentication failed for user ..."); the log keeps the full error.
  */
+
+const logger = createLogger({ component: "health" });
 
 export const CHAIN_CACHE_MS = 2_000;
 const DATABASE_TIMEOUT_MS = 2_000;
@@ -34,7 +41,50 @@ function chainClient(rpcUrl: string): ChainPublicClient {
   return client.client;
 }
 
-const message = (error: unknown) => (error instanceof Error ? error.message.split("\n")[0]! : String(error));
+/** The fixed sentence of each code: what /health may say about a failure. */
+const DETAILS: Record<HealthCheckCode, string> = {
+  unreachable: "cannot be reached",
+  timeout: "did not answer in time",
+  auth_failed: "refused the service's credentials",
+  starting_up: "is starting up or shutting down",
+  too_many_connections: "refuses more connections",
+  rpc_error: "answered with an error",
+  error: "failed",
+  chain_down: "unknown while the chain cannot be reached",
+  database_down: "unknown while the database is down",
+  no_heartbeat: "no worker has reported",
+  heartbeat_stale: "the newest worker heartbeat is stale",
+  relayers_without_gas: "relayers without gas money: their relays wait until they are funded",
+  underfunded: "the treasury holds less than one sponsorship",
+  treasury_paused: "the treasury is paused",
+  no_deployment: "no TREASURY_ADDRESS and no local deployment",
+};
+
+const failed = (status: HealthCheck["status"], code: HealthCheckCode, subject?: string): HealthCheck => ({
+  status,
+  code,
+  detail: subject ? `${subject} ${DETAILS[code]}` : DETAILS[code],
+});
+
+/** Thrown by `withTimeout`: a check that took too long. */
+class HealthTimeoutError extends Error {
+  override name = "HealthTimeoutError";
+  readonly code = "TIMEOUT";
+}
+
+/** A short code for a failed chain read (viem's errors: TimeoutError, HttpRequestError with or without a status). */
+function chainFailureCode(error: unknown): HealthCheckCode {
+  for (let e: unknown = error, depth = 0; e && typeof e === "object" && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    const name = (e as { name?: unknown }).name;
+    if (name === "TimeoutError" || name === "HealthTimeoutError") return "timeout";
+    if (name === "HttpRequestError") {
+      const status = (e as { status?: unknown }).status;
+      if (status === 401 || status === 403) return "auth_failed";
+      return typeof status === "number" ? "rpc_error" : "unreachable";
+    }
+  }
+  return "rpc_error";
+}
 
 async function readChainChecks(config: Config): Promise<ChainChecks> {
   if (!config.rpcUrl) {
@@ -47,13 +97,15 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
     const [chainId, blockNumber] = await Promise.all([publicClient.getChainId(), publicClient.getBlockNumber({ cacheTime: 0 })]);
     chain = { status: "ok", chainId, blockNumber: blockNumber.toString(), latencyMs: Math.round(performance.now() - started) };
   } catch (error) {
-    return { chain: { status: "down", detail: message(error) }, treasury: { status: "down", detail: "the chain cannot be reached" } };
+    const code = chainFailureCode(error);
+    logger.warn("health: the chain check failed", { code, error });
+    return { chain: failed("down", code, "the chain's RPC endpoint"), treasury: failed("down", "chain_down") };
   }
   let treasury: HealthCheck;
   try {
     const deployment = resolveDeployment(config);
     if (!deployment) {
-      treasury = { status: "not_configured", detail: "no TREASURY_ADDRESS and no local deployment" };
+      treasury = failed("not_configured", "no_deployment");
     } else {
       const state = await readTreasuryState(publicClient, deployment.treasuryAddress);
       const funded = state.balance >= config.sponsorAmountWei;
@@ -62,12 +114,14 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
         balanceWei: state.balance.toString(),
         requiredWei: config.sponsorAmountWei.toString(),
         paused: state.paused,
-        ...(funded ? {} : { detail: "the treasury holds less than one sponsorship" }),
-        ...(state.paused ? { detail: "the treasury is paused" } : {}),
+        ...(funded ? {} : { code: "underfunded" as const, detail: DETAILS.underfunded }),
+        ...(state.paused ? { code: "treasury_paused" as const, detail: DETAILS.treasury_paused } : {}),
       };
     }
   } catch (error) {
-    treasury = { status: "down", detail: message(error) };
+    const code = chainFailureCode(error);
+    logger.warn("health: reading the treasury failed", { code, error });
+    treasury = failed("down", code, "reading the treasury");
   }
   return { chain, treasury };
 }
@@ -86,7 +140,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([
     promise,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+      timer = setTimeout(() => reject(new HealthTimeoutError(`${what} did not answer within ${ms} ms`)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
 }
@@ -110,25 +164,27 @@ export async function checkHealth(deps: { db: Database; config: Config; now?: Da
       ? { status: "degraded", paused: true, reason: probe.pause.reason, detail: "sponsorships are paused by the operator" }
       : { status: "ok", paused: false };
     if (probe.lastBeatMs === null) {
-      worker = { status: "down", detail: "no worker has reported", lastBeatAt: null };
+      worker = { ...failed("down", "no_heartbeat"), lastBeatAt: null };
     } else {
       const ageMs = Math.max(0, Math.round(now - probe.lastBeatMs));
       const alive = ageMs <= workerStaleAfterMs(config);
       const withoutGas = probe.relayersWithoutGas;
       const base = { lastBeatAt: new Date(probe.lastBeatMs).toISOString(), ageMs };
-      if (!alive) worker = { status: "down", ...base, detail: "the newest worker heartbeat is stale" };
+      if (!alive) worker = { ...failed("down", "heartbeat_stale"), ...base };
       else if (withoutGas.length > 0) {
-        worker = { status: "degraded", ...base, detail: "relayers without gas money: their relays wait until they are funded", relayersWithoutGas: withoutGas };
+        worker = { ...failed("degraded", "relayers_without_gas"), ...base, relayersWithoutGas: withoutGas };
       } else worker = { status: "ok", ...base };
     }
   } catch (error) {
+    const code = databaseFailureCode(error);
+    logger.warn("health: the database check failed", { code, error });
     const { chain, treasury } = await chainPart;
     return {
       httpStatus: 503,
       body: {
         status: "unavailable",
         uptime,
-        checks: { database: { status: "down", detail: message(error) }, chain, treasury, worker: { status: "down", detail: "unknown while the database is down" } },
+        checks: { database: failed("down", code, "the database"), chain, treasury, worker: failed("down", "database_down") },
       },
     };
   }

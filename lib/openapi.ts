@@ -51,7 +51,7 @@ function success(description: string, schemaId: string, extraHeaders: Record<str
 /** A problem response listing the codes (all of one status) a client may meet. */
 function problems(codes: ProblemCode[]) {
   const headers: Record<string, unknown> = { ...headerRefs };
-  if (codes.includes("rate_limited")) headers["Retry-After"] = { $ref: "#/components/headers/Retry-After" };
+  if (codes.includes("rate_limited") || codes.includes("unavailable")) headers["Retry-After"] = { $ref: "#/components/headers/Retry-After" };
   if (codes.includes("method_not_allowed")) headers.Allow = { description: "The methods the path supports", schema: { type: "string" } };
   return {
     description: codes.map((code) => `\`${code}\`: ${PROBLEMS[code].title}`).join("; "),
@@ -79,10 +79,14 @@ function problems(codes: ProblemCode[]) {
   };
 }
 
-/** Responses grouped by status from a list of codes. */
+/**
+ * Responses grouped by status from a list of codes. Every operation listed with it reads or writes PostgreSQL, so
+ * each may answer `503 unavailable` (with Retry-After) while the database cannot be reached; any may answer
+ * `408 request_timeout` to a client too slow to send its request (server.ts).
+ */
 function errorResponses(codes: ProblemCode[]) {
   const groups = new Map<number, ProblemCode[]>();
-  for (const code of [...codes, "origin_not_allowed", "method_not_allowed", "internal_error"] as ProblemCode[]) {
+  for (const code of [...codes, "origin_not_allowed", "method_not_allowed", "request_timeout", "internal_error", "unavailable"] as ProblemCode[]) {
     const status = PROBLEMS[code].status;
     groups.set(status, [...(groups.get(status) ?? []), code]);
   }
@@ -196,7 +200,7 @@ export function buildOpenApiDocument(): Record<string, unknown> {
           summary: "Liveness and dependencies",
           responses: {
             "200": success("ok, or degraded when the chain, the worker or the treasury is unhealthy", "Health"),
-            "503": success("unavailable: the database does not answer", "Health"),
+            "503": success("unavailable: the database does not answer", "Health", { "Retry-After": { $ref: "#/components/headers/Retry-After" } }),
           },
         },
       },

@@ -5,7 +5,7 @@ import postgres from "postgres";
 import { ensureLocalChain } from "@/contracts/local-chain";
 import { startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrations } from "@/db/migrate";
-import { ConfigError, getConfig, type Config } from "@/lib/config";
+import { ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { buildIfStale } from "./build-if-stale";
 import { supervise, type Supervised } from "./supervisor";
@@ -56,6 +56,35 @@ async function checkDatabase(url: string): Promise<void> {
   }
 }
 
+/** eth_chainId of the first RPC endpoint, or undefined when it does not answer within 5 s. */
+async function readRpcChainId(rpcUrl: string): Promise<number | undefined> {
+  try {
+    const res = await fetch(rpcUrl.split(",")[0]!.trim(), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+      signal: AbortSignal.timeout(5_000),
+    });
+    const { result } = (await res.json()) as { result?: unknown };
+    return typeof result === "string" && /^0x[0-9a-f]+$/i.test(result) ? Number(BigInt(result)) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Anvil's well-known keys and a generated administrator token are for the local chain only (issue 11, item 8).
+ * Config parsing already refuses them with a remote RPC_URL or a CHAIN_ID other than 31337; a loopback RPC_URL
+ * without CHAIN_ID may still be a tunnel to a real network, so its chain id is asked for here.
+ */
+async function refuseDevelopmentSecrets(config: Config): Promise<void> {
+  const options = { generatedAdminToken: !config.adminToken };
+  let chainId = config.chainId;
+  if (config.rpcUrl && chainId === undefined && developmentSecretsRefusal(config, 1, options)) chainId = await readRpcChainId(config.rpcUrl);
+  const refusal = developmentSecretsRefusal(config, chainId, options);
+  if (refusal) throw new ConfigError(refusal);
+}
+
 /** ADMIN_TOKEN unset in local development: generate one, keep it in DATA_DIR, print it once. */
 function adminToken(config: Config): string {
   if (config.adminToken) return config.adminToken;
@@ -93,6 +122,7 @@ async function main(): Promise<void> {
   } catch (error) {
     fail(error instanceof Error ? error.message : String(error));
   }
+  await refuseDevelopmentSecrets(config).catch((error: unknown) => fail(error instanceof Error ? error.message : String(error)));
 
   process.on("SIGINT", () => void shutdown("SIGINT", 0));
   process.on("SIGTERM", () => void shutdown("SIGTERM", 0));

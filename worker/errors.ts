@@ -1,3 +1,4 @@
+import { isDatabaseUnavailable } from "@/db/unavailable";
 import { ChainUnavailableError } from "./chain";
 
 /**
@@ -11,29 +12,8 @@ export class FatalWorkerError extends Error {
   override name = "FatalWorkerError";
 }
 
-const CONNECTION_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EPIPE",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "CONNECT_TIMEOUT",
-  "CONNECTION_CLOSED",
-  "CONNECTION_ENDED",
-  "CONNECTION_DESTROYED",
-]);
-
-export function isDatabaseUnavailable(error: unknown): boolean {
-  for (let e: unknown = error, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code !== "string") continue;
-    if (CONNECTION_CODES.has(code)) return true;
-    if (/^(08|53)/.test(code) || /^57P0[123]$/.test(code)) return true;
-  }
-  return false;
-}
+// One definition of "the database cannot be reached", shared with the web server (db/unavailable.ts).
+export { isDatabaseUnavailable } from "@/db/unavailable";
 
 export function isOutage(error: unknown): boolean {
   return error instanceof ChainUnavailableError || isDatabaseUnavailable(error);

@@ -1,5 +1,6 @@
 import type { AdminSession } from "@/db/schema";
 import { appDb } from "@/lib/http/app-context";
+import { CLIENT_PROTO_HEADER } from "@/lib/http/client-ip";
 import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
 
 /**
@@ -59,8 +60,12 @@ export function sessionClearCookie(secure: boolean): string {
   return parts.join("; ");
 }
 
+/**
+ * Whether the session cookie gets `Secure`: only from what server.ts established (a TLS socket, or a trusted proxy
+ * hop's X-Forwarded-Proto; lib/http/client-ip.ts `resolveClientProto`), never from a header the client sent.
+ */
 export function isSecure(request: Request): boolean {
-  return new URL(request.url).protocol === "https:" || request.headers.get("x-forwarded-proto")?.split(",")[0]?.trim() === "https";
+  return request.headers.get(CLIENT_PROTO_HEADER) === "https";
 }
 
 /** A value made JSON-safe: bigints (wei, gas) as decimal strings; Dates stay (JSON renders them ISO 8601). */

@@ -2,7 +2,7 @@ import { cookies, headers } from "next/headers";
 import { cache } from "react";
 import type { AdminSession } from "@/db/schema";
 import { appDb } from "@/lib/http/app-context";
-import { CLIENT_IP_HEADER, normalizeIp, UNKNOWN_IP } from "@/lib/http/client-ip";
+import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, normalizeIp, UNKNOWN_IP } from "@/lib/http/client-ip";
 import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
 
 /**
@@ -20,10 +20,12 @@ export async function currentUserAgent(): Promise<string | null> {
   return (await headers()).get("user-agent")?.slice(0, 512) ?? null;
 }
 
-/** Whether the page was reached over HTTPS (directly or, with a trusted proxy, as it says): the cookie is then Secure. */
+/**
+ * Whether the page was reached over HTTPS (a TLS socket or, with TRUST_PROXY > 0, as the trusted proxy hop says):
+ * the cookie is then Secure. server.ts decides (`x-client-proto`); a client-sent X-Forwarded-Proto does not.
+ */
 export async function isSecureRequest(): Promise<boolean> {
-  const proto = (await headers()).get("x-forwarded-proto")?.split(",")[0]?.trim();
-  return proto === "https";
+  return (await headers()).get(CLIENT_PROTO_HEADER) === "https";
 }
 
 /**

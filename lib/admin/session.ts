@@ -33,7 +33,10 @@ export type SignInLimits = {
   maxFailures: number;
   windowMs: number;
 };
-/** Five wrong tokens per IP per 15 minutes. ADMIN_TOKEN has at least 16 characters, so this only slows guessing. */
+/**
+ * Five wrong tokens per IP per 15 minutes, on the sign-in and `/metrics` together. ADMIN_TOKEN has at least 32
+ * varied characters (lib/config.ts), so this only slows guessing.
+ */
 export const DEFAULT_SIGN_IN_LIMITS: SignInLimits = { maxFailures: 5, windowMs: 15 * 60 * 1000 };
 
 export type SignInInput = {
@@ -55,13 +58,23 @@ export type SignInResult =
   | { kind: "rate_limited"; retryAfterSeconds: number }
   | { kind: "not_configured" };
 
-export async function signInAdministrator(db: Database, input: SignInInput): Promise<SignInResult> {
+/** Where an administrator token was presented: the sign-in form/route, or `GET /metrics`'s bearer credential. */
+export type AdminTokenChannel = "sign_in" | "metrics";
+
+export type TokenCheckInput = Omit<SignInInput, "adminToken"> & { adminToken: string; channel?: AdminTokenChannel };
+
+export type TokenCheckResult = { kind: "valid" } | { kind: "invalid_token" } | { kind: "rate_limited"; retryAfterSeconds: number };
+
+/**
+ * The sign-in limiter and audit, for every place that accepts ADMIN_TOKEN (issue 11, item 4: `/metrics` bearer
+ * guesses share it): failures are counted per client in `rate_limit_hits` (scope `admin_sign_in`), past the limit
+ * the answer is `rate_limited` without even comparing, and each wrong token is audited (`sign_in_failed`, with
+ * the channel in `details`). A right token leaves the counter as it was.
+ */
+export async function verifyAdministratorToken(db: Database, input: TokenCheckInput): Promise<TokenCheckResult> {
   const now = input.now ?? new Date();
   const limits = input.limits ?? DEFAULT_SIGN_IN_LIMITS;
-  if (!input.adminToken) {
-    logger.warn("administrator sign-in refused: ADMIN_TOKEN is not configured", { ip: input.ipAddress });
-    return { kind: "not_configured" };
-  }
+  const channel = input.channel ?? "sign_in";
 
   const limiterKey = clientIdentity(input.ipAddress, input.ipv6PrefixLength ?? 64);
   // Count this attempt first, then look at the window: concurrent guesses cannot all slip under the limit.
@@ -74,7 +87,7 @@ export async function signInAdministrator(db: Database, input: SignInInput): Pro
     // Room again once the (count - max)-th oldest remaining failure leaves the window.
     const freedAt = await nthRateLimitHitSince(db, "admin_sign_in", limiterKey, since, count - limits.maxFailures);
     const retryAfterMs = freedAt ? freedAt.getTime() + limits.windowMs - now.getTime() : limits.windowMs;
-    logger.warn("administrator sign-in rate limited", { ip: input.ipAddress });
+    logger.warn("administrator sign-in rate limited", { ip: input.ipAddress, channel });
     return { kind: "rate_limited", retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) };
   }
 
@@ -82,16 +95,28 @@ export async function signInAdministrator(db: Database, input: SignInInput): Pro
     await insertAdminAction(db, {
       action: "sign_in_failed",
       ipAddress: input.ipAddress,
-      reason: "wrong administrator token",
-      details: { userAgent: input.userAgent },
+      reason: channel === "metrics" ? "wrong administrator token (GET /metrics bearer)" : "wrong administrator token",
+      details: { userAgent: input.userAgent, channel },
       createdAt: now,
     });
-    logger.warn("administrator sign-in failed", { ip: input.ipAddress });
+    logger.warn("administrator sign-in failed", { ip: input.ipAddress, channel });
     return { kind: "invalid_token" };
   }
 
   // A success is not a failure: it leaves the counter as it was.
   await deleteRateLimitHit(db, hitId);
+  return { kind: "valid" };
+}
+
+export async function signInAdministrator(db: Database, input: SignInInput): Promise<SignInResult> {
+  const now = input.now ?? new Date();
+  if (!input.adminToken) {
+    logger.warn("administrator sign-in refused: ADMIN_TOKEN is not configured", { ip: input.ipAddress });
+    return { kind: "not_configured" };
+  }
+  const checked = await verifyAdministratorToken(db, { ...input, adminToken: input.adminToken, now, channel: "sign_in" });
+  if (checked.kind !== "valid") return checked;
+
   const secret = generateSessionSecret();
   const expiresAt = new Date(now.getTime() + ADMIN_SESSION_TTL_MS);
   const session = await insertAdminSession(db, {

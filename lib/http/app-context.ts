@@ -13,6 +13,18 @@ const POOL_KEY = Symbol.for("gas-sponsorship.web.database");
 type Global = typeof globalThis & { [POOL_KEY]?: Database };
 const global = globalThis as Global;
 
+/**
+ * The web pool's limits (issue 11): a statement runs at most 5 s and waits at most 2 s for a lock, a session idle
+ * inside a transaction is ended after 10 s, a new connection gets 5 s. A request handler never needs longer; a
+ * stuck one must not hold a connection, a lock or a client. The worker's pools set their own (worker/).
+ */
+export const WEB_POOL_LIMITS = {
+  statementTimeoutMs: 5_000,
+  lockTimeoutMs: 2_000,
+  idleInTransactionTimeoutMs: 10_000,
+  connectTimeoutSeconds: 5,
+} as const;
+
 let overrides: { db?: Database; config?: Config } = {};
 
 export function appConfig(): Config {
@@ -26,7 +38,7 @@ export function appDb(): Database {
   if (!db) {
     const { databaseUrl: url, databasePoolSize } = appConfig();
     if (!url) throw new Error("DATABASE_URL is not set: start the service with `npm start`, which provides it");
-    db = createDatabase(url, { max: databasePoolSize, applicationName: "sponsorship-web" });
+    db = createDatabase(url, { max: databasePoolSize, applicationName: "sponsorship-web", ...WEB_POOL_LIMITS });
     global[POOL_KEY] = db;
   }
   return db;

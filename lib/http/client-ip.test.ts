@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CLIENT_IP_HEADER, clientIpOf, normalizeIp, resolveClientIp } from "./client-ip";
+import { CLIENT_IP_HEADER, clientIpOf, normalizeIp, resolveClientIp, resolveClientProto } from "./client-ip";
 
 describe("client IP", () => {
   it("uses the TCP peer and ignores X-Forwarded-For when TRUST_PROXY is 0", () => {
@@ -47,5 +47,24 @@ describe("client IP", () => {
     const request = new Request("http://localhost/health", { headers: { [CLIENT_IP_HEADER]: "::ffff:192.0.2.1", "x-forwarded-for": "6.6.6.6" } });
     expect(clientIpOf(request)).toBe("192.0.2.1");
     expect(clientIpOf(new Request("http://localhost/health"))).toBe("0.0.0.0");
+  });
+});
+
+describe("client scheme (issue 11, item 8)", () => {
+  it("is https only from a TLS socket when TRUST_PROXY=0, whatever X-Forwarded-Proto says", () => {
+    expect(resolveClientProto({ encrypted: false, forwardedProto: "https", trustProxy: 0 })).toBe("http");
+    expect(resolveClientProto({ encrypted: true, forwardedProto: undefined, trustProxy: 0 })).toBe("https");
+    expect(resolveClientProto({ encrypted: true, forwardedProto: "http", trustProxy: 0 })).toBe("https");
+  });
+
+  it("believes the trusted hop's X-Forwarded-Proto entry (the N-th from the right) with TRUST_PROXY=N", () => {
+    expect(resolveClientProto({ encrypted: false, forwardedProto: "https", trustProxy: 1 })).toBe("https");
+    expect(resolveClientProto({ encrypted: false, forwardedProto: "HTTPS", trustProxy: 1 })).toBe("https");
+    // A client prepends "https"; the one trusted proxy appended what it saw: http.
+    expect(resolveClientProto({ encrypted: false, forwardedProto: "https, http", trustProxy: 1 })).toBe("http");
+    expect(resolveClientProto({ encrypted: false, forwardedProto: "https, http", trustProxy: 2 })).toBe("https");
+    expect(resolveClientProto({ encrypted: false, forwardedProto: ["https"], trustProxy: 3 })).toBe("https");
+    expect(resolveClientProto({ encrypted: false, forwardedProto: "", trustProxy: 1 })).toBe("http");
+    expect(resolveClientProto({ encrypted: false, forwardedProto: undefined, trustProxy: 1 })).toBe("http");
   });
 });

@@ -128,3 +128,24 @@ export function clientIpOf(request: Request): string {
   const forwarded = request.headers.get("x-forwarded-for");
   return normalizeIp(forwarded?.split(",")[0]) ?? UNKNOWN_IP;
 }
+
+/** The request header through which server.ts hands the resolved scheme (`https` or `http`) to the handlers. */
+export const CLIENT_PROTO_HEADER = "x-client-proto";
+
+/**
+ * Pure: the scheme the client used (issue 11, item 8). `https` when the connection itself is TLS. Otherwise only a
+ * trusted proxy may say so (TRUST_PROXY=N > 0): `X-Forwarded-Proto`'s N-th entry from the right, as for
+ * X-Forwarded-For (its left-most entry when the list is shorter). With TRUST_PROXY=0 a client-sent header is ignored.
+ */
+export function resolveClientProto(input: { encrypted: boolean; forwardedProto: string | readonly string[] | undefined; trustProxy: number }): "https" | "http" {
+  if (input.encrypted) return "https";
+  if (input.trustProxy <= 0 || input.forwardedProto === undefined) return "http";
+  const raw = typeof input.forwardedProto === "string" ? [input.forwardedProto] : input.forwardedProto;
+  const entries = raw
+    .flatMap((value) => value.split(","))
+    .map((entry) => entry.trim().toLowerCase())
+    .filter((entry) => entry !== "");
+  if (entries.length === 0) return "http";
+  const hop = entries[Math.max(0, entries.length - input.trustProxy)];
+  return hop === "https" ? "https" : "http";
+}

@@ -21,6 +21,7 @@ export const PROBLEMS = {
   relay_not_found: { status: 404, title: "Relay transaction not found" },
   method_not_allowed: { status: 405, title: "Method not allowed" },
   request_open: { status: 409, title: "A request for this wallet is still open" },
+  request_timeout: { status: 408, title: "Request not received in time" },
   payload_too_large: { status: 413, title: "Body too large" },
   unsupported_media_type: { status: 415, title: "Unsupported media type" },
   invalid_value: { status: 422, title: "Invalid value" },
@@ -33,6 +34,7 @@ export const PROBLEMS = {
   budget_exhausted: { status: 429, title: "Sponsorship budget exhausted" },
   internal_error: { status: 500, title: "Internal server error" },
   sponsorships_paused: { status: 503, title: "Sponsorships paused" },
+  unavailable: { status: 503, title: "Service temporarily unavailable" },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

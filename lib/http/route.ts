@@ -1,3 +1,4 @@
+import { isDatabaseOverloaded, isDatabaseUnavailable } from "@/db/unavailable";
 import { log } from "@/lib/log";
 import { isSponsorshipError } from "@/lib/sponsorship/errors";
 import { appConfig } from "./app-context";
@@ -47,6 +48,22 @@ function withHeaders(response: Response, headers: Record<string, string>): Respo
   return response;
 }
 
+/** Seconds a client is told to wait while the database cannot be reached (or cancels statements for time). */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * A database outage (or a statement cancelled by statement_timeout / lock_timeout) is not a bug of the request:
+ * `503 unavailable` with `Retry-After`, so clients retry instead of giving up (decisions.md, "Wire format"). The log
+ * keeps the full error; the answer names nothing internal. Undefined for any other error.
+ */
+export function unavailableResponse(error: unknown, requestId: string, request: { method: string; url: string }): Response | undefined {
+  if (!isDatabaseUnavailable(error) && !isDatabaseOverloaded(error)) return undefined;
+  log.warn("request refused: the database is unavailable", { requestId, method: request.method, path: new URL(request.url, "http://x").pathname, error });
+  return problemResponse("unavailable", "The service cannot reach its database right now; retry shortly", requestId, {
+    headers: { "retry-after": String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
+  });
+}
+
 function errorResponse(error: unknown, requestId: string, request: Request): Response {
   if (error instanceof HttpProblem) {
     return problemResponse(error.code, error.detail, requestId, error.options);
@@ -56,6 +73,8 @@ function errorResponse(error: unknown, requestId: string, request: Request): Res
     if (error.retryAfterSeconds !== undefined) headers["retry-after"] = String(Math.max(1, error.retryAfterSeconds));
     return problemResponse(error.code, error.message, requestId, { headers });
   }
+  const unavailable = unavailableResponse(error, requestId, request);
+  if (unavailable) return unavailable;
   log.error("request failed", { requestId, method: request.method, path: new URL(request.url).pathname, error });
   return problemResponse("internal_error", "The request could not be completed; it has been logged", requestId);
 }

@@ -74,6 +74,21 @@ export function isAdminBearer(authorization: string | null | undefined, adminTok
 const problem = (status: number, code: string, title: string) =>
   JSON.stringify({ type: "about:blank", title, status, code });
 
+/** The bearer token of an `Authorization` header, or undefined. */
+export function bearerToken(authorization: string | null | undefined): string | undefined {
+  if (!authorization) return undefined;
+  return /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1];
+}
+
+/**
+ * How a presented bearer token is judged on the web port: the administrator sign-in's limiter and audit
+ * (lib/admin/session.ts `verifyAdministratorToken`), wired by server.ts. It may throw (database unreachable).
+ */
+export type MetricsAuthorizer = (token: string) => Promise<{ kind: "valid" } | { kind: "invalid_token" } | { kind: "rate_limited"; retryAfterSeconds: number }>;
+
+/** Seconds a scraper is told to wait when the token cannot be checked (the database is unreachable). */
+const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
 /**
  * For the web server's Node handler (server.ts): answers `/metrics` and returns true, or returns false for any
  * other path so the caller passes the request on to Next.
@@ -82,7 +97,7 @@ export async function serveMetricsRequest(
   registry: Registry,
   req: IncomingMessage,
   res: ServerResponse,
-  options: { adminToken: string | undefined; logger?: Logger },
+  options: { adminToken: string | undefined; logger?: Logger; authorize?: MetricsAuthorizer },
 ): Promise<boolean> {
   const path = (req.url ?? "/").split("?")[0];
   if (path !== "/metrics") return false;
@@ -91,10 +106,32 @@ export async function serveMetricsRequest(
     res.end(problem(405, "method_not_allowed", "Method not allowed"));
     return true;
   }
-  if (!isAdminBearer(req.headers.authorization, options.adminToken)) {
+  const unauthorized = () => {
     res.writeHead(401, { "content-type": "application/problem+json", "www-authenticate": 'Bearer realm="metrics"' });
     res.end(problem(401, "unauthorized", "The administrator's credential is required"));
     return true;
+  };
+  const token = bearerToken(req.headers.authorization);
+  // No credential at all is not a guess: answered without counting (and without touching the database).
+  if (!options.adminToken || token === undefined) return unauthorized();
+  if (!options.authorize) {
+    if (!isAdminBearer(req.headers.authorization, options.adminToken)) return unauthorized();
+  } else {
+    let verdict: Awaited<ReturnType<MetricsAuthorizer>>;
+    try {
+      verdict = await options.authorize(token);
+    } catch (error) {
+      options.logger?.warn("metrics: the administrator token could not be checked", { error });
+      res.writeHead(503, { "content-type": "application/problem+json", "retry-after": String(UNAVAILABLE_RETRY_AFTER_SECONDS) });
+      res.end(problem(503, "unavailable", "The credential cannot be checked right now; retry shortly"));
+      return true;
+    }
+    if (verdict.kind === "rate_limited") {
+      res.writeHead(429, { "content-type": "application/problem+json", "retry-after": String(verdict.retryAfterSeconds) });
+      res.end(problem(429, "rate_limited", "Too many wrong administrator tokens from this address; wait before trying again"));
+      return true;
+    }
+    if (verdict.kind !== "valid") return unauthorized();
   }
   await writeMetrics(registry, res, req.method === "HEAD", options.logger);
   return true;

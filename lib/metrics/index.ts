@@ -5,7 +5,7 @@ import { resolveDeployment } from "@/lib/chain/deployment";
 import { getConfig, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
 import { createViemChainReader } from "./chain-reader";
-import { serveMetricsRequest, startMetricsServer, type MetricsServer } from "./expose";
+import { serveMetricsRequest, startMetricsServer, type MetricsAuthorizer, type MetricsServer } from "./expose";
 import { createHttpMetrics, instrumentHttpExchange, type HttpMetrics, type HttpObservation } from "./http";
 import { createPipelineMetrics, type PipelineMetrics, type RelayFailureKind, type RequestTimestamps } from "./pipeline";
 import { createMetricsRegistry, type MetricsComponent } from "./registry";
@@ -23,7 +23,7 @@ export { createHttpMetrics, routeLabel, instrumentHttpExchange, type HttpMetrics
 export { createPipelineMetrics, type PipelineMetrics, type RelayFailureKind, type RequestTimestamps } from "./pipeline";
 export { registerServiceMetrics, type ChainReader, type ServiceSources } from "./service";
 export { createViemChainReader } from "./chain-reader";
-export { startMetricsServer, serveMetricsRequest, metricsResponse, isAdminBearer, type MetricsServer } from "./expose";
+export { startMetricsServer, serveMetricsRequest, metricsResponse, isAdminBearer, type MetricsAuthorizer, type MetricsServer } from "./expose";
 export { createMetricsRegistry, type MetricsComponent } from "./registry";
 
 export type WebMetrics = { registry: Registry; http: HttpMetrics };
@@ -40,7 +40,7 @@ const state = ((globalThis as Record<symbol, unknown>)[KEY] ??= {}) as State;
 function defaultSources(config: Config = getConfig()): ServiceSources {
   if (!state.sources) {
     if (!config.databaseUrl) throw new Error("DATABASE_URL is not set");
-    const db: Database = createDatabase(config.databaseUrl, { max: 2, applicationName: "sponsorship-metrics" });
+    const db: Database = createDatabase(config.databaseUrl, { max: 2, applicationName: "sponsorship-metrics", statementTimeoutMs: 5_000, lockTimeoutMs: 2_000 });
     state.sources = {
       db,
       chain: config.rpcUrl ? createViemChainReader(config.rpcUrl) : undefined,
@@ -83,9 +83,12 @@ export function observeHttpRequest(observation: HttpObservation): void {
   getWebMetrics().http.observe(observation);
 }
 
-/** `GET /metrics` on the web port behind `Authorization: Bearer <ADMIN_TOKEN>`; false for any other path. */
-export function serveWebMetrics(req: IncomingMessage, res: ServerResponse, logger?: Logger): Promise<boolean> {
-  return serveMetricsRequest(getWebMetrics().registry, req, res, { adminToken: getConfig().adminToken, logger });
+/**
+ * `GET /metrics` on the web port behind `Authorization: Bearer <ADMIN_TOKEN>`; false for any other path. The web
+ * server passes `authorize`: the sign-in's limiter and audit, so guesses here count like wrong sign-ins.
+ */
+export function serveWebMetrics(req: IncomingMessage, res: ServerResponse, logger?: Logger, authorize?: MetricsAuthorizer): Promise<boolean> {
+  return serveMetricsRequest(getWebMetrics().registry, req, res, { adminToken: getConfig().adminToken, logger, authorize });
 }
 
 /* --------------------------------------------------------- worker hooks */

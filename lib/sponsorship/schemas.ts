@@ -156,11 +156,40 @@ export const historyResponse = named(
 );
 export type HistoryResponse = z.infer<typeof historyResponse>;
 
+/**
+ * Why a health check is not `ok`: a short, stable code (issue 11). `/health` never carries an error's own text
+ * (it names hosts and database users); the web server's log keeps it.
+ */
+export const healthCheckCode = named(
+  "HealthCheckCode",
+  z
+    .enum([
+      "unreachable",
+      "timeout",
+      "auth_failed",
+      "starting_up",
+      "too_many_connections",
+      "rpc_error",
+      "error",
+      "chain_down",
+      "database_down",
+      "no_heartbeat",
+      "heartbeat_stale",
+      "relayers_without_gas",
+      "underfunded",
+      "treasury_paused",
+      "no_deployment",
+    ])
+    .meta({ description: "Why the check is not ok; clients switch on it. Absent when the check is ok" }),
+);
+export type HealthCheckCode = z.infer<typeof healthCheckCode>;
+
 export const healthCheck = named(
   "HealthCheck",
   z.strictObject({
     status: z.enum(["ok", "degraded", "down", "not_configured"]),
-    detail: z.string().optional(),
+    code: healthCheckCode.optional(),
+    detail: z.string().optional().meta({ description: "A fixed sentence for people, one per code; never an error's text" }),
     latencyMs: z.number().nonnegative().optional(),
     chainId: z.int().optional(),
     blockNumber: z.string().optional().meta({ description: "Decimal string" }),

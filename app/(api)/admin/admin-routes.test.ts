@@ -35,9 +35,9 @@ const address = () => `0x${randomBytes(20).toString("hex")}`;
 function call(
   handler: NextRouteHandler,
   path: string,
-  init: { method?: string; body?: unknown; cookie?: string; ip?: string; params?: RouteParams } = {},
+  init: { method?: string; body?: unknown; cookie?: string; ip?: string; params?: RouteParams; headers?: Record<string, string> } = {},
 ) {
-  const headers = new Headers({ [CLIENT_IP_HEADER]: init.ip ?? "192.0.2.10" });
+  const headers = new Headers({ [CLIENT_IP_HEADER]: init.ip ?? "192.0.2.10", ...init.headers });
   if (init.body !== undefined) headers.set("content-type", "application/json");
   if (init.cookie) headers.set("cookie", init.cookie);
   const request = new Request(`http://127.0.0.1:3000${path}`, {
@@ -85,6 +85,14 @@ describe("admin routes", () => {
       expect((await malformed.json()).code).toBe("unauthorized");
     }
     expect(await isWalletBlocked(t.db, target)).toBe(false);
+  });
+
+  it("makes the cookie Secure only when server.ts established https, never for a client-sent X-Forwarded-Proto", async () => {
+    const forged = await call(signIn.POST, "/admin/sign-in", { method: "POST", body: { token: ADMIN_TOKEN }, headers: { "x-forwarded-proto": "https" } });
+    expect(forged.status).toBe(200);
+    expect(forged.headers.get("set-cookie")).not.toContain("Secure");
+    const https = await call(signIn.POST, "/admin/sign-in", { method: "POST", body: { token: ADMIN_TOKEN }, headers: { "x-client-proto": "https" } });
+    expect(https.headers.get("set-cookie")).toContain("; Secure");
   });
 
   it("signs in with the token: an HttpOnly, SameSite=Strict session cookie that opens the admin routes", async () => {

@@ -1,0 +1,102 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeDatabase, createDatabase, type Database } from "@/db/client";
+import { parseConfig } from "@/lib/config";
+import { healthResponse, sponsorshipRequestResponse } from "@/lib/sponsorship/schemas";
+import { createTestDatabase, type TestDatabase } from "@/test/db";
+import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
+import { setAppContextForTests, WEB_POOL_LIMITS } from "./app-context";
+import { callApi, expectProblem, randomAddress } from "./test-client";
+import { unavailableResponse } from "./route";
+
+/**
+ * Issue 11, item 2 (decisions.md, "Wire format"): while PostgreSQL cannot be reached, every endpoint that needs it
+ * answers 503 `unavailable` with Retry-After, never a 500. The outage is real: the route handlers reach a real
+ * PostgreSQL through a TCP relay that the test cuts (every connection dropped, new ones refused).
+ */
+
+let t: TestDatabase;
+let relay: TcpRelay;
+let db: Database;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  const target = new URL(t.url);
+  relay = await startTcpRelay({ host: target.hostname, port: Number(target.port) });
+  const viaRelay = new URL(t.url);
+  viaRelay.port = String(relay.port);
+  db = createDatabase(viaRelay.toString(), { max: 4, applicationName: "sponsorship-web", ...WEB_POOL_LIMITS });
+  const config = parseConfig({ DATA_DIR: "/nonexistent/sponsorship-test", LOG_LEVEL: "silent", DATABASE_URL: viaRelay.toString() });
+  setAppContextForTests({ db, config });
+});
+
+afterAll(async () => {
+  setAppContextForTests({});
+  await relay?.restore().catch(() => {});
+  await closeDatabase(db).catch(() => {});
+  await relay?.close();
+  await t?.drop();
+});
+
+describe("a database outage", () => {
+  it("answers 503 unavailable with Retry-After on every endpoint that needs the database, and recovers with it", async () => {
+    const wallet = randomAddress();
+    expect((await callApi({ path: "/wallets/register", body: { walletAddress: wallet } })).status).toBe(201);
+    const created = await callApi({ path: "/sponsorship/request", body: { walletAddress: wallet }, ip: "198.51.100.77" });
+    expect(created.status).toBe(201);
+    const request = sponsorshipRequestResponse.parse(created.json);
+
+    await relay.cut();
+    const calls = [
+      { path: "/wallets/register", body: { walletAddress: randomAddress() } },
+      { path: "/sponsorship/request", body: { walletAddress: wallet } },
+      { path: `/wallets/${wallet}` },
+      { path: `/wallets/${wallet}/history` },
+      { path: `/sponsorship/${request.id}` },
+      { path: `/sponsorship/tx/0x${"ab".repeat(32)}` },
+      { path: `/relay/${randomUUID()}` },
+    ];
+    for (const call of calls) {
+      const answer = await callApi(call);
+      const problem = expectProblem(answer, 503, "unavailable");
+      expect(Number(answer.headers.get("retry-after")), call.path).toBeGreaterThanOrEqual(1);
+      // Nothing internal leaks: no host, port or driver message.
+      expect(problem.detail).not.toMatch(/ECONNREFUSED|CONNECTION|127\.0\.0\.1|\d{4,5}/);
+    }
+    const health = await callApi({ path: "/health" });
+    expect(health.status).toBe(503);
+    expect(Number(health.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(healthResponse.parse(health.json).checks.database).toMatchObject({ status: "down", code: "unreachable" });
+
+    await relay.restore();
+    const deadline = Date.now() + 20_000;
+    let again = await callApi({ path: `/sponsorship/${request.id}` });
+    while (again.status !== 200 && Date.now() < deadline) again = await callApi({ path: `/sponsorship/${request.id}` });
+    expect(again.status).toBe(200);
+  });
+});
+
+describe("the web pool's limits", () => {
+  it("sets statement_timeout 5 s, lock_timeout 2 s and idle_in_transaction_session_timeout 10 s on its sessions", async () => {
+    const rows = await db.$client<{ s: string; l: string; i: string }[]>`SELECT current_setting('statement_timeout') AS s,
+      current_setting('lock_timeout') AS l, current_setting('idle_in_transaction_session_timeout') AS i`;
+    expect(rows[0]).toEqual({ s: "5s", l: "2s", i: "10s" });
+  });
+
+  it("answers a statement cancelled for time (statement_timeout) with 503 unavailable, not 500", async () => {
+    const quick = createDatabase(t.url, { max: 1, statementTimeoutMs: 50 });
+    try {
+      const error = await quick.$client`SELECT pg_sleep(2)`.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((error as { code?: string }).code).toBe("57014");
+      const response = unavailableResponse(error, "req-1", { method: "GET", url: "http://x/wallets/0x" });
+      expect(response?.status).toBe(503);
+      expect(response?.headers.get("retry-after")).toBe("5");
+      expect(unavailableResponse(new Error("a bug"), "req-2", { method: "GET", url: "http://x/" })).toBeUndefined();
+    } finally {
+      await closeDatabase(quick);
+    }
+  });
+});

@@ -1,0 +1,87 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LOCAL_RELAYER_KEYS } from "@/lib/config";
+
+/**
+ * `npm start` refuses unsafe configurations before it starts anything (issue 11, items 4 and 8): one line on
+ * stderr naming the variable, exit 1, nothing written to DATA_DIR.
+ */
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+const STRONG_TOKEN = "pQ7sV2xK9mW4zR1tB8nC5yL3hF6gD0jA-refusals";
+const OWN_KEY = `0x${"5a".repeat(31)}01`;
+let dataDir: string;
+let sepoliaOnLoopback: Server;
+let sepoliaUrl: string;
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(path.join(tmpdir(), "sponsorship-refusals-"));
+  // A loopback RPC endpoint of another chain: what an SSH tunnel to a real network looks like.
+  sepoliaOnLoopback = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: 1, result: "0xaa36a7" })));
+  });
+  await new Promise<void>((resolve) => sepoliaOnLoopback.listen(0, "127.0.0.1", () => resolve()));
+  sepoliaUrl = `http://127.0.0.1:${(sepoliaOnLoopback.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  sepoliaOnLoopback?.close();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+function start(env: Record<string, string>): Promise<{ code: number | null; stderr: string; stdout: string }> {
+  const base = { ...process.env };
+  for (const name of ["ADMIN_TOKEN", "RPC_URL", "DATABASE_URL", "CHAIN_ID", "RELAYER_PRIVATE_KEYS", "DEPLOYER_PRIVATE_KEY"]) delete base[name];
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "scripts", "start.ts")], {
+    cwd: ROOT,
+    env: { ...base, DATA_DIR: dataDir, PORT: "1", EMBEDDED_PG_PORT: "2", LOCAL_CHAIN_PORT: "3", LOG_LEVEL: "silent", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  let stdout = "";
+  child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  const killer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  return new Promise((resolve) =>
+    child.once("exit", (code) => {
+      clearTimeout(killer);
+      resolve({ code, stderr, stdout });
+    }),
+  );
+}
+
+async function expectRefused(env: Record<string, string>, variable: string): Promise<string> {
+  const { code, stderr, stdout } = await start(env);
+  expect(code, stderr + stdout).toBe(1);
+  const lines = stderr.trim().split("\n");
+  expect(lines, stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(new RegExp(`^Invalid configuration: ${variable} `));
+  expect(await readdir(dataDir)).toEqual([]);
+  return lines[0]!;
+}
+
+describe("npm start refuses", () => {
+  it("anvil's well-known relayer keys with a remote RPC_URL", async () => {
+    await expectRefused({ RPC_URL: "https://rpc.sepolia.example.org", RELAYER_PRIVATE_KEYS: LOCAL_RELAYER_KEYS[0]!, ADMIN_TOKEN: STRONG_TOKEN }, "RELAYER_PRIVATE_KEYS");
+  });
+
+  it("anvil's well-known keys with a loopback RPC_URL whose chain is not 31337 (asked of the RPC)", async () => {
+    const line = await expectRefused({ RPC_URL: sepoliaUrl, RELAYER_PRIVATE_KEYS: LOCAL_RELAYER_KEYS[1]!, ADMIN_TOKEN: STRONG_TOKEN }, "RELAYER_PRIVATE_KEYS");
+    expect(line).toContain("11155111");
+  });
+
+  it("to generate an administrator token when the chain is not the local one", async () => {
+    await expectRefused({ RPC_URL: "https://rpc.sepolia.example.org", RELAYER_PRIVATE_KEYS: OWN_KEY }, "ADMIN_TOKEN");
+  });
+
+  it("a configured ADMIN_TOKEN that is short or of low variety", async () => {
+    await expectRefused({ ADMIN_TOKEN: "sixteen-chars-ok" }, "ADMIN_TOKEN");
+    await expectRefused({ ADMIN_TOKEN: "ab".repeat(20) }, "ADMIN_TOKEN");
+  });
+});

@@ -1,0 +1,186 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { connect, type Socket } from "node:net";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger } from "@/lib/log";
+import { buildIfStale } from "@/scripts/build-if-stale";
+import { createTestDatabase, type TestDatabase } from "@/test/db";
+import { freePort } from "@/test/ports";
+
+/**
+ * The web process as `npm start` runs it (`server.ts`, the production build), on real HTTP (issue 11, items 4, 5
+ * and 8): slow clients are answered 408 and disconnected, hundreds of them do not stop /health, every response
+ * carries the security headers, a client-sent X-Forwarded-Proto makes nothing Secure, and /metrics bearer guesses
+ * share the sign-in's limiter and audit.
+ */
+
+const ROOT = import.meta.dirname;
+const ADMIN_TOKEN = "server-test-admin-token-0123456789-abcdef";
+let t: TestDatabase;
+let dataDir: string;
+let web: ChildProcess | undefined;
+let port: number;
+let output = "";
+let base: string;
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, ms: number): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${ms} ms\n${output.slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+beforeAll(async () => {
+  await buildIfStale(createLogger({ component: "server-test" }));
+  [t, dataDir, port] = await Promise.all([createTestDatabase(), mkdtemp(path.join(tmpdir(), "sponsorship-server-")), freePort()]);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    NODE_ENV: "production",
+    NEXT_TELEMETRY_DISABLED: "1",
+    LOG_LEVEL: "warn",
+    PORT: String(port),
+    DATA_DIR: dataDir,
+    DATABASE_URL: t.url,
+    ADMIN_TOKEN,
+    TRUST_PROXY: "0",
+  };
+  for (const name of ["RPC_URL", "METRICS_PORT", "SUPERVISOR_PID", "CHAIN_ID", "RELAYER_PRIVATE_KEYS"]) delete env[name];
+  web = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "server.ts")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  web.stdout?.on("data", (c: Buffer) => (output += c.toString()));
+  web.stderr?.on("data", (c: Buffer) => (output += c.toString()));
+  base = `http://127.0.0.1:${port}`;
+  await until(
+    "the web server answers /health",
+    async () => {
+      if (web!.exitCode !== null) throw new Error(`server.ts exited ${web!.exitCode}: ${output}`);
+      return fetch(`${base}/health`).then((r) => (r.status === 200 ? true : undefined), () => undefined);
+    },
+    120_000,
+  );
+}, 15 * 60_000);
+
+afterAll(async () => {
+  if (web && web.exitCode === null) {
+    const exited = new Promise((r) => web!.once("exit", r));
+    web.kill("SIGTERM");
+    const killer = setTimeout(() => web?.kill("SIGKILL"), 20_000);
+    await exited;
+    clearTimeout(killer);
+  }
+  await t?.drop();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+});
+
+type Slow = { socket: Socket; received: () => string; closed: Promise<void> };
+
+/** A client that sends `text` (half a request) and then nothing. */
+function slowClient(text: string): Promise<Slow> {
+  return new Promise((resolve, reject) => {
+    let received = "";
+    const socket = connect(port, "127.0.0.1");
+    const closed = new Promise<void>((r) => socket.once("close", () => r()));
+    socket.on("data", (c: Buffer) => (received += c.toString()));
+    socket.on("error", () => {});
+    socket.once("connect", () => {
+      socket.write(text);
+      resolve({ socket, received: () => received, closed });
+    });
+    socket.once("error", reject);
+  });
+}
+
+/** Resolves true when the connection closed within `ms`, false otherwise (a bound, not a speed measurement). */
+const closesWithin = (slow: Slow, ms: number) =>
+  Promise.race([slow.closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
+
+const HALF_HEADERS = "GET /health HTTP/1.1\r\nHost: localhost\r\nUser-Agent: slowloris\r\n";
+
+describe("slow clients (item 5)", () => {
+  it("disconnects a client that sends half its headers and stalls within 15 s, answering 408", async () => {
+    const slow = await slowClient(HALF_HEADERS);
+    expect(await closesWithin(slow, 15_000)).toBe(true);
+    expect(slow.received()).toMatch(/^HTTP\/1\.1 408 /);
+    expect(slow.received()).toContain('"code":"request_timeout"');
+  });
+
+  it("keeps answering /health while 200 such clients are connected, and disconnects them all", async () => {
+    const slows = await Promise.all(Array.from({ length: 200 }, () => slowClient(HALF_HEADERS)));
+    const answer = await fetch(`${base}/health`, { signal: AbortSignal.timeout(10_000) });
+    expect(answer.status).toBe(200);
+    const closed = await Promise.all(slows.map((s) => closesWithin(s, 15_000)));
+    expect(closed.every(Boolean)).toBe(true);
+  });
+
+  it("answers 408 and closes the connection when the whole request has not arrived within 30 s", async () => {
+    const slow = await slowClient(
+      `POST /wallets/register HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{"walletAddress":`,
+    );
+    expect(await closesWithin(slow, 40_000)).toBe(true);
+    expect(slow.received()).toMatch(/^HTTP\/1\.1 408 /);
+  }, 60_000);
+});
+
+describe("security headers and the Secure cookie (item 8)", () => {
+  it("gives pages a nonce CSP with frame-ancestors 'none', nosniff and a Referrer-Policy, and no HSTS over plain HTTP", async () => {
+    for (const page of ["/", "/request", "/dashboard"]) {
+      const res = await fetch(`${base}${page}`, { headers: { "x-forwarded-proto": "https" } });
+      expect(res.status, page).toBe(200);
+      const csp = res.headers.get("content-security-policy") ?? "";
+      expect(csp).toContain("frame-ancestors 'none'");
+      const nonce = /'nonce-([^']+)'/.exec(csp)?.[1];
+      expect(nonce, csp).toBeTruthy();
+      expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+      expect(res.headers.get("referrer-policy")).toBe("no-referrer");
+      // The client said https, but TRUST_PROXY=0: nothing believes it.
+      expect(res.headers.get("strict-transport-security")).toBeNull();
+      // Every script Next rendered carries the request's nonce, or the browser would refuse it.
+      const html = await res.text();
+      const scripts = html.match(/<script\b[^>]*>/g) ?? [];
+      expect(scripts.length, page).toBeGreaterThan(0);
+      for (const tag of scripts) expect(tag, page).toContain(`nonce="${nonce}"`);
+    }
+    const a = await fetch(`${base}/request`);
+    const b = await fetch(`${base}/request`);
+    expect(a.headers.get("content-security-policy")).not.toBe(b.headers.get("content-security-policy"));
+  });
+
+  it("sets no Secure flag because of a client-sent X-Forwarded-Proto when TRUST_PROXY=0", async () => {
+    const res = await fetch(`${base}/admin/sign-in`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-forwarded-proto": "https" },
+      body: JSON.stringify({ token: ADMIN_TOKEN }),
+    });
+    expect(res.status).toBe(200);
+    const cookie = res.headers.get("set-cookie") ?? "";
+    expect(cookie).toContain("HttpOnly");
+    expect(cookie).not.toMatch(/;\s*Secure/i);
+  });
+});
+
+describe("/metrics bearer guesses (item 4)", () => {
+  it("share the sign-in limiter: after five wrong tokens from an address, /metrics and sign-in both answer 429, and each guess is audited", async () => {
+    await t.db.$client`DELETE FROM rate_limit_hits WHERE scope = 'admin_sign_in'`;
+    const scrape = (token: string) => fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${token}` } });
+    expect((await scrape(ADMIN_TOKEN)).status).toBe(200);
+    for (let i = 0; i < 5; i++) expect((await scrape(`wrong-guess-${i}-0123456789abcdefghijklmnop`)).status).toBe(401);
+    const limited = await scrape("wrong-guess-6-0123456789abcdefghijklmnop");
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    // Even the right token waits now: a guesser learns nothing past the limit.
+    expect((await scrape(ADMIN_TOKEN)).status).toBe(429);
+    const signIn = await fetch(`${base}/admin/sign-in`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ token: ADMIN_TOKEN }),
+    });
+    expect(signIn.status).toBe(429);
+    const audited = await t.db.$client<{ n: number }[]>`SELECT count(*)::int AS n FROM admin_actions
+      WHERE action = 'sign_in_failed' AND details->>'channel' = 'metrics' AND ip_address = '127.0.0.1'`;
+    expect(audited[0]!.n).toBe(5);
+  });
+});
