@@ -6,6 +6,7 @@ import path from "node:path";
 import postgres from "postgres";
 import { createPublicClient, http, parseAbi } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { embeddedServiceUrl } from "@/db/embedded";
 import { freePort } from "@/test/ports";
 
 /**
@@ -128,7 +129,7 @@ describe("npm start", () => {
   });
 
   it("restarts a worker killed with SIGKILL, which beats again", async () => {
-    const sql = postgres(`postgres://postgres:postgres@127.0.0.1:${pgPort}/sponsorship`, { max: 1, onnotice: () => {} });
+    const sql = postgres(embeddedServiceUrl(dataDir, pgPort), { max: 1, onnotice: () => {} });
     try {
       const before = processes().worker!;
       expect(alive(before)).toBe(true);

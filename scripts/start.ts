@@ -42,6 +42,17 @@ function claimDataDir(dataDir: string): void {
   cleanups.push(async () => rmSync(pidFile, { force: true }));
 }
 
+/**
+ * Names of variables that hold signing keys or key material (RELAYER_PRIVATE_KEYS, DEPLOYER_PRIVATE_KEY, a
+ * MNEMONIC...). The supervisor's children get an environment without them; the worker then gets its relayer keys
+ * back, and nothing else does.
+ */
+const KEY_LIKE = /PRIVATE|(^|_)KEYS?$|MNEMONIC|SEED/i;
+
+function withoutKeys(env: NodeJS.ProcessEnv): Record<string, string | undefined> {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !KEY_LIKE.test(name)));
+}
+
 async function checkDatabase(url: string): Promise<void> {
   const sql = postgres(url, { max: 1, connect_timeout: 10, onnotice: () => {} });
   try {
@@ -142,15 +153,18 @@ async function main(): Promise<void> {
   }
 
   const childEnv: NodeJS.ProcessEnv = {
-    ...process.env,
+    ...withoutKeys(process.env),
     ...chainEnv,
     NODE_ENV: "production",
     NEXT_TELEMETRY_DISABLED: "1",
     DATABASE_URL: databaseUrl,
     DATA_DIR: config.dataDir,
     ADMIN_TOKEN: adminToken(config),
-    RELAYER_PRIVATE_KEYS: config.relayerPrivateKeys.join(","),
   };
+  // The relayer keys reach the worker alone: the public web server reads relayer addresses from the database, so
+  // an intrusion into it (or a leak of its environment) yields no key that can pay.
+  const workerEnv: NodeJS.ProcessEnv = { ...childEnv, RELAYER_PRIVATE_KEYS: config.relayerPrivateKeys.join(",") };
+  const webEnv: NodeJS.ProcessEnv = childEnv;
 
   await build;
 
@@ -168,7 +182,7 @@ async function main(): Promise<void> {
       name: "worker",
       command: node,
       args: ["--import", "tsx", path.join(ROOT, "worker", "index.ts")],
-      env: childEnv,
+      env: workerEnv,
       cwd: ROOT,
       logger,
       logFile: path.join(logsDir, "worker.log"),
@@ -178,7 +192,7 @@ async function main(): Promise<void> {
       name: "web",
       command: node,
       args: ["--import", "tsx", path.join(ROOT, "server.ts")],
-      env: childEnv,
+      env: webEnv,
       cwd: ROOT,
       logger,
       logFile: path.join(logsDir, "web.log"),
