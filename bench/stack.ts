@@ -4,6 +4,7 @@ import { createWriteStream, existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { embeddedServiceUrl } from "@/db/embedded";
 import { LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { freePort } from "@/test/ports";
 import { stackCpuGroups, type CpuGroups } from "./cpu";
@@ -150,7 +151,7 @@ export async function startStack(options: {
       registryAddress: Address;
       treasuryAddress: Address;
     };
-    const databaseUrl = `postgres://postgres:postgres@127.0.0.1:${pgPort}/sponsorship`;
+    const databaseUrl = embeddedServiceUrl(dataDir, pgPort);
     await waitFor("the worker's pid", () => (pids().worker ? true : undefined), { timeoutMs: 60_000 });
     const childEnv: NodeJS.ProcessEnv = {
       ...env,

@@ -38,6 +38,8 @@ export type LocalChain = {
   /** True when this start deployed the contracts, false when it reused the recorded deployment. */
   deployed: boolean;
   pid: number;
+  /** Resolves when anvil has exited, stopped or killed. */
+  exited: Promise<void>;
   /** Stops anvil (SIGTERM, so it writes its state) and removes the pid file. */
   stop: () => Promise<void>;
 };
@@ -164,9 +166,12 @@ export async function ensureLocalChain(options: EnsureLocalChainOptions): Promis
   const anvil = await launch(config, logger);
   const pidFile = pidFileOf(config.dataDir);
   let stopping = false;
-  anvil.process.once("exit", (code, signal) => {
-    if (!stopping) logger.error("anvil exited unexpectedly", { code, signal, log: path.join(dir, "anvil.log") });
-  });
+  const exited = new Promise<void>((resolve) =>
+    anvil.process.once("exit", (code, signal) => {
+      if (!stopping) logger.error("anvil exited unexpectedly", { code, signal, log: path.join(dir, "anvil.log") });
+      resolve();
+    }),
+  );
   const stop = async () => {
     stopping = true;
     await anvil.stop();
@@ -241,6 +246,7 @@ export async function ensureLocalChain(options: EnsureLocalChainOptions): Promis
       deployBlock: result.blockNumber,
       deployed,
       pid: anvil.pid,
+      exited,
       stop,
     };
   } catch (error) {

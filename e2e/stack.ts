@@ -1,4 +1,5 @@
 import path from "node:path";
+import { embeddedServiceUrl } from "@/db/embedded";
 
 /**
  * The stack the Playwright suite runs against: `npm start` (embedded PostgreSQL, local anvil, web server, worker)
@@ -17,8 +18,9 @@ export const E2E = {
   get baseURL() {
     return `http://127.0.0.1:${this.port}`;
   },
+  /** The service role's URL (its password is in the data directory, written by the stack's first start). */
   get databaseUrl() {
-    return `postgres://postgres:postgres@127.0.0.1:${this.pgPort}/sponsorship`;
+    return embeddedServiceUrl(this.dataDir, this.pgPort);
   },
   get rpcUrl() {
     return `http://127.0.0.1:${this.chainPort}`;

@@ -6,6 +6,8 @@ import path from "node:path";
 import postgres from "postgres";
 import { createPublicClient, http, parseAbi } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { embeddedServiceUrl } from "@/db/embedded";
+import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { freePort } from "@/test/ports";
 
 /**
@@ -86,6 +88,8 @@ beforeAll(async () => {
     LOCAL_BLOCK_TIME: "0",
     WORKER_INTERVAL_MS: "500",
     LOG_LEVEL: "info",
+    // Only contracts:deploy reads it: no child of npm start may get it.
+    DEPLOYER_PRIVATE_KEY: LOCAL_DEPLOYER_KEY,
   };
   delete env.DATABASE_URL;
   delete env.RPC_URL;
@@ -127,8 +131,42 @@ describe("npm start", () => {
     expect(res.status).toBe(201);
   });
 
+  it("hands relayer keys to the worker alone: the web server's environment holds no key, and the dashboard still lists the relayers", async () => {
+    const environ = (pid: number) =>
+      new Map(
+        readFileSync(`/proc/${pid}/environ`, "utf8")
+          .split("\0")
+          .filter((e) => e.includes("="))
+          .map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)] as const),
+      );
+    const { web, worker } = processes();
+    const webEnv = environ(web!);
+    expect([...webEnv.keys()].filter((name) => /PRIVATE|(^|_)KEYS?$|MNEMONIC/i.test(name))).toEqual([]);
+    expect([...webEnv.values()].filter((value) => /0x[0-9a-f]{64}/i.test(value))).toEqual([]);
+    expect(webEnv.get("DATABASE_URL")).toBeDefined();
+    // The worker has them (it signs), so the probe above reads a real environment.
+    expect(environ(worker!).get("RELAYER_PRIVATE_KEYS")).toMatch(/^0x[0-9a-f]{64}(,0x[0-9a-f]{64})*$/);
+    expect(environ(worker!).get("DEPLOYER_PRIVATE_KEY")).toBeUndefined();
+
+    // The relayers the dashboard shows come from the database, with their balances read from the chain.
+    const token = readFileSync(path.join(dataDir, "admin-token"), "utf8").trim();
+    const signIn = await fetch(`http://127.0.0.1:${port}/admin/sign-in`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ token }),
+    });
+    expect(signIn.status).toBe(200);
+    const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!;
+    const overview = await until("the overview listing the worker's relayers", async () => {
+      const res = await fetch(`http://127.0.0.1:${port}/admin/overview`, { headers: { cookie } });
+      const body = (await res.json()) as { relayers: { address: string; balance: string | null }[] };
+      return res.status === 200 && body.relayers.length === 4 ? body : undefined;
+    }, 30_000);
+    for (const r of overview.relayers) expect(BigInt(r.balance ?? "0")).toBeGreaterThan(0n);
+  });
+
   it("restarts a worker killed with SIGKILL, which beats again", async () => {
-    const sql = postgres(`postgres://postgres:postgres@127.0.0.1:${pgPort}/sponsorship`, { max: 1, onnotice: () => {} });
+    const sql = postgres(embeddedServiceUrl(dataDir, pgPort), { max: 1, onnotice: () => {} });
     try {
       const before = processes().worker!;
       expect(alive(before)).toBe(true);
@@ -208,7 +246,8 @@ describe("npm start", () => {
     supervisor = startService();
     await until("GET /health answers 200 after the crash", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
     expect(await stopService(supervisor)).toBe(0);
-  });
+    // Two starts and a crash: more than the default minute on a loaded machine (each wait above is bounded itself).
+  }, 300_000);
 
   it("shuts down by itself when the process that started it dies without passing a signal on", async () => {
     output = "";

@@ -2,20 +2,24 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import postgres from "postgres";
-import { ensureLocalChain } from "@/contracts/local-chain";
+import { ensureLocalChain, type LocalChain } from "@/contracts/local-chain";
+import { closeDatabase, createDatabase } from "@/db/client";
 import { startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrations } from "@/db/migrate";
 import { ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { buildIfStale } from "./build-if-stale";
-import { supervise, type Supervised } from "./supervisor";
+import { replayLostTransactions } from "./chain-replay";
+import { supervise, superviseService, type Supervised } from "./supervisor";
 import { processAlive } from "@/lib/process-alive";
 
 /**
  * `npm start`: the whole service on embedded defaults. With DATABASE_URL unset it starts an embedded PostgreSQL
  * under DATA_DIR; with RPC_URL unset a local anvil with the contracts deployed and funded. It applies the
  * migrations, builds the web app when its sources changed, then runs the web server and the worker as child
- * processes, restarting either when it dies (with backoff). Ctrl-C / SIGTERM stops everything cleanly.
+ * processes. Everything it started is restarted with backoff when it dies: the web server and the worker, the
+ * embedded PostgreSQL (on the same data directory: crash recovery) and the local chain (from its state dump, the
+ * transactions it lost sent again). Ctrl-C / SIGTERM stops everything cleanly.
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -40,6 +44,17 @@ function claimDataDir(dataDir: string): void {
   }
   writeFileSync(pidFile, String(process.pid));
   cleanups.push(async () => rmSync(pidFile, { force: true }));
+}
+
+/**
+ * Names of variables that hold signing keys or key material (RELAYER_PRIVATE_KEYS, DEPLOYER_PRIVATE_KEY, a
+ * MNEMONIC...). The supervisor's children get an environment without them; the worker then gets its relayer keys
+ * back, and nothing else does.
+ */
+const KEY_LIKE = /PRIVATE|(^|_)KEYS?$|MNEMONIC|SEED/i;
+
+function withoutKeys(env: NodeJS.ProcessEnv): Record<string, string | undefined> {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !KEY_LIKE.test(name)));
 }
 
 async function checkDatabase(url: string): Promise<void> {
@@ -141,49 +156,6 @@ async function main(): Promise<void> {
   const logsDir = path.join(config.dataDir, "logs");
   mkdirSync(logsDir, { recursive: true });
 
-  // Build while the database and the chain come up: the build is the slow part of a first start.
-  const build = buildIfStale(logger);
-  build.catch(() => {});
-
-  let databaseUrl = config.databaseUrl;
-  if (databaseUrl) {
-    await checkDatabase(databaseUrl);
-  } else {
-    const pg = await startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, logger });
-    cleanups.push(pg.stop);
-    databaseUrl = pg.url;
-    logger.info("embedded PostgreSQL ready", { port: config.embeddedPgPort, dataDir: path.join(config.dataDir, "postgres") });
-  }
-  await applyMigrations(databaseUrl);
-
-  const chainEnv: Record<string, string> = {};
-  if (config.rpcUrl) {
-    chainEnv.RPC_URL = config.rpcUrl;
-  } else {
-    const chain = await ensureLocalChain({ config, logger });
-    cleanups.push(chain.stop);
-    Object.assign(chainEnv, {
-      RPC_URL: chain.rpcUrl,
-      CHAIN_ID: String(chain.chainId),
-      REGISTRY_ADDRESS: chain.registryAddress,
-      TREASURY_ADDRESS: chain.treasuryAddress,
-    });
-    logger.info("local chain ready", { rpcUrl: chain.rpcUrl, registry: chain.registryAddress, treasury: chain.treasuryAddress });
-  }
-
-  const childEnv: NodeJS.ProcessEnv = {
-    ...process.env,
-    ...chainEnv,
-    NODE_ENV: "production",
-    NEXT_TELEMETRY_DISABLED: "1",
-    DATABASE_URL: databaseUrl,
-    DATA_DIR: config.dataDir,
-    ADMIN_TOKEN: adminToken(config),
-    RELAYER_PRIVATE_KEYS: config.relayerPrivateKeys.join(","),
-  };
-
-  await build;
-
   const pids: Record<string, number> = { supervisor: process.pid };
   const processFile = path.join(config.dataDir, "processes.json");
   const recordPid = (name: string) => (pid: number) => {
@@ -192,13 +164,96 @@ async function main(): Promise<void> {
   };
   cleanups.push(async () => rmSync(processFile, { force: true }));
 
+  // Build while the database and the chain come up: the build is the slow part of a first start.
+  const build = buildIfStale(logger);
+  build.catch(() => {});
+
+  let databaseUrl = config.databaseUrl;
+  if (databaseUrl) {
+    await checkDatabase(databaseUrl);
+  } else {
+    const startPostgres = () => startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, logger });
+    const pg = await startPostgres();
+    recordPid("postgres")(pg.pid);
+    // Killed, PostgreSQL comes back on the same data directory (crash recovery replays the WAL; fsync stays on);
+    // the web server and the worker wait the outage out on their own.
+    const service = superviseService({ name: "postgres", logger, first: pg, restart: startPostgres, onStart: recordPid("postgres") });
+    cleanups.push(service.stop);
+    databaseUrl = pg.url;
+    logger.info("embedded PostgreSQL ready", { port: config.embeddedPgPort, dataDir: path.join(config.dataDir, "postgres") });
+  }
+  await applyMigrations(databaseUrl);
+
+  const chainEnv: Record<string, string> = {};
+  // Children are restarted with new chain settings when a restarted local chain had to be deployed anew.
+  const onDeploymentChange: Array<(env: Record<string, string>) => void> = [];
+  if (config.rpcUrl) {
+    chainEnv.RPC_URL = config.rpcUrl;
+  } else {
+    const supervisorDb = createDatabase(databaseUrl, { max: 1, applicationName: "sponsorship-supervisor" });
+    cleanups.push(() => closeDatabase(supervisorDb));
+    const describeChain = (chain: LocalChain) => ({
+      RPC_URL: chain.rpcUrl,
+      CHAIN_ID: String(chain.chainId),
+      REGISTRY_ADDRESS: chain.registryAddress,
+      TREASURY_ADDRESS: chain.treasuryAddress,
+    });
+    const startChain = async () => {
+      const chain = await ensureLocalChain({ config, logger });
+      try {
+        await replayLostTransactions({ db: supervisorDb, rpcUrl: chain.rpcUrl, logger });
+      } catch (error) {
+        logger.error("could not send the lost transactions again", { error });
+      }
+      return chain;
+    };
+    const chain = await startChain();
+    recordPid("chain")(chain.pid);
+    Object.assign(chainEnv, describeChain(chain));
+    // Killed, the chain comes back from its state dump with the recorded deployment (redeployed if it was lost).
+    const service = superviseService({
+      name: "chain",
+      logger,
+      first: chain,
+      restart: async () => {
+        const next = await startChain();
+        const env = describeChain(next);
+        if (Object.entries(env).some(([k, v]) => chainEnv[k] !== v)) {
+          logger.warn("the restarted local chain has a new deployment; restarting the web server and the worker", env);
+          Object.assign(chainEnv, env);
+          for (const apply of onDeploymentChange) apply(env);
+        }
+        return next;
+      },
+      onStart: recordPid("chain"),
+    });
+    cleanups.push(service.stop);
+    logger.info("local chain ready", { rpcUrl: chain.rpcUrl, registry: chain.registryAddress, treasury: chain.treasuryAddress });
+  }
+
+  const childEnv: NodeJS.ProcessEnv = {
+    ...withoutKeys(process.env),
+    ...chainEnv,
+    NODE_ENV: "production",
+    NEXT_TELEMETRY_DISABLED: "1",
+    DATABASE_URL: databaseUrl,
+    DATA_DIR: config.dataDir,
+    ADMIN_TOKEN: adminToken(config),
+  };
+  // The relayer keys reach the worker alone: the public web server reads relayer addresses from the database, so
+  // an intrusion into it (or a leak of its environment) yields no key that can pay.
+  const workerEnv: NodeJS.ProcessEnv = { ...childEnv, RELAYER_PRIVATE_KEYS: config.relayerPrivateKeys.join(",") };
+  const webEnv: NodeJS.ProcessEnv = childEnv;
+
+  await build;
+
   const node = process.execPath;
   const children: Supervised[] = [
     supervise({
       name: "worker",
       command: node,
       args: ["--import", "tsx", path.join(ROOT, "worker", "index.ts")],
-      env: childEnv,
+      env: workerEnv,
       cwd: ROOT,
       logger,
       logFile: path.join(logsDir, "worker.log"),
@@ -208,13 +263,19 @@ async function main(): Promise<void> {
       name: "web",
       command: node,
       args: ["--import", "tsx", path.join(ROOT, "server.ts")],
-      env: childEnv,
+      env: webEnv,
       cwd: ROOT,
       logger,
       logFile: path.join(logsDir, "web.log"),
       onStart: recordPid("web"),
     }),
   ];
+  onDeploymentChange.push((env) => {
+    Object.assign(workerEnv, env);
+    Object.assign(webEnv, env);
+    // They exit cleanly and are started again, with the new settings.
+    for (const child of children) if (child.pid) process.kill(child.pid, "SIGTERM");
+  });
   // Children stop first (the web server drains, the worker finishes its step), then the chain, then PostgreSQL.
   cleanups.push(async () => {
     await Promise.all(children.map((c) => c.stop()));

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "@/lib/log";
-import { describeExit, supervise } from "./supervisor";
+import { spawn } from "node:child_process";
+import { describeExit, supervise, superviseService, type ServiceHandle } from "./supervisor";
 
 const logger = createLogger({ test: "supervisor" });
 let dir: string;
@@ -89,5 +90,46 @@ describe("supervise", () => {
   it("describes how a process ended", () => {
     expect(describeExit(null, "SIGKILL")).toBe("killed by SIGKILL");
     expect(describeExit(2, null)).toBe("exited with code 2");
+  });
+});
+
+/** A service as start.ts sees one: a process it started, watched by its exit. */
+function sleeperService(): ServiceHandle {
+  const proc = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
+  const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+  return {
+    pid: proc.pid!,
+    exited,
+    stop: async () => {
+      proc.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+describe("superviseService", () => {
+  it("starts a killed service again, retrying a restart that fails, and stops the running one", async () => {
+    const first = sleeperService();
+    let attempts = 0;
+    const started: number[] = [];
+    const service = superviseService({
+      name: "database",
+      logger,
+      first,
+      minBackoffMs: 20,
+      restart: async () => {
+        attempts += 1;
+        if (attempts === 1) throw new Error("port still held");
+        return sleeperService();
+      },
+      onStart: (pid) => started.push(pid),
+    });
+    process.kill(first.pid, "SIGKILL");
+    const second = await until(() => started[0]);
+    expect(second).not.toBe(first.pid);
+    expect(attempts).toBe(2);
+    expect(service.restarts).toBe(1);
+    await service.stop();
+    expect(() => process.kill(second, 0)).toThrow();
   });
 });

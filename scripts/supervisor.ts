@@ -122,3 +122,98 @@ export function supervise(options: SupervisedOptions): Supervised {
     },
   };
 }
+
+/** A service the supervisor started in-process (embedded PostgreSQL, the local chain): how to watch and stop it. */
+export type ServiceHandle = {
+  pid: number;
+  /** Resolves when the service has gone, stopped or killed. */
+  exited: Promise<void>;
+  stop: () => Promise<void>;
+};
+
+export type SupervisedServiceOptions = {
+  name: string;
+  logger: Logger;
+  /** The running instance, started by the caller (start-up needs it before anything else runs). */
+  first: ServiceHandle;
+  /** Starts it again (on the same data: PostgreSQL's crash recovery, the chain's state dump). */
+  restart: () => Promise<ServiceHandle>;
+  onStart?: (pid: number) => void;
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+  stableAfterMs?: number;
+};
+
+export type SupervisedService = {
+  readonly pid: number | undefined;
+  readonly restarts: number;
+  stop: () => Promise<void>;
+};
+
+/**
+ * Keeps a service running like `supervise` keeps a child: when it dies it is started again, with exponential
+ * backoff (reset once it stayed up for `stableAfterMs`), until `stop()`. A restart that fails is retried likewise.
+ */
+export function superviseService(options: SupervisedServiceOptions): SupervisedService {
+  const minBackoff = options.minBackoffMs ?? 500;
+  const maxBackoff = options.maxBackoffMs ?? 10_000;
+  const stableAfter = options.stableAfterMs ?? 60_000;
+  const log = options.logger.child({ process: options.name });
+  let current: ServiceHandle | undefined = options.first;
+  let stopping = false;
+  let restarts = 0;
+  let backoff = minBackoff;
+  let wake: (() => void) | undefined;
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      wake = () => (clearTimeout(timer), resolve());
+    });
+
+  const loop = (async () => {
+    let startedAt = Date.now();
+    while (!stopping && current) {
+      await current.exited;
+      if (stopping) return;
+      const upMs = Date.now() - startedAt;
+      if (upMs >= stableAfter) backoff = minBackoff;
+      log.error("exited unexpectedly; restarting", { pid: current.pid, upMs, restartInMs: backoff });
+      current = undefined;
+      while (!stopping && !current) {
+        await pause(backoff);
+        backoff = Math.min(backoff * 2, maxBackoff);
+        if (stopping) return;
+        try {
+          const next = await options.restart();
+          restarts += 1;
+          if (stopping) {
+            await next.stop();
+            return;
+          }
+          current = next;
+          startedAt = Date.now();
+          log.info("restarted", { pid: next.pid, restarts });
+          options.onStart?.(next.pid);
+        } catch (error) {
+          log.error("could not restart; retrying", { error, restartInMs: backoff });
+        }
+      }
+    }
+  })();
+
+  return {
+    get pid() {
+      return current?.pid;
+    },
+    get restarts() {
+      return restarts;
+    },
+    stop: async () => {
+      stopping = true;
+      wake?.();
+      const running = current;
+      if (running) await running.stop();
+      await loop;
+    },
+  };
+}

