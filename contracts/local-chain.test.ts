@@ -10,7 +10,7 @@ import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients } from "@/lib/chain/clients";
 import { readLocalDeployment } from "@/lib/chain/deployment";
-import { uuidToBytes16 } from "@/lib/chain/ids";
+import { requestIdHash } from "@/lib/chain/ids";
 import { ConfigError, LOCAL_RELAYER_KEYS, parseConfig } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { freePort } from "@/test/ports";
@@ -46,7 +46,7 @@ async function sponsorOnce(chain: LocalChain, wallet: `0x${string}`) {
     address: chain.treasuryAddress,
     abi: treasuryAbi,
     functionName: "sponsor",
-    args: [wallet, uuidToBytes16(crypto.randomUUID())],
+    args: [wallet, requestIdHash(crypto.randomUUID())],
   });
   expect((await clients.waitForTransactionReceipt({ hash })).status).toBe("success");
 }

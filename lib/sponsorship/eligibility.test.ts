@@ -4,7 +4,7 @@ import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
 import type { Anvil } from "@/contracts/anvil";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients } from "@/lib/chain/clients";
-import { uuidToBytes16 } from "@/lib/chain/ids";
+import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { callApi, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/lib/http/test-client";
 import { startTestChain } from "@/test/chain";
@@ -51,7 +51,7 @@ beforeAll(async () => {
     address: deployed.treasuryAddress,
     abi: treasuryAbi,
     functionName: "sponsor",
-    args: [sponsoredWallet, uuidToBytes16(crypto.randomUUID())],
+    args: [sponsoredWallet, requestIdHash(crypto.randomUUID())],
   });
   expect((await clients.waitForTransactionReceipt({ hash: sponsorHash })).status).toBe("success");
 
