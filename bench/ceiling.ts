@@ -60,12 +60,12 @@ export async function measureCeiling(options: {
     async (i) => {
       const k = i % accounts.length;
       const account = accounts[k]!;
-      const requestId = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex")}` as Hex;
+      const idHash = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex;
       return account.signTransaction({
         type: "eip1559",
         chainId,
         to: treasury,
-        data: encodeFunctionData({ abi: treasuryAbi, functionName: "sponsor", args: [randomAddress(), requestId] }),
+        data: encodeFunctionData({ abi: treasuryAbi, functionName: "sponsor", args: [randomAddress(), idHash] }),
         nonce: nonces[k]! + Math.floor(i / accounts.length),
         gas,
         maxFeePerGas,

@@ -1,6 +1,6 @@
 import postgres from "postgres";
 import type { Hex } from "viem";
-import { uuidToBytes16 } from "@/lib/chain/ids";
+import { requestIdHash } from "@/lib/chain/ids";
 import { sponsoredTopic } from "./ceiling";
 import { registerWallet, requestSponsorship } from "./api";
 import { cpuBetween, snapshotCpu, type CpuGroups } from "./cpu";
@@ -117,21 +117,21 @@ export async function measurePipeline(options: {
     const stage = (f: (r: Row) => number | undefined) => percentile(completed.map(f).filter((v): v is number => v !== undefined), 50);
     const gas = relays.map((r) => (r.gas ? Number(r.gas) : NaN)).filter((g) => Number.isFinite(g));
 
-    // The chain's word: Sponsored events of this run's request ids.
+    // The chain's word: Sponsored events of this run's request ids (each event carries the hash of its id).
     const logs = await rpc<{ topics: Hex[] }[]>(options.rpcUrl, "eth_getLogs", [
       { address: options.treasury, fromBlock: `0x${(startBlock + 1n).toString(16)}`, toBlock: `0x${endBlock.toString(16)}`, topics: [sponsoredTopic()] },
     ]);
-    const wanted = new Set(ids.map((id) => uuidToBytes16(id).toLowerCase()));
+    const wanted = new Set(ids.map((id) => requestIdHash(id)));
     const ourWallets = new Set(wallets.map((w) => w.toLowerCase()));
     const paid = new Map<string, number>();
     let events = 0;
     let unexpected = 0;
     for (const log of logs) {
       const wallet = `0x${(log.topics[1] ?? "").slice(26)}`.toLowerCase();
-      const requestId = (log.topics[2] ?? "").slice(0, 34).toLowerCase();
+      const idHash = (log.topics[2] ?? "").toLowerCase();
       if (!ourWallets.has(wallet)) continue;
       events += 1;
-      if (!wanted.has(requestId)) unexpected += 1;
+      if (!wanted.has(idHash as Hex)) unexpected += 1;
       paid.set(wallet, (paid.get(wallet) ?? 0) + 1);
     }
 

@@ -1,4 +1,5 @@
 import type { CeilingResult } from "./ceiling";
+import type { ChainMemoryResult } from "./chain-memory";
 import type { GrowthLevel } from "./growth";
 import type { HttpResult } from "./http";
 import type { PipelineResult } from "./pipeline";
@@ -31,6 +32,7 @@ export type BenchReport = {
   chains: ChainRun[];
   growth?: GrowthLevel[];
   scaleOut?: ScaleOutResult;
+  chainMemory?: ChainMemoryResult;
   targets: Target[];
   notes: string[];
 };
@@ -217,6 +219,24 @@ export function renderMarkdown(report: BenchReport): string {
       `| pipeline CPU ms per request | ${cpu(s.single.pipeline?.cpuMsPerRequest)} | ${cpu(s.double.pipeline?.cpuMsPerRequest)} |`,
       "",
       `Relayer leases during the two-worker run: ${Object.entries(s.relayerLeases).map(([k, v]) => `${k}: ${v}`).join(", ")}.`,
+      "",
+    );
+  }
+
+  if (report.chainMemory) {
+    const m = report.chainMemory;
+    out.push(
+      `## Local chain memory (anvil as npm start runs it, ${m.blockTime}-s blocks)`,
+      "",
+      "| | anvil RSS MiB |",
+      "|---|---:|",
+      `| after deployment | ${f(m.rssMiB.before, 1)} |`,
+      ...m.rssMiB.samples.map((x) => `| after ${f(x.transactions)} sponsor calls | ${f(x.rss, 1)} |`),
+      `| all ${f(m.transactions)} mined (${m.blocks} blocks, ${f(m.seconds)} s at ${m.rate}/s) | ${f(m.rssMiB.after, 1)} |`,
+      `| after ${f(m.idleSeconds)} s more of empty blocks | ${f(m.rssMiB.idle, 1)} |`,
+      `| after a restart from the persisted state | ${f(m.rssMiB.afterRestart, 1)} |`,
+      "",
+      `State file ${f(m.stateFileMiB, 1)} MiB; the restart ${m.restartKeptDeployment ? "kept" : "did **not** keep"} the deployment and the chain.`,
       "",
     );
   }

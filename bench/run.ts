@@ -6,6 +6,7 @@ import postgres from "postgres";
 import { anvilBinary } from "@/contracts/anvil";
 import { closeApiConnections } from "./api";
 import { measureCeiling } from "./ceiling";
+import { runChainMemoryPhase } from "./chain-memory";
 import { measureGrowth } from "./growth";
 import { runEndpoint, runInterleaved, standardEndpoints, type HttpResult } from "./http";
 import { measurePipeline } from "./pipeline";
@@ -21,17 +22,19 @@ import { freePort } from "@/test/ports";
  * blocks against the chain's own ceiling, read latency as the tables grow, and two instances against one, all
  * in one run so the ratios hold on a noisy machine; prints a table and writes bench/results/.
  *
- * Settings (environment): BENCH_PHASES (default "http,pipeline1,pipeline0,growth,scaleout"), BENCH_REQUESTS
+ * Settings (environment): BENCH_PHASES (default "http,pipeline1,pipeline0,growth,scaleout,chainmemory"), BENCH_REQUESTS
  * (1000), BENCH_PACED_RATE (200), BENCH_SECONDS (5) x BENCH_ROUNDS (3), BENCH_CONNECTIONS (32), BENCH_BURST_CONCURRENCY
  * (256 requests in flight in the pipeline's all-at-once run), BENCH_GROWTH
- * ("1000,100000,1000000"), BENCH_URL (+ BENCH_DATABASE_URL, BENCH_RPC_URL, BENCH_DATA_DIR) for a running stack.
+ * ("1000,100000,1000000"), BENCH_CHAIN_MEMORY ("3000,30,60": sponsor calls, per second, idle seconds after them: the
+ * local chain's resident memory, issue 11 item 10), BENCH_URL (+ BENCH_DATABASE_URL, BENCH_RPC_URL, BENCH_DATA_DIR)
+ * for a running stack.
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const env = process.env;
 const int = (v: string | undefined, d: number) => (v && /^\d+$/.test(v) ? Number(v) : d);
 const settings = {
-  phases: (env.BENCH_PHASES ?? "http,pipeline1,pipeline0,growth,scaleout").split(",").map((s) => s.trim()),
+  phases: (env.BENCH_PHASES ?? "http,pipeline1,pipeline0,growth,scaleout,chainmemory").split(",").map((s) => s.trim()),
   requests: int(env.BENCH_REQUESTS, 1000),
   pacedRate: int(env.BENCH_PACED_RATE, 200),
   seconds: int(env.BENCH_SECONDS, 5),
@@ -41,6 +44,10 @@ const settings = {
   burstConcurrency: int(env.BENCH_BURST_CONCURRENCY, 256),
   growth: (env.BENCH_GROWTH ?? "1000,100000,1000000").split(",").map(Number).filter((n) => n > 0),
   ceilingRelayers: int(env.BENCH_CEILING_RELAYERS, 4),
+  chainMemory: (() => {
+    const [transactions, rate, idleSeconds] = (env.BENCH_CHAIN_MEMORY ?? "3000,30,60").split(",").map((v) => int(v.trim(), -1));
+    return { transactions: transactions! > 0 ? transactions! : 3000, rate: rate! > 0 ? rate! : 30, idleSeconds: idleSeconds! >= 0 ? idleSeconds! : 60 };
+  })(),
 };
 const has = (phase: string) => settings.phases.includes(phase);
 
@@ -284,7 +291,12 @@ async function main(): Promise<void> {
       autocannon: version("autocannon"),
       anvil: anvilVersion(),
     },
-    settings: { ...settings, phases: settings.phases.join(","), growth: settings.growth.join(",") },
+    settings: {
+      ...settings,
+      phases: settings.phases.join(","),
+      growth: settings.growth.join(","),
+      chainMemory: `${settings.chainMemory.transactions},${settings.chainMemory.rate},${settings.chainMemory.idleSeconds}`,
+    },
     chains: [],
     targets: [],
     notes: [],
@@ -366,6 +378,11 @@ async function main(): Promise<void> {
         report.chains.push(await runChain(stack, 0));
         save();
         await stopAll();
+      }
+      if (has("chainmemory")) {
+        // Its own chain, nothing else running: anvil's resident memory under sponsorships (issue 11, item 10).
+        report.chainMemory = await runChainMemoryPhase(settings.chainMemory);
+        save();
       }
     }
   } finally {

@@ -12,6 +12,13 @@ import path from "node:path";
  * and every block header (about 1.7 KB) in memory and in its state dump. `--transaction-block-keeper` drops the
  * transactions of old blocks; old block headers are dropped from the dump before each start (`compactStateFile`).
  * Anvil logs one line per RPC call unless quiet, so it runs with `--quiet` (errors still reach the log).
+ *
+ * Old states (issue 11, item 10): anvil keeps a full copy of the chain's state for every block it keeps history
+ * for. `--prune-history N` should bound that to N copies, but anvil's `--block-time` (and `evm_setIntervalMining`)
+ * of 2 s or less raises the limit to 1,500 (`InMemoryBlockStates::update_interval_mine_block_time`), so with 1-s
+ * blocks memory grew by a full state copy a second, ever larger as wallets were sponsored (61 MB to 1.2 GB over
+ * 9,600 sponsorships). So with a block time anvil runs with `--no-mining` and this process mines the blocks
+ * (`evm_mine` every `blockTime` seconds, `startBlockTimer`): the same cadence, `historyStates` copies at most.
  */
 
 export type AnvilOptions = {
@@ -25,6 +32,11 @@ export type AnvilOptions = {
   chainId?: number;
   gasLimit?: bigint;
   extraArgs?: string[];
+  /**
+   * Blocks whose full state anvil keeps in memory (eth_call and nonces at a past block). Each is a copy of the
+   * whole state, so memory is about this many times the state's size. Default 64 (HISTORY_STATES).
+   */
+  historyStates?: number;
   /** Blocks whose transactions and receipts stay queryable (older ones are dropped). Default 10,000. */
   keepBlocks?: number;
   /** Written with anvil's pid as soon as it is spawned, so a crash of ours cannot leave an unknown anvil. */
@@ -55,6 +67,8 @@ export function anvilBinary(): string {
 }
 
 export const DEFAULT_KEEP_BLOCKS = 10_000;
+/** Blocks whose full state anvil keeps by default (eth_call and nonces at a past block). */
+export const HISTORY_STATES = 64;
 
 type StateDump = {
   best_block_number?: number;
@@ -110,7 +124,7 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
   const args = [
     "--host", "127.0.0.1",
     "--port", String(options.port),
-    "--prune-history", "64",
+    "--prune-history", String(options.historyStates ?? HISTORY_STATES),
     "--cache-path", path.join(dir, "cache"),
     "--chain-id", String(options.chainId ?? 31337),
     "--gas-limit", String(options.gasLimit ?? 30_000_000n),
@@ -119,7 +133,9 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
     "--transaction-block-keeper", String(keepBlocks),
   ];
   if (options.quiet ?? true) args.push("--quiet");
-  if (options.blockTime > 0) args.push("--block-time", String(options.blockTime));
+  // Not `--block-time`: it lifts anvil's state history from 64 to 1,500 full copies (see the top of this file).
+  // `--no-mining` leaves the pool alone and the block timer below mines on the same cadence.
+  if (options.blockTime > 0) args.push("--no-mining");
   if (options.persistState) {
     const stateFile = path.join(dir, "state.json");
     compactStateFile(stateFile, keepBlocks);
@@ -151,11 +167,15 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
     await new Promise((r) => setTimeout(r, 50));
   }
 
+  const blocks = options.blockTime > 0 ? startBlockTimer(rpcUrl, options.blockTime) : undefined;
+  child.once("exit", () => blocks?.stop());
+
   return {
     rpcUrl,
     pid: child.pid!,
     process: child,
     stop: async () => {
+      blocks?.stop();
       if (exited) return;
       // SIGTERM lets anvil dump its state; SIGKILL if it does not go.
       child.kill("SIGTERM");
@@ -163,6 +183,47 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
       await exitedPromise;
       clearTimeout(timer);
       log.end();
+    },
+  };
+}
+
+async function mineOne(rpcUrl: string): Promise<void> {
+  const res = await fetch(rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "evm_mine", params: [] }),
+    signal: AbortSignal.timeout(5_000),
+  });
+  await res.body?.cancel();
+}
+
+/**
+ * Mines a block every `seconds` (what anvil's `--block-time` does, without its 1,500-state history): one
+ * `evm_mine` at each tick of a fixed cadence, never two at once; a tick missed while anvil was busy or down is
+ * skipped, not caught up. A block holds what the pool has, up to the gas limit; the rest waits for the next one.
+ */
+export function startBlockTimer(rpcUrl: string, seconds: number): { stop: () => void } {
+  const periodMs = seconds * 1000;
+  let stopped = false;
+  let handle: NodeJS.Timeout | undefined;
+  let next = Date.now() + periodMs;
+  const tick = async () => {
+    if (stopped) return;
+    // A refused or timed-out call (anvil restarting, busy) only costs this block; the cadence goes on.
+    await mineOne(rpcUrl).catch(() => undefined);
+    if (stopped) return;
+    const now = Date.now();
+    next += periodMs;
+    while (next <= now) next += periodMs;
+    handle = setTimeout(tick, next - now);
+    handle.unref();
+  };
+  handle = setTimeout(tick, periodMs);
+  handle.unref();
+  return {
+    stop: () => {
+      stopped = true;
+      if (handle) clearTimeout(handle);
     },
   };
 }

@@ -10,11 +10,11 @@ import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients } from "@/lib/chain/clients";
 import { readLocalDeployment } from "@/lib/chain/deployment";
-import { uuidToBytes16 } from "@/lib/chain/ids";
+import { requestIdHash } from "@/lib/chain/ids";
 import { ConfigError, LOCAL_RELAYER_KEYS, parseConfig } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { freePort } from "@/test/ports";
-import { ensureLocalChain, type LocalChain } from "./local-chain";
+import { ensureLocalChain, historyStatesFor, type LocalChain } from "./local-chain";
 
 const logger = createLogger();
 let dataDir: string;
@@ -46,7 +46,7 @@ async function sponsorOnce(chain: LocalChain, wallet: `0x${string}`) {
     address: chain.treasuryAddress,
     abi: treasuryAbi,
     functionName: "sponsor",
-    args: [wallet, uuidToBytes16(crypto.randomUUID())],
+    args: [wallet, requestIdHash(crypto.randomUUID())],
   });
   expect((await clients.waitForTransactionReceipt({ hash })).status).toBe("success");
 }
@@ -153,6 +153,33 @@ describe("ensureLocalChain", () => {
       now = await client.getBlockNumber({ cacheTime: 0 });
     }
     expect(now).toBeGreaterThanOrEqual(first + 2n);
+  });
+
+  it("with 1-s blocks anvil keeps only the last few states (issue 11, item 10: not one full copy a second), and a restart keeps the chain", async () => {
+    const chain = await start({ LOCAL_BLOCK_TIME: "1" });
+    const wallet = freshWallet();
+    await sponsorOnce(chain, wallet);
+    const client = independentClient(chain.rpcUrl);
+    const account = privateKeyToAccount(LOCAL_RELAYER_KEYS[0]!).address;
+    const first = await client.getBlockNumber({ cacheTime: 0 });
+    const kept = historyStatesFor(1);
+    // Blocks are mined every second; wait (bounded) until the first block is further back than the kept states.
+    const deadline = Date.now() + 30_000;
+    let head = first;
+    while (head < first + BigInt(kept + 3) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+      head = await client.getBlockNumber({ cacheTime: 0 });
+    }
+    expect(head).toBeGreaterThanOrEqual(first + BigInt(kept + 3));
+    // A recent past state answers (the worker reads nonces CONFIRMATIONS - 1 below the head) ...
+    expect(await client.getBalance({ address: account, blockNumber: head - 2n })).toBeGreaterThan(0n);
+    // ... an older one was dropped: anvil no longer holds a copy of the whole state for every block.
+    await expect(client.getBalance({ address: account, blockNumber: first })).rejects.toThrow();
+
+    await stop(chain);
+    const again = await start({ LOCAL_BLOCK_TIME: "1" });
+    expect(again.deployed).toBe(false);
+    expect(await independentClient(again.rpcUrl).readContract({ address: again.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(true);
   });
 
   it("custom relayer keys are credited and authorised on the local chain", async () => {

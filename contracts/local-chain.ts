@@ -112,6 +112,15 @@ async function portInUse(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * Past states the service reads: nonces at the settled block, CONFIRMATIONS - 1 below the head (worker/chain.ts),
+ * plus a margin for the head moving between reads. Every kept state is a full copy of the chain's state (it grows
+ * with each sponsored wallet), so keep no more than that: 8 with the default CONFIRMATIONS=1.
+ */
+export function historyStatesFor(confirmations: number): number {
+  return Math.max(8, confirmations + 4);
+}
+
 async function launch(config: Config, logger: Logger): Promise<Anvil> {
   const dir = anvilDir(config.dataDir);
   const options = {
@@ -120,6 +129,7 @@ async function launch(config: Config, logger: Logger): Promise<Anvil> {
     dataDir: dir,
     persistState: true,
     chainId: LOCAL_CHAIN_ID,
+    historyStates: historyStatesFor(config.confirmations),
     pidFile: pidFileOf(config.dataDir),
     // npm start stops the chain itself, after the web server and the worker.
     ownProcessGroup: true,

@@ -1,10 +1,10 @@
-import { BaseError, ContractFunctionRevertedError, parseEther, parseEventLogs, toFunctionSelector, type Abi } from "viem";
+import { BaseError, ContractFunctionRevertedError, parseEther, keccak256, parseEventLogs, toFunctionSelector, type Abi } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registryAbi, registryBytecode } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, type ChainClients } from "@/lib/chain/clients";
-import { bytes16ToUuid, uuidToBytes16 } from "@/lib/chain/ids";
+import { requestIdHash, uuidToBytes16 } from "@/lib/chain/ids";
 import { readAreSponsored, readIsSponsored } from "@/lib/chain/registry";
 import { parseSponsoredEvents, readAccountBalances, readTreasuryState, treasuryErrorName } from "@/lib/chain/treasury";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
@@ -55,7 +55,7 @@ async function sendTreasury(key: Key, treasury: Address, functionName: string, a
 }
 
 async function sponsor(treasury: Address, wallet: Address, requestId = newRequestId(), key: Key = RELAYER) {
-  return sendTreasury(key, treasury, "sponsor", [wallet, uuidToBytes16(requestId)]);
+  return sendTreasury(key, treasury, "sponsor", [wallet, requestIdHash(requestId)]);
 }
 
 /** The custom error (name and arguments) a treasury call from `key` reverts with, found by simulating it. */
@@ -91,7 +91,7 @@ describe("sponsor", () => {
     expect(await readIsSponsored(clients, shared.registryAddress, wallet)).toBe(true);
   });
 
-  it("emits Sponsored with the wallet, the request id, the amount and the relayer", async () => {
+  it("emits Sponsored with the wallet, the hash of the request id (never the id), the amount and the relayer", async () => {
     const wallet = freshWallet();
     const requestId = newRequestId();
     const receipt = await sponsor(shared.treasuryAddress, wallet, requestId, RELAYER_2);
@@ -99,29 +99,34 @@ describe("sponsor", () => {
     expect(events).toEqual([
       {
         wallet: wallet.toLowerCase(),
-        requestId,
+        requestIdHash: requestIdHash(requestId),
         amount: AMOUNT,
         relayer: addressOfKey(RELAYER_2),
         transactionHash: receipt.transactionHash,
         logIndex: expect.any(Number),
       },
     ]);
-    // The raw topic is the UUID's 16 bytes, so logs can be filtered by request id.
+    // The raw topic is keccak256 of the UUID's 16 bytes: logs can be filtered by the hash of a known id, and
+    // nothing public (calldata, topics, data) holds the id itself (decisions.md, "Privacy").
     const raw = parseEventLogs({ abi: treasuryAbi, eventName: "Sponsored", logs: receipt.logs });
-    expect(raw[0]?.args.requestId).toBe(uuidToBytes16(requestId));
-    expect(bytes16ToUuid(raw[0]!.args.requestId)).toBe(requestId);
+    expect(raw[0]?.args.requestIdHash).toBe(keccak256(uuidToBytes16(requestId)));
+    const transaction = await clients.getTransaction({ hash: receipt.transactionHash });
+    const idHex = requestId.replaceAll("-", "");
+    for (const published of [transaction.input, ...receipt.logs.flatMap((l) => [...l.topics, l.data])]) {
+      expect(published.toLowerCase()).not.toContain(idHex);
+    }
     const marked = parseEventLogs({ abi: registryAbi, eventName: "WalletSponsored", logs: receipt.logs });
     expect(marked.map((l) => l.args.wallet)).toEqual([wallet]);
   });
 
   it("only an authorised relayer can sponsor: others revert with NotRelayer(caller)", async () => {
     const wallet = freshWallet();
-    expect(await revertOf(STRANGER, shared.treasuryAddress, "sponsor", [wallet, uuidToBytes16(newRequestId())])).toEqual({
+    expect(await revertOf(STRANGER, shared.treasuryAddress, "sponsor", [wallet, requestIdHash(newRequestId())])).toEqual({
       name: "NotRelayer",
       args: [privateKeyToAccount(STRANGER).address],
     });
     // Not even the owner.
-    expect((await revertOf(OWNER, shared.treasuryAddress, "sponsor", [wallet, uuidToBytes16(newRequestId())])).name).toBe("NotRelayer");
+    expect((await revertOf(OWNER, shared.treasuryAddress, "sponsor", [wallet, requestIdHash(newRequestId())])).name).toBe("NotRelayer");
     const receipt = await sponsor(shared.treasuryAddress, wallet, newRequestId(), STRANGER);
     expect(receipt.status).toBe("reverted");
     expect(await clients.getBalance({ address: wallet })).toBe(0n);
@@ -133,7 +138,7 @@ describe("sponsor", () => {
     expect((await sponsor(shared.treasuryAddress, wallet)).status).toBe("success");
     const treasuryBefore = await clients.getBalance({ address: shared.treasuryAddress });
 
-    expect(await revertOf(RELAYER_2, shared.treasuryAddress, "sponsor", [wallet, uuidToBytes16(newRequestId())])).toEqual({
+    expect(await revertOf(RELAYER_2, shared.treasuryAddress, "sponsor", [wallet, requestIdHash(newRequestId())])).toEqual({
       name: "AlreadySponsored",
       args: [wallet],
     });
@@ -144,7 +149,7 @@ describe("sponsor", () => {
   });
 
   it("refuses the zero address with ZeroAddress()", async () => {
-    expect((await revertOf(RELAYER, shared.treasuryAddress, "sponsor", ["0x0000000000000000000000000000000000000000", uuidToBytes16(newRequestId())])).name).toBe(
+    expect((await revertOf(RELAYER, shared.treasuryAddress, "sponsor", ["0x0000000000000000000000000000000000000000", requestIdHash(newRequestId())])).name).toBe(
       "ZeroAddress",
     );
   });
@@ -154,7 +159,7 @@ describe("sponsor", () => {
     expect((await sendTreasury(OWNER, own.treasuryAddress, "pause", [])).status).toBe("success");
     expect((await readTreasuryState(clients, own.treasuryAddress)).paused).toBe(true);
     const wallet = freshWallet();
-    expect((await revertOf(RELAYER, own.treasuryAddress, "sponsor", [wallet, uuidToBytes16(newRequestId())])).name).toBe("TreasuryPaused");
+    expect((await revertOf(RELAYER, own.treasuryAddress, "sponsor", [wallet, requestIdHash(newRequestId())])).name).toBe("TreasuryPaused");
     expect((await sponsor(own.treasuryAddress, wallet)).status).toBe("reverted");
 
     expect((await sendTreasury(OWNER, own.treasuryAddress, "unpause", [])).status).toBe("success");
@@ -165,7 +170,7 @@ describe("sponsor", () => {
   it("refuses with InsufficientBalance(balance, amount) when the treasury holds less than the amount", async () => {
     const own = await deploy({ fundWei: AMOUNT / 2n });
     const wallet = freshWallet();
-    expect(await revertOf(RELAYER, own.treasuryAddress, "sponsor", [wallet, uuidToBytes16(newRequestId())])).toEqual({
+    expect(await revertOf(RELAYER, own.treasuryAddress, "sponsor", [wallet, requestIdHash(newRequestId())])).toEqual({
       name: "InsufficientBalance",
       args: [AMOUNT / 2n, AMOUNT],
     });
@@ -175,7 +180,7 @@ describe("sponsor", () => {
 
   it("a wallet that refuses the payment is not marked: TransferFailed(wallet)", async () => {
     // The registry contract has no receive(): as a recipient it rejects native tokens.
-    expect(await revertOf(RELAYER, shared.treasuryAddress, "sponsor", [shared.registryAddress, uuidToBytes16(newRequestId())])).toEqual({
+    expect(await revertOf(RELAYER, shared.treasuryAddress, "sponsor", [shared.registryAddress, requestIdHash(newRequestId())])).toEqual({
       name: "TransferFailed",
       args: [expect.stringMatching(new RegExp(shared.registryAddress, "i"))],
     });
@@ -221,7 +226,7 @@ describe("owner functions", () => {
 
     const removed = await sendTreasury(OWNER, own.treasuryAddress, "removeRelayer", [stranger]);
     expect(parseEventLogs({ abi: treasuryAbi, eventName: "RelayerRemoved", logs: removed.logs })[0]?.args.relayer).toBe(stranger);
-    expect((await revertOf(STRANGER, own.treasuryAddress, "sponsor", [freshWallet(), uuidToBytes16(newRequestId())])).name).toBe("NotRelayer");
+    expect((await revertOf(STRANGER, own.treasuryAddress, "sponsor", [freshWallet(), requestIdHash(newRequestId())])).name).toBe("NotRelayer");
   });
 
   it("withdraw sends the given amount to the given address and emits Withdrawn; more than the balance is refused", async () => {
@@ -331,7 +336,7 @@ describe("reads for health and the dashboard", () => {
         address: shared.treasuryAddress,
         abi: treasuryAbi,
         functionName: "sponsor",
-        args: [freshWallet(), uuidToBytes16(newRequestId())],
+        args: [freshWallet(), requestIdHash(newRequestId())],
       })
       .catch((e: unknown) => e);
     expect(treasuryErrorName(error)).toBe("NotRelayer");
@@ -377,14 +382,14 @@ describe("reentrancy", () => {
     const before = await clients.getBalance({ address: own.treasuryAddress });
 
     // Re-entry for itself.
-    let hash = await clients.walletClient(STRANGER).writeContract({ address: evil, abi: attacker.abi, functionName: "sponsorSelf", args: [uuidToBytes16(newRequestId())], gas: 500_000n });
+    let hash = await clients.walletClient(STRANGER).writeContract({ address: evil, abi: attacker.abi, functionName: "sponsorSelf", args: [requestIdHash(newRequestId())], gas: 500_000n });
     expect((await clients.waitForTransactionReceipt({ hash })).status).toBe("success");
     expect(await read(evil, "payments")).toBe(1n);
     expect(await read(evil, "reentrySucceeded")).toBe(false);
     expect(((await read(evil, "reentryRevertData")) as string).slice(0, 10)).toBe(REENTRANCY);
 
     // A second sponsorship of itself, from outside, is refused for good.
-    expect((await revertOf(RELAYER, own.treasuryAddress, "sponsor", [evil, uuidToBytes16(newRequestId())])).name).toBe("AlreadySponsored");
+    expect((await revertOf(RELAYER, own.treasuryAddress, "sponsor", [evil, requestIdHash(newRequestId())])).name).toBe("AlreadySponsored");
 
     // Re-entry to pay another wallet inside the same call is refused too.
     const evil2 = await deployAttacker(own.treasuryAddress);
@@ -407,7 +412,7 @@ describe("reentrancy", () => {
     await clients.waitForTransactionReceipt({ hash });
     const before = await clients.getBalance({ address: own.treasuryAddress });
 
-    expect((await revertOf(RELAYER, own.treasuryAddress, "sponsor", [evil, uuidToBytes16(newRequestId())])).name).toBe("TransferFailed");
+    expect((await revertOf(RELAYER, own.treasuryAddress, "sponsor", [evil, requestIdHash(newRequestId())])).name).toBe("TransferFailed");
     expect((await sponsor(own.treasuryAddress, evil)).status).toBe("reverted");
     expect(await clients.getBalance({ address: evil })).toBe(0n);
     expect(await clients.getBalance({ address: own.treasuryAddress })).toBe(before);

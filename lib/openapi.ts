@@ -182,8 +182,10 @@ export function buildOpenApiDocument(): Record<string, unknown> {
         get: {
           operationId: "getSponsorshipRequestByTransactionHash",
           summary: "The sponsorship request that owns a relay transaction",
+          description:
+            "The record of GET /sponsorship/{id} with `ipAddress` and `userAgent` always null: a transaction hash is public, so it must not link a sponsored wallet to the requester's IP.",
           parameters: [{ name: "hash", in: "path", required: true, schema: jsonSchema(transactionHashParam) }],
-          responses: { "200": success("The request", "SponsorshipRequestDetail"), ...errorResponses(["invalid_hash", "request_not_found"]) },
+          responses: { "200": success("The request, without the requester's IP and User-Agent", "SponsorshipRequestByTransaction"), ...errorResponses(["invalid_hash", "request_not_found"]) },
         },
       },
       "/relay/{id}": {

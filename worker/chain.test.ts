@@ -3,7 +3,7 @@ import type { Anvil } from "@/contracts/anvil";
 import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients } from "@/lib/chain/clients";
-import { uuidToBytes16 } from "@/lib/chain/ids";
+import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { startTestChain } from "@/test/chain";
 import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
@@ -39,7 +39,7 @@ beforeAll(async () => {
   const relayer = clients.walletClient(relayerKey);
   const sponsor = async (requestId: string) => {
     const wallet = `0x${crypto.randomUUID().replaceAll("-", "").padEnd(40, "1")}` as `0x${string}`;
-    const hash = await relayer.writeContract({ address: deployment.treasuryAddress, abi: treasuryAbi, functionName: "sponsor", args: [wallet, uuidToBytes16(requestId)] });
+    const hash = await relayer.writeContract({ address: deployment.treasuryAddress, abi: treasuryAbi, functionName: "sponsor", args: [wallet, requestIdHash(requestId)] });
     blocks[requestId] = (await clients.waitForTransactionReceipt({ hash })).blockNumber;
   };
   await sponsor(oldRequest);

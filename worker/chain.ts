@@ -13,7 +13,7 @@ import {
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, type ChainPublicClient } from "@/lib/chain/clients";
-import { uuidToBytes16 } from "@/lib/chain/ids";
+import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
 import { readTreasuryState, type TreasuryState } from "@/lib/chain/treasury";
@@ -331,7 +331,7 @@ export class WorkerChain {
   }
 
   /**
-   * Why `sponsor(wallet, requestId)` from `relayer` reverts, replayed against the latest state (receipts carry no
+   * Why `sponsor(wallet, requestIdHash(requestId))` from `relayer` reverts, replayed against the latest state (receipts carry no
    * revert data): "NotRelayer(0x...)", "AlreadySponsored(0x...)", ... or a generic text when it cannot be told.
    */
   async explainSponsorRevert(relayer: Address, wallet: Address, requestId: string): Promise<{ errorName?: string; text: string }> {
@@ -340,7 +340,7 @@ export class WorkerChain {
         address: this.treasuryAddress,
         abi: treasuryAbi,
         functionName: "sponsor",
-        args: [wallet, uuidToBytes16(requestId)],
+        args: [wallet, requestIdHash(requestId)],
         account: relayer,
       });
       return { text: "reverted on-chain (the same call succeeds against the latest state)" };
@@ -367,7 +367,7 @@ export class WorkerChain {
           address: this.treasuryAddress,
           abi: treasuryAbi,
           functionName: "sponsor",
-          args: [r.wallet, uuidToBytes16(r.id)],
+          args: [r.wallet, requestIdHash(r.id)],
           account: relayer,
           gas,
         }),
@@ -393,9 +393,9 @@ export class WorkerChain {
 
   /**
    * The Sponsored events of the given requests among recent blocks, by request id: the chain's own record of
-   * which transaction paid a request, used when receipts cannot settle a nonce.
-   */
-  /**
+   * which transaction paid a request, used when receipts cannot settle a nonce. The events carry only the hash
+   * of each id (`requestIdHash`), so they are asked for by those hashes and mapped back to the ids we know.
+   *
    * The treasury's `Sponsored` events of these request ids over the last `lookbackBlocks`, asked newest first in
    * windows of LOG_QUERY_BLOCKS (hosted RPCs refuse wider `eth_getLogs` ranges), until every id is found. With
    * `throughBlock`, blocks above it (not yet confirmed deep enough) are not searched.
@@ -407,7 +407,7 @@ export class WorkerChain {
     const lookbackBlocks = options.lookbackBlocks ?? 10_000n;
     const found = new Map<string, { transactionHash: Hash; blockNumber: bigint }>();
     if (requestIds.length === 0) return found;
-    const byTopic = new Map(requestIds.map((id) => [uuidToBytes16(id).toLowerCase(), id]));
+    const byTopic = new Map(requestIds.map((id) => [requestIdHash(id), id]));
     return this.reach("eth_getLogs", async () => {
       const head = await this.blockNumber();
       const latest = options.throughBlock !== undefined && options.throughBlock < head ? options.throughBlock : head;
@@ -418,14 +418,14 @@ export class WorkerChain {
         const logs = await this.client.getLogs({
           address: this.treasuryAddress,
           event: sponsoredEvent,
-          args: { requestId: missing },
+          args: { requestIdHash: missing },
           fromBlock: from,
           toBlock: to,
         });
         for (const log of logs) {
-          const id = log.args.requestId;
-          if (!id || !log.transactionHash || log.blockNumber === null) continue;
-          const uuid = byTopic.get(id.toLowerCase());
+          const hash = log.args.requestIdHash;
+          if (!hash || !log.transactionHash || log.blockNumber === null) continue;
+          const uuid = byTopic.get(hash.toLowerCase() as Hex);
           if (uuid && !found.has(uuid)) found.set(uuid, { transactionHash: log.transactionHash, blockNumber: log.blockNumber });
         }
       }

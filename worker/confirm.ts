@@ -47,7 +47,8 @@ import { SPONSOR_GAS_LIMIT, bumpFees, signFillTransaction, signSponsorTransactio
  *   request is completed;
  * - mined and reverted: the attempt fails with the decoded reason; the request fails at its last attempt,
  *   otherwise the relay stage makes the next attempt (new nonce); AlreadySponsored is checked against the
- *   treasury's Sponsored events (was it this request, through a hash we sent? then it is completed);
+ *   treasury's Sponsored events, found by the hash of the request id they carry (was it this request, through a
+ *   transaction hash we sent? then it is completed);
  * - a fill mined: the attempts at that nonce are cancelled; the request fails if that was its last attempt;
  * - no receipt for any of our hashes (seen twice): the nonce was used elsewhere, the attempts are dropped.
  * Groups not settled yet are watched: a stored transaction the node does not hold (queued after a crash or an

@@ -1,6 +1,7 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { relayerAccounts } from "@/db/schema";
+import { requestIdHash } from "@/lib/chain/ids";
 import {
   SPONSOR_AMOUNT,
   anvilRpc,
@@ -66,7 +67,7 @@ describe("a worker killed right after broadcast", () => {
     const relays = await readRelays(fx, id);
     expect(relays.map((r) => [r.relayAttempt, r.status])).toEqual([[1, "confirmed"]]);
     expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toEqual([
-      { requestId: id, wallet, transactionHash: relays[0]!.transactionHash },
+      { requestId: id, requestIdHash: requestIdHash(id), wallet, transactionHash: relays[0]!.transactionHash },
     ]);
     expect(await fx.clients.getBalance({ address: wallet })).toBe(before + SPONSOR_AMOUNT);
     const [account] = await fx.database.db.select().from(relayerAccounts).where(eq(relayerAccounts.address, relayer));

@@ -2,7 +2,7 @@ import type { Abi } from "viem";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { compileTestContract } from "@/contracts/test-helpers";
 import { treasuryAbi } from "@/contracts/generated/treasury";
-import { uuidToBytes16 } from "@/lib/chain/ids";
+import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { pauseSponsorships, resumeSponsorships } from "@/lib/admin/controls";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
@@ -138,7 +138,7 @@ describe("the registry's mirror", () => {
       address: fx.deployment.treasuryAddress,
       abi: treasuryAbi,
       functionName: "sponsor",
-      args: [wallet, uuidToBytes16(crypto.randomUUID())],
+      args: [wallet, requestIdHash(crypto.randomUUID())],
     });
     await fx.clients.waitForTransactionReceipt({ hash });
     worker = await startWorker();

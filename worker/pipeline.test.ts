@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { readIsSponsored } from "@/lib/chain/registry";
-import { uuidToBytes16 } from "@/lib/chain/ids";
+import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { setAppContextForTests } from "@/lib/http/app-context";
 import { blockWallet } from "@/lib/sponsorship/blocks";
@@ -92,7 +92,25 @@ describe("a request goes through the pipeline", () => {
     expect(body.relayTransactions.map((r) => r.transactionHash)).toEqual([relay.transactionHash]);
 
     const events = (await readSponsoredEvents(fx)).filter((e) => e.requestId === id);
-    expect(events).toEqual([{ requestId: id, wallet, transactionHash: relay.transactionHash }]);
+    expect(events).toEqual([{ requestId: id, requestIdHash: requestIdHash(id), wallet, transactionHash: relay.transactionHash }]);
+  });
+
+  it("puts no request id on-chain: the transaction and its Sponsored event carry only the id's hash (decisions.md, Privacy)", async () => {
+    const { id } = await createRequest(fx);
+    worker = await startInProcessWorker(fx);
+    await waitStatus(id, "completed");
+    const [relay] = await readRelays(fx, id);
+    const hash = relay!.transactionHash as `0x${string}`;
+
+    // Everything public about the payment: the transaction's input and the receipt's logs (topics and data).
+    const [transaction, receipt] = await Promise.all([fx.clients.getTransaction({ hash }), fx.clients.getTransactionReceipt({ hash })]);
+    const onChain = [transaction.input, ...receipt.logs.flatMap((l) => [...l.topics, l.data])].join(" ").toLowerCase();
+    const idHex = id.replaceAll("-", "").toLowerCase();
+    expect(onChain).not.toContain(idHex);
+    // Not even half of it (a truncated or shifted copy would still link the wallet to the request).
+    expect(onChain).not.toContain(idHex.slice(0, 16));
+    expect(onChain).not.toContain(idHex.slice(16));
+    expect(onChain).toContain(requestIdHash(id).slice(2));
   });
 
   it("rejects a wallet blocked between creation and review (wallet_blocked), with no relay", async () => {
@@ -115,7 +133,7 @@ describe("a request goes through the pipeline", () => {
       address: fx.deployment.treasuryAddress,
       abi: treasuryAbi,
       functionName: "sponsor",
-      args: [wallet, uuidToBytes16("00000000-0000-4000-8000-000000000001")],
+      args: [wallet, requestIdHash("00000000-0000-4000-8000-000000000001")],
     });
     await fx.clients.waitForTransactionReceipt({ hash });
     worker = await startInProcessWorker(fx);

@@ -10,7 +10,7 @@ import { deployContracts, type DeployResult } from "@/contracts/deploy-lib";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { relayTransactions, sponsorshipRequests, type RelayTransaction, type SponsorshipRequest } from "@/db/schema";
 import { createChainClients, type ChainClients } from "@/lib/chain/clients";
-import { bytes16ToUuid } from "@/lib/chain/ids";
+import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig, resetConfigForTests, type Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
@@ -230,10 +230,22 @@ export async function waitTerminal(fx: PipelineFixture, ids: readonly string[], 
 
 const sponsoredEvent = getAbiItem({ abi: treasuryAbi, name: "Sponsored" });
 
-/** Every Sponsored event of the treasury: the chain's own count of payments. */
-export async function readSponsoredEvents(fx: PipelineFixture): Promise<{ requestId: string; wallet: string; transactionHash: Hash }[]> {
+/**
+ * Every Sponsored event of the treasury: the chain's own count of payments. An event carries only the hash of
+ * its request id; `requestId` is the request of this fixture's database with that hash (null if none has it).
+ */
+export async function readSponsoredEvents(
+  fx: PipelineFixture,
+): Promise<{ requestId: string | null; requestIdHash: Hash; wallet: string; transactionHash: Hash }[]> {
   const logs = await fx.clients.getLogs({ address: fx.deployment.treasuryAddress, event: sponsoredEvent, fromBlock: 0n, toBlock: "latest" });
-  return logs.map((l) => ({ requestId: bytes16ToUuid(l.args.requestId!), wallet: l.args.wallet!.toLowerCase(), transactionHash: l.transactionHash! }));
+  const requests = await fx.database.db.select({ id: sponsorshipRequests.id }).from(sponsorshipRequests);
+  const byHash = new Map(requests.map((r) => [requestIdHash(r.id), r.id]));
+  return logs.map((l) => ({
+    requestId: byHash.get(l.args.requestIdHash!) ?? null,
+    requestIdHash: l.args.requestIdHash!,
+    wallet: l.args.wallet!.toLowerCase(),
+    transactionHash: l.transactionHash!,
+  }));
 }
 
 /** Raw JSON-RPC to the test anvil (mining control, dropping transactions). */

@@ -1,6 +1,6 @@
 import { encodeFunctionData, keccak256, type Hash, type Hex, type PrivateKeyAccount } from "viem";
 import { treasuryAbi } from "@/contracts/generated/treasury";
-import { uuidToBytes16 } from "@/lib/chain/ids";
+import { requestIdHash } from "@/lib/chain/ids";
 import { SPONSOR_GAS_LIMIT } from "@/lib/chain/treasury";
 import type { Fees } from "./chain";
 
@@ -31,7 +31,7 @@ export async function signSponsorTransaction(
     gas: SPONSOR_GAS_LIMIT,
     maxFeePerGas: tx.fees.maxFeePerGas,
     maxPriorityFeePerGas: tx.fees.maxPriorityFeePerGas,
-    data: encodeFunctionData({ abi: treasuryAbi, functionName: "sponsor", args: [tx.wallet, uuidToBytes16(tx.requestId)] }),
+    data: encodeFunctionData({ abi: treasuryAbi, functionName: "sponsor", args: [tx.wallet, requestIdHash(tx.requestId)] }),
   });
   return { raw, hash: keccak256(raw) };
 }

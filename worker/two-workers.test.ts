@@ -50,11 +50,11 @@ describe("two workers at once", () => {
     expect(counts).toEqual({ completed: 200 });
 
     // The chain's own count: one Sponsored event per request, none twice, each paying its own wallet.
-    const events = (await readSponsoredEvents(fx)).filter((e) => ids.includes(e.requestId));
+    const events = (await readSponsoredEvents(fx)).filter((e) => e.requestId !== null && ids.includes(e.requestId));
     expect(events).toHaveLength(200);
     expect(new Set(events.map((e) => e.requestId)).size).toBe(200);
     const walletOf = new Map(requests.map((r) => [r.id, r.wallet]));
-    for (const e of events) expect(e.wallet).toBe(walletOf.get(e.requestId));
+    for (const e of events) expect(e.wallet).toBe(walletOf.get(e.requestId!));
 
     // The database's: exactly one confirmed relay per request, and its hash is the one the chain reports.
     const confirmed = await fx.database.db.execute<{ request: string; hash: string }>(
@@ -62,7 +62,7 @@ describe("two workers at once", () => {
     );
     expect(confirmed).toHaveLength(200);
     const hashOf = new Map(confirmed.map((c) => [c.request, c.hash]));
-    for (const e of events) expect(hashOf.get(e.requestId)).toBe(e.transactionHash);
+    for (const e of events) expect(hashOf.get(e.requestId!)).toBe(e.transactionHash);
 
     // Each status change happened once (the audit trail), and both workers took part.
     const transitions = await fx.database.db.execute<{ to: string; n: number; actors: number }>(
@@ -106,7 +106,7 @@ describe("two workers at once", () => {
     expect((await a.exited).signal).toBe("SIGKILL");
 
     expect(await waitTerminal(fx, ids, 120_000)).toEqual({ completed: 200 });
-    const events = (await readSponsoredEvents(fx)).filter((e) => ids.includes(e.requestId));
+    const events = (await readSponsoredEvents(fx)).filter((e) => e.requestId !== null && ids.includes(e.requestId));
     expect(events).toHaveLength(200);
     expect(new Set(events.map((e) => e.requestId)).size).toBe(200);
     const confirmed = await fx.database.db.execute<{ n: number; requests: number }>(

@@ -9,6 +9,7 @@ import {
   historyResponse,
   problemResponseSchema,
   relayTransactionResponse,
+  sponsorshipRequestByTransactionResponse,
   sponsorshipRequestDetailResponse,
   sponsorshipRequestResponse,
   walletResponse,
@@ -140,7 +141,7 @@ function successSchema(method: string, pathname: string): z.ZodType | undefined 
   if (pathname === "/sponsorship/request") return sponsorshipRequestResponse;
   if (/^\/wallets\/[^/]+\/history$/.test(pathname)) return historyResponse;
   if (/^\/wallets\/[^/]+$/.test(pathname)) return walletResponse;
-  if (/^\/sponsorship\/tx\/[^/]+$/.test(pathname)) return sponsorshipRequestDetailResponse;
+  if (/^\/sponsorship\/tx\/[^/]+$/.test(pathname)) return sponsorshipRequestByTransactionResponse;
   if (/^\/sponsorship\/[^/]+$/.test(pathname)) return sponsorshipRequestDetailResponse;
   if (/^\/relay\/[^/]+$/.test(pathname)) return relayTransactionResponse;
   void method;

@@ -32,7 +32,9 @@ contract SponsorshipTreasury {
     error InvalidAmount(uint256 amount);
     error Reentrancy();
 
-    event Sponsored(address indexed wallet, bytes16 indexed requestId, uint256 amount, address indexed relayer);
+    /// @dev `requestIdHash` is keccak256 of the request's 16-byte UUID, never the id itself: everything here is
+    ///      public, and the id is the requester's key to its own record (IP, User-Agent).
+    event Sponsored(address indexed wallet, bytes32 indexed requestIdHash, uint256 amount, address indexed relayer);
     event Funded(address indexed from, uint256 amount);
     event Withdrawn(address indexed to, uint256 amount);
     event AmountChanged(uint256 previousAmount, uint256 newAmount);
@@ -70,8 +72,10 @@ contract SponsorshipTreasury {
         emit Funded(msg.sender, msg.value);
     }
 
-    /// @notice Pays `amount()` to `wallet` and marks it in the registry; `requestId` is the request's UUID.
-    function sponsor(address payable wallet, bytes16 requestId) external nonReentrant {
+    /// @notice Pays `amount()` to `wallet` and marks it in the registry.
+    /// @param requestIdHash keccak256 of the request's 16-byte UUID (the calldata is public too, so the id itself
+    ///        never reaches the chain); emitted as is, so the service finds the payment of a request by it.
+    function sponsor(address payable wallet, bytes32 requestIdHash) external nonReentrant {
         if (!isRelayer[msg.sender]) revert NotRelayer(msg.sender);
         if (_paused) revert TreasuryPaused();
         if (wallet == address(0)) revert ZeroAddress();
@@ -81,7 +85,7 @@ contract SponsorshipTreasury {
 
         // Effects first: the registry reverts AlreadySponsored(wallet) the second time.
         registry.markSponsored(wallet);
-        emit Sponsored(wallet, requestId, amount_, msg.sender);
+        emit Sponsored(wallet, requestIdHash, amount_, msg.sender);
 
         // Interaction last. All gas is forwarded (smart-contract wallets need more than 2,300), no return
         // data is copied (a recipient cannot make the treasury pay for a huge return buffer).

@@ -2,7 +2,7 @@
 pragma solidity 0.8.37;
 
 interface ISponsorshipTreasury {
-    function sponsor(address payable wallet, bytes16 requestId) external;
+    function sponsor(address payable wallet, bytes32 requestIdHash) external;
     function registry() external view returns (address);
 }
 
@@ -37,8 +37,8 @@ contract ReentrantRecipient {
     }
 
     /// Lets the contract act as a (compromised) relayer sponsoring itself.
-    function sponsorSelf(bytes16 requestId) external {
-        treasury.sponsor(payable(address(this)), requestId);
+    function sponsorSelf(bytes32 requestIdHash) external {
+        treasury.sponsor(payable(address(this)), requestIdHash);
     }
 
     receive() external payable {
@@ -46,7 +46,7 @@ contract ReentrantRecipient {
         markedBeforePayment = ISponsorshipRegistry(treasury.registry()).isSponsored(address(this));
         if (reentryAttempts >= 3) return;
         reentryAttempts += 1;
-        try treasury.sponsor(target, bytes16(uint128(reentryAttempts))) {
+        try treasury.sponsor(target, bytes32(reentryAttempts)) {
             reentrySucceeded = true;
         } catch (bytes memory reason) {
             reentryRevertData = reason;

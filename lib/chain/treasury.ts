@@ -1,6 +1,5 @@
 import { BaseError, ContractFunctionRevertedError, encodeAbiParameters, keccak256, parseEventLogs, type AccessList, type Log, type PublicClient } from "viem";
 import { treasuryAbi } from "@/contracts/generated/treasury";
-import { bytes16ToUuid } from "./ids";
 
 /** Reads of the SponsorshipTreasury and of account balances, for the worker, health and the dashboard. */
 
@@ -51,8 +50,8 @@ export function treasuryErrorName(error: unknown): string | undefined {
 
 export type SponsoredEvent = {
   wallet: Address;
-  /** The request's UUID (decoded from the event's bytes16). */
-  requestId: string;
+  /** keccak256 of the request's 16-byte UUID (`requestIdHash` in lib/chain/ids.ts); the id itself is never on-chain. */
+  requestIdHash: `0x${string}`;
   amount: bigint;
   relayer: Address;
   transactionHash: `0x${string}` | null;
@@ -65,7 +64,7 @@ export function parseSponsoredEvents(logs: readonly Log[], treasury: Address): S
     .filter((log) => log.address.toLowerCase() === treasury.toLowerCase())
     .map((log) => ({
       wallet: log.args.wallet.toLowerCase() as Address,
-      requestId: bytes16ToUuid(log.args.requestId),
+      requestIdHash: log.args.requestIdHash,
       amount: log.args.amount,
       relayer: log.args.relayer.toLowerCase() as Address,
       transactionHash: log.transactionHash,

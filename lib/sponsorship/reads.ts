@@ -23,11 +23,19 @@ export async function getSponsorshipRequest(db: Executor, id: string, now: Date 
 
 const TRANSACTION_HASH = /^0x[0-9a-fA-F]{64}$/;
 
-/** GET /sponsorship/tx/:hash: matched case-insensitively; a string that cannot be a hash matches nothing. */
-export async function getSponsorshipRequestByTransactionHash(db: Executor, hash: string, now: Date = clockNow()): Promise<RequestDetailView> {
+/** A request found by a public value: the requester's IP and User-Agent withheld. */
+export type PublicRequestDetailView = Omit<RequestDetailView, "ipAddress" | "userAgent"> & { ipAddress: null; userAgent: null };
+
+/**
+ * GET /sponsorship/tx/:hash: matched case-insensitively; a string that cannot be a hash matches nothing.
+ * A transaction hash is public, so the record comes without `ipAddress` and `userAgent` (null): nobody watching
+ * the chain may link a sponsored wallet to the IP that asked for it (decisions.md, "Privacy"). The request id
+ * is known to its requester alone, so GET /sponsorship/:id keeps both.
+ */
+export async function getSponsorshipRequestByTransactionHash(db: Executor, hash: string, now: Date = clockNow()): Promise<PublicRequestDetailView> {
   const request = TRANSACTION_HASH.test(hash) ? await findRequestDetailByTransactionHash(db, hash, now) : undefined;
   if (!request) throw new SponsorshipError("request_not_found", "No sponsorship request has a relay transaction with this hash");
-  return request;
+  return { ...request, ipAddress: null, userAgent: null };
 }
 
 /** GET /relay/:id. */

@@ -132,6 +132,19 @@ export const sponsorshipRequestDetailResponse = named(
 );
 export type SponsorshipRequestDetailResponse = z.infer<typeof sponsorshipRequestDetailResponse>;
 
+/**
+ * GET /sponsorship/tx/:hash: the same record with `ipAddress` and `userAgent` always null (decisions.md,
+ * "Privacy"): a transaction hash is public, so it must not link a sponsored wallet to the requester's IP.
+ */
+export const sponsorshipRequestByTransactionResponse = named(
+  "SponsorshipRequestByTransaction",
+  sponsorshipRequestDetailResponse.extend({
+    ipAddress: z.null().meta({ description: "Always null here: a transaction hash is public (GET /sponsorship/{id} shows it)" }),
+    userAgent: z.null().meta({ description: "Always null here: a transaction hash is public (GET /sponsorship/{id} shows it)" }),
+  }),
+);
+export type SponsorshipRequestByTransactionResponse = z.infer<typeof sponsorshipRequestByTransactionResponse>;
+
 export const historyItem = named(
   "HistoryItem",
   z.strictObject({

@@ -4,7 +4,12 @@ import { describe, expect, it } from "vitest";
 import { relayTransactions, sponsorshipRequests } from "@/db/schema";
 import { callApi, expectProblem, randomAddress, setupApiTestContext } from "@/lib/http/test-client";
 import { blockWallet } from "@/lib/sponsorship/blocks";
-import { relayTransactionResponse, sponsorshipRequestDetailResponse, sponsorshipRequestResponse } from "@/lib/sponsorship/schemas";
+import {
+  relayTransactionResponse,
+  sponsorshipRequestByTransactionResponse,
+  sponsorshipRequestDetailResponse,
+  sponsorshipRequestResponse,
+} from "@/lib/sponsorship/schemas";
 
 const ctx = setupApiTestContext();
 const hash = () => `0x${randomBytes(32).toString("hex")}`;
@@ -102,12 +107,29 @@ describe("GET /sponsorship/:id", () => {
 describe("GET /sponsorship/tx/:hash", () => {
   it("finds the request owning a relay transaction, case-insensitively, in the same shape as GET /sponsorship/:id", async () => {
     const { request, first, second } = await relayedRequest();
-    const byId = (await callApi({ path: `/sponsorship/${request.id}` })).json;
+    const byId = (await callApi({ path: `/sponsorship/${request.id}` })).json as object;
     for (const h of [first.hash, second.hash.toUpperCase().replace("0X", "0x")]) {
       const answer = await callApi({ path: `/sponsorship/tx/${h}` });
       expect(answer.status).toBe(200);
-      expect(sponsorshipRequestDetailResponse.parse(answer.json)).toEqual(byId);
+      expect(sponsorshipRequestByTransactionResponse.parse(answer.json)).toEqual({ ...byId, ipAddress: null, userAgent: null });
     }
+  });
+
+  it("answers ipAddress and userAgent as null: a transaction hash is public, the request id is not (decisions.md, Privacy)", async () => {
+    const { request, second } = await relayedRequest();
+    const byId = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${request.id}` })).json);
+    // The id keeps both: it is known to its requester alone.
+    expect(byId.ipAddress).toBe(request.ipAddress);
+    expect(byId.userAgent).toBe(request.userAgent);
+    expect(byId.userAgent).not.toBeNull();
+
+    const answer = await callApi({ path: `/sponsorship/tx/${second.hash}` });
+    expect(answer.status).toBe(200);
+    const byHash = answer.json as Record<string, unknown>;
+    expect(byHash).toHaveProperty("ipAddress", null);
+    expect(byHash).toHaveProperty("userAgent", null);
+    expect(JSON.stringify(byHash)).not.toContain(request.ipAddress);
+    expect(JSON.stringify(byHash)).not.toContain(request.userAgent!);
   });
 
   it("answers 404 request_not_found when no relay has the hash, and 400 invalid_hash over 1,024 characters", async () => {
