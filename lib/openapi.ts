@@ -126,7 +126,7 @@ export function buildOpenApiDocument(): Record<string, unknown> {
           responses: {
             "201": success("Registered now", "Wallet", { Location: { schema: { type: "string" }, description: "/wallets/{address}" } }),
             "200": success("Already registered; lastSeenAt updated", "Wallet"),
-            ...errorResponses([...bodyErrors, "rate_limited"]),
+            ...errorResponses([...bodyErrors, "ip_blocked", "rate_limited"]),
           },
         },
       },
@@ -158,15 +158,27 @@ export function buildOpenApiDocument(): Record<string, unknown> {
           operationId: "createSponsorshipRequest",
           summary: "Request a sponsorship for a registered wallet",
           description:
-            "Checks, in order: body, IP block/limit, wallet registered, replay (same wallet and IP within the replay window: " +
-            "200 with the existing request), wallet block/limit, open request (409), already sponsored (422).",
+            "Checks, in order: body, pause (503 `sponsorships_paused`, Retry-After: 60), administrator IP block (403 `ip_blocked`), " +
+            "global budget (429 `budget_exhausted`, Retry-After), IP block/limit, wallet registered, replay (same wallet and client " +
+            "within the replay window: 200 with the existing request), wallet block/limit, open request (409), already sponsored (422). " +
+            "An IPv6 client is limited and blocked as its /IPV6_PREFIX_LENGTH prefix (default /64).",
           requestBody: walletAddressBodyContent,
           responses: {
             "201": success("Created, status pending", "SponsorshipRequest", {
               Location: { schema: { type: "string" }, description: "/sponsorship/{id}" },
             }),
             "200": success("A replay within the replay window: the existing request, nothing created", "SponsorshipRequest"),
-            ...errorResponses([...bodyErrors, "wallet_not_registered", "request_open", "wallet_blocked", "already_sponsored", "rate_limited"]),
+            ...errorResponses([
+              ...bodyErrors,
+              "ip_blocked",
+              "wallet_not_registered",
+              "request_open",
+              "wallet_blocked",
+              "already_sponsored",
+              "rate_limited",
+              "budget_exhausted",
+              "sponsorships_paused",
+            ]),
           },
         },
       },
