@@ -16,8 +16,9 @@ export async function readRegistryCursor(db: Database, registry: string): Promis
 }
 
 /**
- * Records the wallets of one range and moves the cursor past it, in one transaction. The cursor only moves
- * forward (GREATEST), so two workers indexing the same range at once write the same rows and the same cursor.
+ * Records the wallets of one range and moves the cursor past it, in one statement (so atomically, without a
+ * transaction held open across round trips). The cursor only moves forward (GREATEST), so two workers indexing the
+ * same range at once write the same rows and the same cursor.
  */
 export async function recordRegistryRange(
   db: Database,
@@ -26,19 +27,19 @@ export async function recordRegistryRange(
   nextBlock: bigint,
 ): Promise<void> {
   const address = registry.toLowerCase();
-  await db.transaction(async (tx) => {
-    if (wallets.length > 0) {
-      await tx.execute(sql`
-        INSERT INTO registry_sponsored_wallets (registry_address, wallet_address, block_number)
-        VALUES ${sql.join(
-          wallets.map((w) => sql`(${address}, ${w.wallet.toLowerCase()}, ${w.blockNumber.toString()}::bigint)`),
-          sql`, `,
-        )}
-        ON CONFLICT DO NOTHING`);
-    }
-    await tx.execute(sql`
-      INSERT INTO registry_index (registry_address, next_block, updated_at) VALUES (${address}, ${nextBlock.toString()}::bigint, now())
-      ON CONFLICT (registry_address) DO UPDATE
-      SET next_block = GREATEST(registry_index.next_block, EXCLUDED.next_block), updated_at = now()`);
-  });
+  const insertWallets =
+    wallets.length === 0
+      ? sql``
+      : sql`WITH found AS (
+          INSERT INTO registry_sponsored_wallets (registry_address, wallet_address, block_number)
+          VALUES ${sql.join(
+            wallets.map((w) => sql`(${address}, ${w.wallet.toLowerCase()}, ${w.blockNumber.toString()}::bigint)`),
+            sql`, `,
+          )}
+          ON CONFLICT DO NOTHING
+        ) `;
+  await db.execute(sql`
+    ${insertWallets}INSERT INTO registry_index (registry_address, next_block, updated_at) VALUES (${address}, ${nextBlock.toString()}::bigint, now())
+    ON CONFLICT (registry_address) DO UPDATE
+    SET next_block = GREATEST(registry_index.next_block, EXCLUDED.next_block), updated_at = now()`);
 }
