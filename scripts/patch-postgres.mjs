@@ -19,7 +19,8 @@
 //   handed to the connection's reconnect (`initial`) is left to it;
 // - `closed()` and `terminate()` forget the cancelled immediate and the bytes meant for the dead socket;
 // - `release()` of a reserved connection that closed (or is reconnecting, or ended) leaves it where the pool put
-//   it, which reconnects it when a query needs it.
+//   it, which reconnects it when a query needs it;
+// - a `reserve()` that is rejected (its connect failed) leaves the pool's queue (see RESERVE_QUERY below).
 // Idempotent; it refuses to guess on other text.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -47,6 +48,14 @@ const CLOSED = "    incomings = null\n    clearImmediate(nextWriteTimer)\n    so
 const CLOSED_PATCHED = "    incomings = null\n    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null\n    socket.removeListener('data', data)\n";
 const TERMINATE = "    clearImmediate(nextWriteTimer)\n    if (socket) {\n";
 const TERMINATE_PATCHED = "    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null\n    if (socket) {\n";
+// A reserve() waiting for a connection is queued in the pool (`queries`) and handed to a connect as `initial`. When
+// that connect fails (the database is down), the reserve is rejected but stays queued: the next connection that
+// closes is connected again for it, and once one opens the pool hands it to the rejected reserve, which nobody
+// releases. Each such connection is lost; with all of them lost every later query waits for ever (seen here: a
+// worker stuck after a database outage, and a pool of 6 hung within six cut-and-restore rounds). The patch takes the
+// reserve out of the queue when it is rejected.
+const RESERVE_QUERY = "        const query = { reserve: resolve, reject }\n";
+const RESERVE_QUERY_PATCHED = "        const query = { reserve: resolve, reject: e => (queries.remove(query), reject(e)) } /* sponsorship-service: a rejected reserve leaves the queue */\n";
 const RELEASE = "    sql.release = () => {\n      c.reserved = null\n      onopen(c)\n    }\n";
 const RELEASE_PATCHED = `    sql.release = () => {
       c.reserved = null
@@ -68,12 +77,17 @@ function packageDir() {
   }
 }
 
-/** Applies `edits` ([original, patched] pairs) to `file` unless it carries MARK; returns what it did. */
+/**
+ * Applies `edits` ([original, patched] pairs) to `file`: each edit whose patched text is not there yet, when its
+ * original text is; returns what it did ("NOT patched" when an edit finds neither).
+ */
 function patchFile(file, edits) {
-  const text = readFileSync(file, "utf8");
-  if (text.includes(MARK)) return "already patched";
-  if (!edits.every(([original]) => text.includes(original))) return "NOT patched";
-  writeFileSync(file, edits.reduce((t, [original, patched]) => t.replace(original, patched), text));
+  let text = readFileSync(file, "utf8");
+  const pending = edits.filter(([, patched]) => !text.includes(patched));
+  if (pending.length === 0) return "already patched";
+  if (!pending.every(([original]) => text.includes(original))) return "NOT patched";
+  for (const [original, patched] of pending) text = text.replace(original, patched);
+  writeFileSync(file, text);
   return "patched";
 }
 
@@ -88,7 +102,10 @@ export function patchPostgres() {
       [CLOSED, CLOSED_PATCHED],
       [TERMINATE, TERMINATE_PATCHED],
     ]);
-    const index = patchFile(path.join(dir, variant, "index.js"), [[RELEASE, RELEASE_PATCHED]]);
+    const index = patchFile(path.join(dir, variant, "index.js"), [
+      [RELEASE, RELEASE_PATCHED],
+      [RESERVE_QUERY, RESERVE_QUERY_PATCHED],
+    ]);
     for (const [file, outcome] of [["connection.js", connection], ["index.js", index]]) {
       results.push(`${variant}/${file}: ${outcome}${outcome === "NOT patched" ? ` (postgres ${version}: the code differs from 3.4.9; check whether the fix is released)` : ""}`);
     }

@@ -81,13 +81,38 @@ function connectionLost(error: unknown): boolean {
   return typeof code === "string" && (LOST_CONNECTION_CODES.has(code) || /^57P0[123]$/.test(code));
 }
 
+/** How long a transaction waits for a connection of the pool before it fails as an outage. */
+export const RESERVE_TIMEOUT_MS = 15_000;
+
+/**
+ * A reserved connection, or a CONNECT_TIMEOUT error after `ms`. postgres.js can leave a reserve that was queued
+ * during a database outage waiting for ever even after the database is back (a rarer path than the one
+ * scripts/patch-postgres.mjs closes; seen as a worker stuck in a stage after a cut). A caller then fails as in any
+ * outage and tries again with a new reserve; the abandoned one, should it ever be granted, is released at once.
+ */
+async function reserveWithin(db: Database, ms: number): Promise<postgres.ReservedSql> {
+  const reserving = db.$client.reserve();
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reserving.then((late) => late.release(), () => {});
+      reject(Object.assign(new Error(`no database connection within ${ms} ms`), { code: "CONNECT_TIMEOUT" }));
+    }, ms);
+  });
+  try {
+    return await Promise.race([reserving, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * A transaction on one reserved connection whose statements leave in batches (see above). `body` may end it with
  * `commit(last statements)`; otherwise it is committed after `body` returns. Any failure rolls it back and is
  * thrown; a statement that fails in a batch aborts the transaction, so a COMMIT sent behind it commits nothing.
  */
 export async function pipelinedTransaction<T>(db: Database, body: (tx: PipelinedTransaction) => Promise<T>): Promise<T> {
-  const connection = await db.$client.reserve();
+  const connection = await reserveWithin(db, RESERVE_TIMEOUT_MS);
   const tx: { state: "new" | "open" | "done" } = { state: "new" };
   const batch = async (statements: readonly Statement[], commit: boolean): Promise<Row[][]> => {
     if (tx.state === "done") throw new Error("pipelined transaction already committed");
