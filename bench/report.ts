@@ -20,6 +20,8 @@ export type ScaleOutResult = {
   relayerLeases: Record<string, number>;
 };
 
+export type BudgetResult = { withoutPerSec: number; withPerSec: number; ratio: number; rounds: { without: number[]; with: number[] } };
+
 export type Target = { name: string; target: string; value: string; met: boolean | null };
 
 export type BenchReport = {
@@ -32,6 +34,7 @@ export type BenchReport = {
   chains: ChainRun[];
   growth?: GrowthLevel[];
   scaleOut?: ScaleOutResult;
+  budget?: BudgetResult;
   chainMemory?: ChainMemoryResult;
   targets: Target[];
   notes: string[];
@@ -56,6 +59,9 @@ export function evaluateTargets(report: BenchReport): Target[] {
   const post = byName("sponsorship-request");
   if (id) targets.push({ name: "GET /sponsorship/:id vs /health", target: ">= 80%", value: pct(id.ratioToHealth), met: (id.ratioToHealth ?? 0) >= 0.8 });
   if (post) targets.push({ name: "POST /sponsorship/request vs /health", target: ">= 50%", value: pct(post.ratioToHealth), met: (post.ratioToHealth ?? 0) >= 0.5 });
+  if (report.budget) {
+    targets.push({ name: "POST /sponsorship/request with a budget set vs without", target: ">= 90%", value: pct(report.budget.ratio), met: report.budget.ratio >= 0.9 });
+  }
   const one = report.chains.find((c) => c.blockTime === 1);
   if (one?.paced) {
     targets.push({ name: "pipeline p50, 1-s blocks (paced)", target: "<= 1,000 ms", value: `${f(one.paced.latencyMs.p50)} ms`, met: one.paced.latencyMs.p50 <= 1000 });
@@ -245,6 +251,20 @@ export function renderMarkdown(report: BenchReport): string {
     out.push("## Targets", "", "| target | wanted | measured | met |", "|---|---|---|---|");
     for (const t of report.targets) out.push(`| ${t.name} | ${t.target} | ${t.value} | ${t.met === null ? "-" : t.met ? "yes" : "**no**"} |`);
     out.push("");
+  }
+  if (report.budget) {
+    const b = report.budget;
+    out.push(
+      "## Global budget (POST /sponsorship/request, one instance at a time)",
+      "",
+      "| | req/s (mean of rounds) | rounds |",
+      "|---|---:|---|",
+      `| no budget | ${b.withoutPerSec.toFixed(0)} | ${b.rounds.without.map((r) => r.toFixed(0)).join(", ")} |`,
+      `| budget set | ${b.withPerSec.toFixed(0)} | ${b.rounds.with.map((r) => r.toFixed(0)).join(", ")} |`,
+      "",
+      `With a budget: ${(b.ratio * 100).toFixed(1)}% of the rate without.`,
+      "",
+    );
   }
   if (report.notes.length) out.push("## Notes", "", ...report.notes.map((n) => `- ${n}`), "");
   return out.join("\n");

@@ -10,7 +10,7 @@ import { runChainMemoryPhase } from "./chain-memory";
 import { measureGrowth } from "./growth";
 import { runEndpoint, runInterleaved, standardEndpoints, type HttpResult } from "./http";
 import { measurePipeline } from "./pipeline";
-import { evaluateTargets, renderMarkdown, type BenchReport, type ChainRun, type ScaleOutResult } from "./report";
+import { evaluateTargets, renderMarkdown, type BenchReport, type BudgetResult, type ChainRun, type ScaleOutResult } from "./report";
 import { seedFreshWallets } from "./seed";
 import { attachStack, healthy, spawnInstance, startStack, type Stack } from "./stack";
 import { note, waitFor } from "./util";
@@ -22,7 +22,7 @@ import { freePort } from "@/test/ports";
  * blocks against the chain's own ceiling, read latency as the tables grow, and two instances against one, all
  * in one run so the ratios hold on a noisy machine; prints a table and writes bench/results/.
  *
- * Settings (environment): BENCH_PHASES (default "http,pipeline1,pipeline0,growth,scaleout,chainmemory"), BENCH_REQUESTS
+ * Settings (environment): BENCH_PHASES (default "http,budget,pipeline1,pipeline0,growth,scaleout,chainmemory"), BENCH_REQUESTS
  * (1000), BENCH_PACED_RATE (200), BENCH_SECONDS (5) x BENCH_ROUNDS (3), BENCH_CONNECTIONS (32), BENCH_BURST_CONCURRENCY
  * (256 requests in flight in the pipeline's all-at-once run), BENCH_GROWTH
  * ("1000,100000,1000000"), BENCH_CHAIN_MEMORY ("3000,30,60": sponsor calls, per second, idle seconds after them: the
@@ -34,7 +34,7 @@ const ROOT = path.resolve(import.meta.dirname, "..");
 const env = process.env;
 const int = (v: string | undefined, d: number) => (v && /^\d+$/.test(v) ? Number(v) : d);
 const settings = {
-  phases: (env.BENCH_PHASES ?? "http,pipeline1,pipeline0,growth,scaleout,chainmemory").split(",").map((s) => s.trim()),
+  phases: (env.BENCH_PHASES ?? "http,budget,pipeline1,pipeline0,growth,scaleout,chainmemory").split(",").map((s) => s.trim()),
   requests: int(env.BENCH_REQUESTS, 1000),
   pacedRate: int(env.BENCH_PACED_RATE, 200),
   seconds: int(env.BENCH_SECONDS, 5),
@@ -147,6 +147,44 @@ async function runHttpSuite(stack: Stack, resultsNote: string[]): Promise<HttpRe
   );
   for (const r of results) r.ratioToHealth = r.reqPerSec / health;
   return results;
+}
+
+/**
+ * The global budget's cost (issue 10): POST /sponsorship/request on the stack's web server (no budget) and on a
+ * second web server of the same stack with a budget set far above what the run creates (every answer still a 201),
+ * in interleaved rounds, one instance at a time, workers paused. The budget must not serialise creations, so the
+ * two rates should be within noise of each other.
+ */
+async function runBudget(stack: Stack, logDir: string): Promise<BudgetResult> {
+  const port = await freePort();
+  note(`budget: a second web server on ${port} with SPONSOR_BUDGET_PER_HOUR and _PER_DAY set`);
+  const web = spawnInstance(stack, "web", { PORT: String(port), SPONSOR_BUDGET_PER_HOUR: "1000000000", SPONSOR_BUDGET_PER_DAY: "1000000000" }, logDir);
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitFor("the budgeted web server", async () => ((await healthy(url)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
+    stack.pauseWorker();
+    const data = await httpData(stack, settings.rounds * 2 * Math.max(15_000, settings.seconds * 3000));
+    const chunk = Math.floor(data.freshRegisteredWallets.length / (settings.rounds * 2));
+    const post = (round: number, k: number) =>
+      standardEndpoints({ ...data, freshRegisteredWallets: data.freshRegisteredWallets.slice((round * 2 + k) * chunk, (round * 2 + k + 1) * chunk) }).find(
+        (e) => e.name === "sponsorship-request",
+      )!;
+    const without: number[] = [];
+    const withBudget: number[] = [];
+    for (let round = 0; round < settings.rounds; round++) {
+      // Alternate which goes first, so a drift of the machine's load falls on both alike.
+      const order: [string, number[], number][] = round % 2 === 0 ? [[stack.url, without, 0], [url, withBudget, 1]] : [[url, withBudget, 1], [stack.url, without, 0]];
+      for (const [base, into, k] of order) {
+        into.push((await runEndpoint(base, post(round, k), { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 1 })).reqPerSec);
+      }
+    }
+    await rejectOpenRequests(stack.databaseUrl!);
+    stack.resumeWorker();
+    const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
+    return { withoutPerSec: mean(without), withPerSec: mean(withBudget), ratio: mean(withBudget) / mean(without), rounds: { without, with: withBudget } };
+  } finally {
+    await web.stop();
+  }
 }
 
 async function runChain(stack: Stack, blockTime: number): Promise<ChainRun> {
@@ -335,7 +373,7 @@ async function main(): Promise<void> {
         report.notes.push("Attached to BENCH_URL: the chain's block time is whatever that stack runs (shown as -1); no ceiling.");
       }
     } else {
-      if (has("http") || has("pipeline1") || has("growth") || has("scaleout")) {
+      if (has("http") || has("pipeline1") || has("growth") || has("scaleout") || has("budget")) {
         const stack = await startStack({ name: "block1", blockTime: 1, logDir: outDir });
         stacks.push(stack);
         report.versions.postgresql = await serverVersion(stack.databaseUrl);
@@ -350,6 +388,10 @@ async function main(): Promise<void> {
           const rejected = await rejectOpenRequests(stack.databaseUrl!);
           report.notes.push(`${rejected} requests created by the HTTP run were marked rejected before the worker resumed.`);
           stack.resumeWorker();
+          save();
+        }
+        if (has("budget")) {
+          report.budget = await runBudget(stack, outDir);
           save();
         }
         if (has("scaleout")) {
