@@ -32,6 +32,8 @@ export class ChainUnavailableError extends Error {
 }
 
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
+/** The fees the market suggests, with the latest block's base fee they were derived from. */
+export type MarketFees = Fees & { baseFeePerGas: bigint };
 
 export type RelayerNonces = {
   /** Nonce of the next transaction to be mined: every lower nonce is consumed. */
@@ -155,6 +157,9 @@ const REQUEST_LEVEL_RPC_CODES = new Set([-32700, -32600, -32601, -32002, -32004,
  */
 export const INSUFFICIENT_FUNDS = /insufficient[ _]?funds|overdraft/i;
 
+/** How nodes word "the transaction's max fee is below the current base fee" (anvil, geth, reth, erigon, Nethermind). */
+export const BELOW_BASE_FEE = /(max fee per gas|fee ?cap|maxfeepergas)[^,;]* (less|lower) than (the )?(block )?base ?fee|feecap too low|FeeTooLow/i;
+
 export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   const message = messageOf(error);
   if (isUnreachable(error)) return { kind: "unavailable", message };
@@ -170,6 +175,9 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   if (rpc instanceof RpcRequestError && REQUEST_LEVEL_RPC_CODES.has(rpc.code)) return { kind: "unavailable", message };
   if (/already known|already imported|known transaction|already in (the )?(mem)?pool/i.test(message)) return { kind: "accepted" };
   if (/nonce too low|nonce has already been used|already mined|old nonce/i.test(message)) return { kind: "nonce_used", message };
+  // The base fee rose above the transaction's max fee (anvil refuses, and evicts, such a transaction; a fee spike
+  // under MAX_FEE_PER_GAS_GWEI does this): it can be mined once the base fee falls, so it waits, no attempt burned.
+  if (BELOW_BASE_FEE.test(message)) return { kind: "unavailable", message };
   if (INSUFFICIENT_FUNDS.test(message) || /rate limit|too many requests|temporarily|try again|busy|txpool is full|pool is full/i.test(message)) {
     return { kind: "unavailable", message };
   }
@@ -254,7 +262,7 @@ export class WorkerChain {
   }
 
   /** The fees to offer now: priority fee as the node suggests, max fee with room for 3x the base fee. */
-  async marketFees(): Promise<Fees> {
+  async marketFees(): Promise<MarketFees> {
     return this.reach("fees", async () => {
       const [block, priority] = await Promise.all([
         this.client.request({ method: "eth_getBlockByNumber", params: ["latest", false] }),
@@ -262,8 +270,8 @@ export class WorkerChain {
       ]);
       const maxPriorityFeePerGas = hexToBigInt(priority);
       const baseFee = block?.baseFeePerGas ? hexToBigInt(block.baseFeePerGas) : 0n;
-      if (baseFee === 0n) return { maxFeePerGas: maxPriorityFeePerGas * 2n, maxPriorityFeePerGas };
-      return { maxFeePerGas: baseFee * 3n + maxPriorityFeePerGas, maxPriorityFeePerGas };
+      if (baseFee === 0n) return { maxFeePerGas: maxPriorityFeePerGas * 2n, maxPriorityFeePerGas, baseFeePerGas: 0n };
+      return { maxFeePerGas: baseFee * 3n + maxPriorityFeePerGas, maxPriorityFeePerGas, baseFeePerGas: baseFee };
     });
   }
 

@@ -28,6 +28,7 @@ import type { Transaction } from "@/db/queries/executor";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
 import type { MinedReceipt, RelayerNonces } from "./chain";
 import { currentFees, type WorkerContext } from "./context";
+import { withinCeiling } from "./fee-ceiling";
 import { metrics } from "./metrics";
 import { LeaseLostError } from "./relayers";
 import { SERVICE_STATE_REVERTS } from "./review";
@@ -443,6 +444,10 @@ export class Confirmer {
     const current = open[open.length - 1];
     if (!current) return;
     const market = await currentFees(ctx);
+    // The fee ceiling: while the network asks more than it, a replacement could not be mined either; and one that
+    // must outbid the stuck transaction above the ceiling is never signed. The transaction stays open and watched
+    // (it is mined by itself once the base fee falls under its max fee, or replaced then).
+    if (market.aboveCeiling) return;
     const highest = group.rows.reduce(
       (acc, r) => ({
         maxFeePerGas: r.maxFeePerGas > acc.maxFeePerGas ? r.maxFeePerGas : acc.maxFeePerGas,
@@ -451,6 +456,11 @@ export class Confirmer {
       { maxFeePerGas: 0n, maxPriorityFeePerGas: 0n },
     );
     const fees = bumpFees(highest, market);
+    const ceiling = ctx.feeCeiling?.state.ceilingWei;
+    if (!withinCeiling(fees, ceiling)) {
+      this.noteNotReplaced(group, fees.maxFeePerGas, ceiling!);
+      return;
+    }
     const timeout = ctx.settings.relayTimeoutMs;
     const account = ctx.pool.account(group.relayer);
 
@@ -535,6 +545,20 @@ export class Confirmer {
     }
   }
 
+  private lastNotReplacedLog = 0;
+  /** A stuck transaction whose replacement would have to be signed above the fee ceiling (logged every 30 s). */
+  private noteNotReplaced(group: Group, wouldBe: bigint, ceiling: bigint): void {
+    const now = Date.now();
+    if (now - this.lastNotReplacedLog < 30_000) return;
+    this.lastNotReplacedLog = now;
+    this.ctx.log.warn("stuck transaction not replaced: the replacement would exceed MAX_FEE_PER_GAS_GWEI", {
+      relayer: group.relayer,
+      nonce: group.nonce,
+      replacementMaxFeePerGas: wouldBe,
+      ceilingWei: ceiling,
+    });
+  }
+
   /* --------------------------------------------------------------- holes */
 
   /**
@@ -577,6 +601,8 @@ export class Confirmer {
       if (now - since < SUSPECT_CONFIRM_MS) continue;
       this.holeSince.delete(k);
       const fees = await currentFees(ctx);
+      // Above the fee ceiling a fill could not be mined either: it is filled once fees fall.
+      if (fees.aboveCeiling) continue;
       const account = ctx.pool.account(lease.address);
       const stored = await ctx.db.transaction(async (tx): Promise<StoredTransaction> => {
         const fence = await lockLeasedRelayers(tx, ctx.workerId, [lease.address]);

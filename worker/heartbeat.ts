@@ -20,6 +20,8 @@ export type HeartbeatDetails = {
   inFlight: number;
   chain: { reachable: boolean; blockNumber: string | null; downSince: string | null; lastError: string | null; chainId: number };
   treasury: { address: string; balanceWei: string; amountWei: string; paused: boolean; underfunded: boolean; checkedAt: string } | null;
+  /** MAX_FEE_PER_GAS_GWEI (null when unset): whether the base fee was above it when last read, and since when. */
+  fees: { ceilingWei: string; baseFeeWei: string | null; aboveCeiling: boolean; since: string | null; checkedAt: string | null } | null;
   lastError: { stage: string; message: string; at: string } | null;
   totals: Record<string, number>;
   settings: { intervalMs: number; heartbeatMs: number; relayTimeoutMs: number; maxRelayAttempts: number; batchSize: number; confirmations: number };
@@ -66,6 +68,15 @@ export class Heartbeat {
             paused: t.paused,
             underfunded: t.underfunded,
             checkedAt: t.checkedAt.toISOString(),
+          }
+        : null,
+      fees: ctx.feeCeiling
+        ? {
+            ceilingWei: ctx.feeCeiling.state.ceilingWei.toString(),
+            baseFeeWei: ctx.feeCeiling.state.baseFeeWei?.toString() ?? null,
+            aboveCeiling: ctx.feeCeiling.state.aboveCeiling,
+            since: ctx.feeCeiling.state.since?.toISOString() ?? null,
+            checkedAt: ctx.feeCeiling.state.checkedAt?.toISOString() ?? null,
           }
         : null,
       lastError: ctx.status.lastError

@@ -1,7 +1,7 @@
 import { ChainUnavailableError } from "./chain";
 import { isOutage } from "./errors";
 import { Confirmer } from "./confirm";
-import type { WorkerContext } from "./context";
+import { currentFees, type WorkerContext } from "./context";
 import { metrics } from "./metrics";
 import { relayBatch } from "./relay";
 import { REGISTRY_INDEX_INTERVAL_MS, indexRegistry } from "./registry-index";
@@ -195,6 +195,10 @@ export class WorkerLoop {
       await guarded("index", () => indexRegistry(ctx, head), (r) => r.wallets);
     }
 
+    // Above the fee ceiling with nothing waiting to be signed, the fees are still read (once per maintenance, when
+    // the block changed) so the episode ends by itself when they fall.
+    if (maintenance && ctx.feeCeiling?.state.aboveCeiling) await guarded("relay", () => currentFees(ctx));
+
     // A full batch means more is waiting: scan the queue again at once.
     if (busy) this.queueDue = true;
     if (busy || sent > 0) ctx.log.debug("iteration", { ms: timings, sent, busy, inFlight: ctx.status.inFlight });
@@ -222,11 +226,13 @@ export class WorkerLoop {
     if (now - this.lastWaitingLog < 30_000) return;
     this.lastWaitingLog = now;
     const t = this.ctx.status.treasury;
+    const f = this.ctx.feeCeiling?.state;
     this.ctx.log.warn("relay waiting: requests stay approved, no attempt is used", {
       why,
       treasuryBalanceWei: t?.balance,
       amountWei: t?.amount,
       paused: t?.paused,
+      ...(why === "fees_above_ceiling" && f ? { baseFeeWei: f.baseFeeWei, ceilingWei: f.ceilingWei } : {}),
     });
   }
 

@@ -114,6 +114,10 @@ export function observeWorkerStep(input: { stage: string; seconds: number; items
   getWorkerMetrics().pipeline.observeWorkerStep(input);
 }
 
+export function observeFeeCeiling(input: { ceilingWei: bigint; baseFeeWei: bigint; aboveCeiling: boolean }): void {
+  getWorkerMetrics().pipeline.observeFeeCeiling(input);
+}
+
 /* ------------------------------------------------------ loopback server */
 
 /**
