@@ -12,7 +12,7 @@ import {
 } from "viem";
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
-import { createChainClients, type ChainPublicClient } from "@/lib/chain/clients";
+import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
 import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
@@ -187,8 +187,21 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
 const sponsoredEvent = getAbiItem({ abi: treasuryAbi, name: "Sponsored" });
 const walletSponsoredEvent = getAbiItem({ abi: registryAbi, name: "WalletSponsored" });
 
+/** One RPC endpoint as the worker last found it (shown in its heartbeat: `chain.endpoints`). */
+export type EndpointState = { url: string; reachable: boolean; downSince: Date | undefined; lastError: string | undefined };
+
+/** Combines the answers of several endpoints to one broadcast: any acceptance wins, then a used nonce, then a refusal. */
+export function combineBroadcastOutcomes(outcomes: readonly BroadcastOutcome[]): BroadcastOutcome {
+  for (const kind of ["accepted", "nonce_used", "rejected"] as const) {
+    const found = outcomes.find((o) => o.kind === kind);
+    if (found) return found;
+  }
+  return outcomes[0]!;
+}
+
 export type WorkerChainOptions = {
-  rpcUrl: string;
+  /** One endpoint, or several of the same chain: reads fail over in order, broadcasts go to all. */
+  rpcUrl: string | readonly string[];
   chainId: number;
   registryAddress: Address;
   treasuryAddress: Address;
@@ -209,27 +222,55 @@ export class WorkerChain {
   readonly treasuryAddress: Address;
   readonly registryFromBlock: bigint;
   readonly health: ChainHealth;
+  /** Each endpoint of RPC_URL, in order. */
+  readonly endpoints: EndpointState[];
+  /** One client per endpoint, for broadcasts (every raw transaction goes to all). */
+  private readonly broadcastClients: ChainPublicClient[];
 
   constructor(options: WorkerChainOptions) {
     this.health = options.health ?? new ChainHealth();
+    const rpcUrls = rpcUrlList(options.rpcUrl);
+    this.endpoints = rpcUrls.map((url) => ({ url, reachable: true, downSince: undefined, lastError: undefined }));
+    const fetchFn = createNodeFetch();
     // No retries inside viem: the worker's loop backs off and logs, and a broadcast is retried from the database.
-    this.client = createChainClients({
-      rpcUrl: options.rpcUrl,
+    const clientOptions = {
       chainId: options.chainId,
       timeoutMs: options.timeoutMs ?? 5_000,
       retryCount: 0,
       // node:http with keep-alive instead of the global fetch: a fraction of the CPU per JSON-RPC request.
-      fetchFn: createNodeFetch(),
-      maxResponseBodySize: false,
+      fetchFn,
+      maxResponseBodySize: false as const,
+    };
+    this.client = createChainClients({
+      ...clientOptions,
+      rpcUrl: rpcUrls,
+      onEndpointResponse: (url, outcome) => this.noteEndpoint(url, outcome.ok ? undefined : outcome.error),
     }).publicClient;
+    this.broadcastClients = rpcUrls.length === 1 ? [this.client] : rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl }).publicClient);
     this.chainId = options.chainId;
     this.registryAddress = options.registryAddress;
     this.treasuryAddress = options.treasuryAddress;
     this.registryFromBlock = options.registryFromBlock ?? 0n;
   }
 
+  /** An answer (or an error: only "not reached" marks it down) from one endpoint. */
+  private noteEndpoint(url: string, error: unknown): void {
+    const e = this.endpoints.find((x) => x.url === url);
+    if (!e) return;
+    if (error !== undefined && isUnreachable(error)) {
+      e.lastError = messageOf(error).slice(0, 300);
+      if (e.reachable) {
+        e.reachable = false;
+        e.downSince = new Date();
+      }
+    } else if (!e.reachable) {
+      e.reachable = true;
+      e.downSince = undefined;
+    }
+  }
+
   /** eth_chainId of an RPC, for start-up (the deployment may not name the chain). */
-  static async readChainId(rpcUrl: string, timeoutMs = 5_000): Promise<number> {
+  static async readChainId(rpcUrl: string | readonly string[], timeoutMs = 5_000): Promise<number> {
     const client = createChainClients({ rpcUrl, timeoutMs, retryCount: 0 }).publicClient;
     return reach("eth_chainId", () => client.getChainId());
   }
@@ -295,14 +336,28 @@ export class WorkerChain {
     });
   }
 
-  /** Sends stored raw transactions together (one batched request, in the given order) and classifies each answer. */
+  /**
+   * Sends stored raw transactions together (one batched request per endpoint, in the given order) to every
+   * endpoint, and classifies each transaction's answers (combineBroadcastOutcomes): accepted by any endpoint is
+   * accepted. The chain counts as unreachable only when no endpoint was reached.
+   */
   async broadcast(raws: readonly Hex[]): Promise<BroadcastOutcome[]> {
     if (raws.length === 0) return [];
-    const settled = await Promise.allSettled(raws.map((raw) => this.client.request({ method: "eth_sendRawTransaction", params: [raw] })));
-    const outcomes = settled.map((s): BroadcastOutcome => (s.status === "fulfilled" ? { kind: "accepted" } : classifyBroadcastError(s.reason)));
-    const unreachable = settled.find((s) => s.status === "rejected" && isUnreachable(s.reason));
-    if (unreachable?.status === "rejected") this.health.noteUnreachable(new ChainUnavailableError(`eth_sendRawTransaction: ${messageOf(unreachable.reason)}`));
-    else this.health.noteReached();
+    const perEndpoint = await Promise.all(
+      this.broadcastClients.map(async (client, e) => {
+        const settled = await Promise.allSettled(raws.map((raw) => client.request({ method: "eth_sendRawTransaction", params: [raw] })));
+        const unreachable = settled.find((s) => s.status === "rejected" && isUnreachable(s.reason));
+        this.noteEndpoint(this.endpoints[e]!.url, unreachable?.status === "rejected" ? unreachable.reason : undefined);
+        return {
+          unreachable: unreachable?.status === "rejected" ? (unreachable.reason as unknown) : undefined,
+          outcomes: settled.map((s): BroadcastOutcome => (s.status === "fulfilled" ? { kind: "accepted" } : classifyBroadcastError(s.reason))),
+        };
+      }),
+    );
+    const outcomes = raws.map((_, i) => combineBroadcastOutcomes(perEndpoint.map((p) => p.outcomes[i]!)));
+    if (perEndpoint.every((p) => p.unreachable !== undefined)) {
+      this.health.noteUnreachable(new ChainUnavailableError(`eth_sendRawTransaction: ${messageOf(perEndpoint[0]!.unreachable)}`));
+    } else this.health.noteReached();
     return outcomes;
   }
 

@@ -18,7 +18,15 @@ export type HeartbeatDetails = {
   relayers: { configured: string[]; leased: string[]; withoutGas: string[] };
   queue: { pending: number; approved: number; relayed: number };
   inFlight: number;
-  chain: { reachable: boolean; blockNumber: string | null; downSince: string | null; lastError: string | null; chainId: number };
+  chain: {
+    reachable: boolean;
+    blockNumber: string | null;
+    downSince: string | null;
+    lastError: string | null;
+    chainId: number;
+    /** Each RPC_URL endpoint by its origin (its path may hold a key), in order. */
+    endpoints: { endpoint: string; reachable: boolean; downSince: string | null; lastError: string | null }[];
+  };
   treasury: { address: string; balanceWei: string; amountWei: string; paused: boolean; underfunded: boolean; checkedAt: string } | null;
   /** MAX_FEE_PER_GAS_GWEI (null when unset): whether the base fee was above it when last read, and since when. */
   fees: { ceilingWei: string; baseFeeWei: string | null; aboveCeiling: boolean; since: string | null; checkedAt: string | null } | null;
@@ -59,6 +67,13 @@ export class Heartbeat {
         downSince: health.downSince?.toISOString() ?? null,
         lastError: health.lastError ?? null,
         chainId: ctx.chain.chainId,
+        endpoints: ctx.chain.endpoints.map((e) => ({
+          endpoint: new URL(e.url).origin,
+          // One endpoint: the chain's own reachability (every read goes there).
+          reachable: ctx.chain.endpoints.length === 1 ? health.reachable : e.reachable,
+          downSince: e.downSince?.toISOString() ?? null,
+          lastError: e.lastError ?? null,
+        })),
       },
       treasury: t
         ? {

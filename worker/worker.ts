@@ -77,13 +77,13 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   let stopped = false;
 
   if (!config.databaseUrl) throw new FatalWorkerError("DATABASE_URL is not set: start the worker with `npm start`, which provides it, or set it");
-  if (!config.rpcUrl) throw new FatalWorkerError("RPC_URL is not set: start the worker with `npm start`, which provides it, or set it");
+  if (config.rpcUrls.length === 0) throw new FatalWorkerError("RPC_URL is not set: start the worker with `npm start`, which provides it, or set it");
   const deployment = resolveDeployment(config);
   if (!deployment) {
     throw new FatalWorkerError("no contracts configured: set REGISTRY_ADDRESS and TREASURY_ADDRESS, or let `npm start` deploy to the local chain");
   }
   const databaseUrl = config.databaseUrl;
-  const rpcUrl = config.rpcUrl;
+  const rpcUrl = config.rpcUrls;
 
   await untilReady("database", log, () => applyMigrations(databaseUrl), () => stopped);
   const chainId = await untilReady("chain", log, () => WorkerChain.readChainId(rpcUrl), () => stopped);

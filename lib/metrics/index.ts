@@ -43,7 +43,7 @@ function defaultSources(config: Config = getConfig()): ServiceSources {
     const db: Database = createDatabase(config.databaseUrl, { max: 2, applicationName: "sponsorship-metrics", statementTimeoutMs: 5_000, lockTimeoutMs: 2_000 });
     state.sources = {
       db,
-      chain: config.rpcUrl ? createViemChainReader(config.rpcUrl) : undefined,
+      chain: config.rpcUrls.length > 0 ? createViemChainReader(config.rpcUrls) : undefined,
       treasuryAddress: resolveDeployment(config)?.treasuryAddress,
       sponsorAmountWei: config.sponsorAmountWei,
     };
