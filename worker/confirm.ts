@@ -104,6 +104,16 @@ export class Confirmer {
   private readonly droppedByReorgAt = new Map<string, number>();
   /** The block through which settling may look (CONFIRMATIONS - 1 below the head); undefined when that is the head. */
   private settledAt: bigint | undefined;
+  /**
+   * The relayers whose last full check (with holes) found nothing open, no hole and no nonce used outside the
+   * service: until something is stored for them, there is nothing to watch (the loop then checks rarely).
+   */
+  private quietRelayers: string | undefined;
+
+  /** True when the last full check found these very relayers quiet and nothing was seen open since. */
+  isQuiet(relayers: readonly string[]): boolean {
+    return this.quietRelayers !== undefined && this.quietRelayers === [...relayers].sort().join(",");
+  }
 
   constructor(private readonly ctx: WorkerContext) {}
 
@@ -130,6 +140,7 @@ export class Confirmer {
     }
     // Both reads together: no other stage of this worker runs meanwhile, and no other worker touches these relayers.
     const [rows, nonces] = await Promise.all([listOpenNonceGroups(ctx.db, relayers), ctx.chain.nonces(relayers, this.settledAt)]);
+    if (rows.length > 0) this.quietRelayers = undefined;
     if (rows.length === 0 && !options.checkHoles) {
       ctx.status.inFlight = 0;
       return { open: 0, settled: 0 };
@@ -167,7 +178,10 @@ export class Confirmer {
 
     const settled = await this.settle(consumed);
     await this.watch(unconsumed, nonces);
-    if (options.checkHoles) await this.fillHoles(relayers, nonces, groups);
+    if (options.checkHoles) {
+      const clear = await this.fillHoles(relayers, nonces, groups);
+      this.quietRelayers = clear && rows.length === 0 ? [...relayers].sort().join(",") : undefined;
+    }
 
     // Forget throttling state of hashes no longer open.
     if (this.lastSent.size > 20_000) this.lastSent.clear();
@@ -566,13 +580,19 @@ export class Confirmer {
    * transaction was refused, or the node lost it and nothing was stored): every later nonce waits behind it.
    * Seen twice a second apart, it is filled.
    */
-  private async fillHoles(relayers: Address[], nonces: Map<Address, RelayerNonces>, groups: Map<string, Group>): Promise<void> {
+  /** True when every relayer's next nonce is exactly the chain's pending nonce (no hole, nothing used outside). */
+  private async fillHoles(relayers: Address[], nonces: Map<Address, RelayerNonces>, groups: Map<string, Group>): Promise<boolean> {
     const { ctx } = this;
     const leases = await listRelayerLeases(ctx.db, relayers);
     const now = Date.now();
+    let clear = leases.length === relayers.length;
     for (const lease of leases) {
       const n = nonces.get(lease.address);
-      if (!n) continue;
+      if (!n) {
+        clear = false;
+        continue;
+      }
+      if (n.pending !== lease.nextNonce || n.latest !== n.pending) clear = false;
       if (n.pending > lease.nextNonce) {
         // The key was used outside the service: move past the nonces it took, or every new attempt collides.
         await ctx.db.transaction(async (tx) => {
@@ -625,5 +645,6 @@ export class Confirmer {
       await broadcastStored(ctx, [stored], "first");
       this.noteSent([stored.hash]);
     }
+    return clear;
   }
 }

@@ -1,8 +1,7 @@
-import { keccak256, type Hex } from "viem";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { checkHealth } from "@/lib/health";
 import { healthResponse } from "@/lib/sponsorship/schemas";
-import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
+import { startCountingRpcProxy, type CountingRpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
 import { createRequest, readRelays, readRequest, startInProcessWorker, startPipelineFixture, waitFor, type PipelineFixture } from "./test-support";
 
@@ -13,35 +12,15 @@ import { createRequest, readRelays, readRequest, startInProcessWorker, startPipe
  * show each endpoint's state.
  */
 
-type Call = { method: string; params?: unknown[] };
-
-type CountingProxy = RpcProxy & { broadcasts: Set<string>; calls: () => number; cut: (on: boolean) => void };
-
-async function startCountingProxy(target: string): Promise<CountingProxy> {
-  const broadcasts = new Set<string>();
-  let calls = 0;
-  let cut = false;
-  const proxy = await startRpcProxy(target, (body) => {
-    const parsed = JSON.parse(body) as Call | Call[];
-    for (const call of Array.isArray(parsed) ? parsed : [parsed]) {
-      calls++;
-      if (call.method === "eth_sendRawTransaction") broadcasts.add(keccak256(call.params![0] as Hex));
-    }
-    // Cut: the endpoint is down (a provider's outage answers 503 without a JSON-RPC body).
-    return cut ? { status: 503, contentType: "text/plain", body: "Service Unavailable" } : undefined;
-  });
-  return { ...proxy, broadcasts, calls: () => calls, cut: (on) => void (cut = on) };
-}
-
 let fx: PipelineFixture;
-let first: CountingProxy;
-let second: CountingProxy;
+let first: CountingRpcProxy;
+let second: CountingRpcProxy;
 let worker: RunningWorker | undefined;
 
 beforeAll(async () => {
   fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
-  first = await startCountingProxy(fx.anvil.rpcUrl);
-  second = await startCountingProxy(fx.anvil.rpcUrl);
+  first = await startCountingRpcProxy(fx.anvil.rpcUrl);
+  second = await startCountingRpcProxy(fx.anvil.rpcUrl);
 });
 
 afterEach(async () => {
