@@ -41,7 +41,28 @@ describe("configuration", () => {
     expect(c.relayerPrivateKeys).toEqual([key.toLowerCase(), key.toLowerCase()]);
   });
 
+  it("reads MAX_FEE_PER_GAS_GWEI as wei (decimals allowed), 0 or unset as no ceiling", () => {
+    expect(parseConfig({}).maxFeePerGasWei).toBeUndefined();
+    expect(parseConfig({ MAX_FEE_PER_GAS_GWEI: "0" }).maxFeePerGasWei).toBeUndefined();
+    expect(parseConfig({ MAX_FEE_PER_GAS_GWEI: "50" }).maxFeePerGasWei).toBe(50_000_000_000n);
+    expect(parseConfig({ MAX_FEE_PER_GAS_GWEI: "1.5" }).maxFeePerGasWei).toBe(1_500_000_000n);
+    expect(parseConfig({ MAX_FEE_PER_GAS_GWEI: "0.000000001" }).maxFeePerGasWei).toBe(1n);
+  });
+
+  it("reads RPC_URL as one endpoint or a comma-separated list of them", () => {
+    expect(parseConfig({}).rpcUrls).toEqual([]);
+    const one = parseConfig({ RPC_URL: "https://rpc.example.org/key" });
+    expect([one.rpcUrl, one.rpcUrls]).toEqual(["https://rpc.example.org/key", ["https://rpc.example.org/key"]]);
+    const two = parseConfig({ RPC_URL: " https://a.example.org , http://127.0.0.1:8545 " });
+    expect([two.rpcUrl, two.rpcUrls]).toEqual(["https://a.example.org", ["https://a.example.org", "http://127.0.0.1:8545"]]);
+  });
+
   it.each([
+    ["MAX_FEE_PER_GAS_GWEI", "fifty", /^Invalid configuration: MAX_FEE_PER_GAS_GWEI must be a number of gwei/],
+    ["MAX_FEE_PER_GAS_GWEI", "-1", /^Invalid configuration: MAX_FEE_PER_GAS_GWEI must be a number of gwei/],
+    ["MAX_FEE_PER_GAS_GWEI", "1.0000000001", /^Invalid configuration: MAX_FEE_PER_GAS_GWEI must be a number of gwei/],
+    ["RPC_URL", "https://a.example.org,not a url", /^Invalid configuration: RPC_URL\.1 must be a URL$/],
+    ["RPC_URL", "ws://a.example.org", /^Invalid configuration: RPC_URL\.0 must be an http:\/\/ or https:\/\/ URL$/],
     ["PORT", "abc", /^Invalid configuration: PORT must be a whole number$/],
     ["WORKER_INTERVAL_MS", "fast", /^Invalid configuration: WORKER_INTERVAL_MS /],
     ["RELAYER_PRIVATE_KEYS", "0x1234", /^Invalid configuration: RELAYER_PRIVATE_KEYS\.0 must be 0x followed by 64 hex characters$/],

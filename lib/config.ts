@@ -111,14 +111,16 @@ export function isLoopbackRpcUrl(rpcUrl: string): boolean {
  * (unknown: only the address is judged; start-up asks the RPC and calls again).
  */
 export function developmentSecretsRefusal(
-  config: Pick<Config, "rpcUrl" | "relayerPrivateKeys" | "deployerPrivateKey" | "adminToken">,
+  config: Pick<Config, "rpcUrls" | "relayerPrivateKeys" | "deployerPrivateKey" | "adminToken">,
   chainId: number | undefined,
   options: { generatedAdminToken?: boolean } = {},
 ): string | undefined {
-  if (!config.rpcUrl) return undefined;
-  const local = isLoopbackRpcUrl(config.rpcUrl) && (chainId === undefined || chainId === LOCAL_CHAIN_ID);
+  // Every endpoint is judged (RPC_URL may list several).
+  const rpcUrl = config.rpcUrls.join(",");
+  if (!rpcUrl) return undefined;
+  const local = isLoopbackRpcUrl(rpcUrl) && (chainId === undefined || chainId === LOCAL_CHAIN_ID);
   if (local) return undefined;
-  const where = isLoopbackRpcUrl(config.rpcUrl) ? `the chain id is ${chainId}, not ${LOCAL_CHAIN_ID}` : "RPC_URL is not a loopback address";
+  const where = isLoopbackRpcUrl(rpcUrl) ? `the chain id is ${chainId}, not ${LOCAL_CHAIN_ID}` : "RPC_URL is not a loopback address";
   const wellKnown = new Set<string>(LOCAL_DEV_KEYS);
   if (config.relayerPrivateKeys.some((k) => wellKnown.has(k))) {
     return `Invalid configuration: RELAYER_PRIVATE_KEYS holds a well-known anvil development key, refused because ${where}`;
@@ -132,10 +134,22 @@ export function developmentSecretsRefusal(
   return undefined;
 }
 
+/** Gwei with up to 9 decimals (1 wei), as wei. */
+const gwei = z
+  .string()
+  .trim()
+  .regex(/^\d+(\.\d{1,9})?$/, "must be a number of gwei (up to 9 decimals), 0 for none")
+  .transform((v) => {
+    const [whole, fraction = ""] = v.split(".");
+    return BigInt(whole!) * 10n ** 9n + BigInt(fraction.padEnd(9, "0"));
+  })
+  .refine((v) => v < 2n ** 128n, "must be less than 2^128 wei");
+
 const envSchema = z.object({
   PORT: withDefault(integer(1, 65535), "3000"),
   DATABASE_URL: optional(url),
-  RPC_URL: optional(url),
+  /** One endpoint, or several of the same chain, comma-separated (reads fail over, broadcasts go to all). */
+  RPC_URL: list(url.refine((v) => !URL.canParse(v) || /^https?:$/.test(new URL(v).protocol), "must be an http:// or https:// URL")),
   CHAIN_ID: optional(integer(1, Number.MAX_SAFE_INTEGER)),
   RELAYER_PRIVATE_KEYS: list(privateKey),
   DEPLOYER_PRIVATE_KEY: optional(privateKey),
@@ -174,6 +188,8 @@ const envSchema = z.object({
   REPLAY_WINDOW_MS: withDefault(integer(0, 3_600_000), "5000"),
   MAX_RELAY_ATTEMPTS: withDefault(integer(1, 100), "5"),
   RELAY_TIMEOUT_MS: withDefault(integer(100, 86_400_000), "60000"),
+  /** decisions.md "Fee ceiling": no relay is signed with a maxFeePerGas above it. 0: no ceiling. */
+  MAX_FEE_PER_GAS_GWEI: withDefault(gwei, "0"),
   /**
    * Blocks a relay transaction must be buried under before its request is completed: 1 is its own block. A public
    * network can drop its newest blocks (a reorg); a request completed before that would say paid when it was not.
@@ -200,8 +216,10 @@ export type Config = Readonly<{
   port: number;
   /** Unset: `npm start` starts an embedded PostgreSQL and sets it for its children. */
   databaseUrl: string | undefined;
-  /** Unset: `npm start` starts a local anvil chain and sets it for its children. */
+  /** The first of `rpcUrls`. Unset: `npm start` starts a local anvil chain and sets it for its children. */
   rpcUrl: string | undefined;
+  /** Every endpoint of RPC_URL, in order (empty when unset): reads fail over in this order, broadcasts go to all. */
+  rpcUrls: readonly string[];
   chainId: number | undefined;
   relayerPrivateKeys: readonly `0x${string}`[];
   deployerPrivateKey: `0x${string}` | undefined;
@@ -224,6 +242,8 @@ export type Config = Readonly<{
   replayWindowMs: number;
   maxRelayAttempts: number;
   relayTimeoutMs: number;
+  /** MAX_FEE_PER_GAS_GWEI in wei; undefined: no ceiling. */
+  maxFeePerGasWei: bigint | undefined;
   confirmations: number;
   trustProxy: number;
   corsOrigins: readonly string[];
@@ -255,9 +275,10 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   const config: Config = Object.freeze({
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
-    rpcUrl: e.RPC_URL,
+    rpcUrl: e.RPC_URL[0],
+    rpcUrls: Object.freeze([...e.RPC_URL]),
     chainId: e.CHAIN_ID,
-    relayerPrivateKeys: Object.freeze(e.RELAYER_PRIVATE_KEYS.length > 0 ? e.RELAYER_PRIVATE_KEYS : e.RPC_URL ? [] : [...LOCAL_RELAYER_KEYS]),
+    relayerPrivateKeys: Object.freeze(e.RELAYER_PRIVATE_KEYS.length > 0 ? e.RELAYER_PRIVATE_KEYS : e.RPC_URL.length > 0 ? [] : [...LOCAL_RELAYER_KEYS]),
     deployerPrivateKey: e.DEPLOYER_PRIVATE_KEY,
     registryAddress: e.REGISTRY_ADDRESS,
     treasuryAddress: e.TREASURY_ADDRESS,
@@ -276,6 +297,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     replayWindowMs: e.REPLAY_WINDOW_MS,
     maxRelayAttempts: e.MAX_RELAY_ATTEMPTS,
     relayTimeoutMs: e.RELAY_TIMEOUT_MS,
+    maxFeePerGasWei: e.MAX_FEE_PER_GAS_GWEI > 0n ? e.MAX_FEE_PER_GAS_GWEI : undefined,
     confirmations: e.CONFIRMATIONS,
     trustProxy: e.TRUST_PROXY,
     corsOrigins: Object.freeze(e.CORS_ORIGINS),

@@ -10,11 +10,13 @@ import type { HealthCheck, HealthCheckCode, HealthResponse } from "@/lib/sponsor
 
 /**
  * GET /health (decisions.md, "Reads"): 200 `ok` or `degraded` while the database answers, 503 `unavailable` when
- * it does not. `checks` reports the database, the chain, the worker's heartbeat, the treasury's balance and the
- * administrator's pause (`sponsorships`: degraded with the reason while paused).
+ * it does not. `checks` reports the database, the chain (each RPC_URL endpoint), the worker's heartbeat, the
+ * treasury's balance, the administrator's pause (`sponsorships`: degraded with the reason while paused) and the fees
+ * against MAX_FEE_PER_GAS_GWEI (`fees`: degraded with `fees_above_ceiling` while the base fee is above it, when the
+ * worker signs nothing).
  *
  * /health is the floor of the benchmarks, so it stays cheap: one database round trip (which also reads the newest
- * heartbeat), and the chain part (block number, treasury state) is cached for CHAIN_CACHE_MS and shared by
+ * heartbeat), and the chain part (latest block of each endpoint, treasury state) is cached for CHAIN_CACHE_MS and shared by
  * concurrent callers.
  *
  * A failing check says what failed with a short `code` and a fixed sentence, never the error's own text (issue 11:
@@ -29,16 +31,19 @@ const CHAIN_TIMEOUT_MS = 2_000;
 /** A worker is alive when its newest heartbeat is at most this old: 3 poll intervals, never under 15 s. */
 export const workerStaleAfterMs = (config: Config) => Math.max(3 * config.workerIntervalMs, 15_000);
 
-type ChainChecks = { chain: HealthCheck; treasury: HealthCheck };
+type ChainChecks = { chain: HealthCheck; treasury: HealthCheck; fees: HealthCheck };
+type EndpointState = NonNullable<HealthCheck["endpoints"]>[number];
 
-let client: { key: string; client: ChainPublicClient } | undefined;
+let clients: { key: string; clients: ChainPublicClient[] } | undefined;
 let chainCache: { key: string; expiresAt: number; value: Promise<ChainChecks> } | undefined;
 
-function chainClient(rpcUrl: string): ChainPublicClient {
-  if (client?.key !== rpcUrl) {
-    client = { key: rpcUrl, client: createChainClients({ rpcUrl, timeoutMs: CHAIN_TIMEOUT_MS, retryCount: 0 }).publicClient };
+/** One client per RPC_URL endpoint: each is asked on its own, so /health shows every endpoint's state. */
+function endpointClients(rpcUrls: readonly string[]): ChainPublicClient[] {
+  const key = rpcUrls.join(",");
+  if (clients?.key !== key) {
+    clients = { key, clients: rpcUrls.map((rpcUrl) => createChainClients({ rpcUrl, timeoutMs: CHAIN_TIMEOUT_MS, retryCount: 0 }).publicClient) };
   }
-  return client.client;
+  return clients.clients;
 }
 
 /** The fixed sentence of each code: what /health may say about a failure. */
@@ -58,6 +63,9 @@ const DETAILS: Record<HealthCheckCode, string> = {
   underfunded: "the treasury holds less than one sponsorship",
   treasury_paused: "the treasury is paused",
   no_deployment: "no TREASURY_ADDRESS and no local deployment",
+  fees_above_ceiling:
+    "the base fee is above MAX_FEE_PER_GAS_GWEI: new relays wait (requests stay approved) and stuck ones are not replaced until it falls",
+  endpoints_down: "some RPC endpoints do not answer (the others serve)",
 };
 
 const failed = (status: HealthCheck["status"], code: HealthCheckCode, subject?: string): HealthCheck => ({
@@ -86,21 +94,52 @@ function chainFailureCode(error: unknown): HealthCheckCode {
   return "rpc_error";
 }
 
-async function readChainChecks(config: Config): Promise<ChainChecks> {
-  if (!config.rpcUrl) {
-    return { chain: { status: "not_configured" }, treasury: { status: "not_configured" } };
-  }
-  const publicClient = chainClient(config.rpcUrl);
-  let chain: HealthCheck;
+type EndpointRead = { state: EndpointState; chainId?: number; blockNumber?: bigint; baseFeePerGas?: bigint | null; client: ChainPublicClient };
+
+async function readEndpoint(index: number, client: ChainPublicClient): Promise<EndpointRead> {
+  const started = performance.now();
   try {
-    const started = performance.now();
-    const [chainId, blockNumber] = await Promise.all([publicClient.getChainId(), publicClient.getBlockNumber({ cacheTime: 0 })]);
-    chain = { status: "ok", chainId, blockNumber: blockNumber.toString(), latencyMs: Math.round(performance.now() - started) };
+    // Sent together: one batched HTTP request per endpoint.
+    const [chainId, block] = await Promise.all([client.getChainId(), client.getBlock({ blockTag: "latest" })]);
+    const latencyMs = Math.round(performance.now() - started);
+    return { state: { index, status: "ok", blockNumber: block.number.toString(), latencyMs }, chainId, blockNumber: block.number, baseFeePerGas: block.baseFeePerGas, client };
   } catch (error) {
     const code = chainFailureCode(error);
-    logger.warn("health: the chain check failed", { code, error });
-    return { chain: failed("down", code, "the chain's RPC endpoint"), treasury: failed("down", "chain_down") };
+    logger.warn("health: an RPC endpoint failed", { endpoint: index, code, error });
+    return { state: { index, status: "down", code }, client };
   }
+}
+
+function feesCheck(config: Config, reachable: EndpointRead | undefined): HealthCheck {
+  const ceiling = config.maxFeePerGasWei;
+  if (ceiling === undefined) return { status: "not_configured" };
+  const ceilingWei = ceiling.toString();
+  if (!reachable) return { ...failed("down", "chain_down"), ceilingWei };
+  const baseFeeWei = (reachable.baseFeePerGas ?? 0n).toString();
+  if ((reachable.baseFeePerGas ?? 0n) > ceiling) return { ...failed("degraded", "fees_above_ceiling"), baseFeeWei, ceilingWei };
+  return { status: "ok", baseFeeWei, ceilingWei };
+}
+
+async function readChainChecks(config: Config): Promise<ChainChecks> {
+  if (config.rpcUrls.length === 0) {
+    return { chain: { status: "not_configured" }, treasury: { status: "not_configured" }, fees: { status: "not_configured" } };
+  }
+  const reads = await Promise.all(endpointClients(config.rpcUrls).map((client, i) => readEndpoint(i + 1, client)));
+  const endpoints = reads.map((r) => r.state);
+  const reachable = reads.find((r) => r.state.status === "ok");
+  const fees = feesCheck(config, reachable);
+  if (!reachable) {
+    return { chain: { ...failed("down", reads[0]!.state.code ?? "unreachable", "the chain's RPC endpoint"), endpoints }, treasury: failed("down", "chain_down"), fees };
+  }
+  const down = reads.some((r) => r.state.status === "down");
+  const chain: HealthCheck = {
+    ...(down ? failed("degraded", "endpoints_down") : { status: "ok" as const }),
+    chainId: reachable.chainId!,
+    blockNumber: reachable.blockNumber!.toString(),
+    latencyMs: reachable.state.latencyMs!,
+    endpoints,
+  };
+  const publicClient = reachable.client;
   let treasury: HealthCheck;
   try {
     const deployment = resolveDeployment(config);
@@ -123,11 +162,16 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
     logger.warn("health: reading the treasury failed", { code, error });
     treasury = failed("down", code, "reading the treasury");
   }
-  return { chain, treasury };
+  return { chain, treasury, fees };
+}
+
+/** The chain, treasury and fees checks of /health (cached for CHAIN_CACHE_MS): the dashboard shows them too. */
+export function readChainHealth(config: Config): Promise<ChainChecks> {
+  return chainChecks(config);
 }
 
 function chainChecks(config: Config): Promise<ChainChecks> {
-  const key = `${config.rpcUrl ?? ""}|${config.treasuryAddress ?? ""}|${config.sponsorAmountWei}`;
+  const key = `${config.rpcUrls.join(",")}|${config.treasuryAddress ?? ""}|${config.sponsorAmountWei}|${config.maxFeePerGasWei ?? ""}`;
   const now = Date.now();
   if (!chainCache || chainCache.key !== key || chainCache.expiresAt <= now) {
     chainCache = { key, expiresAt: now + CHAIN_CACHE_MS, value: readChainChecks(config) };
@@ -178,18 +222,18 @@ export async function checkHealth(deps: { db: Database; config: Config; now?: Da
   } catch (error) {
     const code = databaseFailureCode(error);
     logger.warn("health: the database check failed", { code, error });
-    const { chain, treasury } = await chainPart;
+    const { chain, treasury, fees } = await chainPart;
     return {
       httpStatus: 503,
       body: {
         status: "unavailable",
         uptime,
-        checks: { database: failed("down", code, "the database"), chain, treasury, worker: failed("down", "database_down") },
+        checks: { database: failed("down", code, "the database"), chain, treasury, worker: failed("down", "database_down"), fees },
       },
     };
   }
 
-  const { chain, treasury } = await chainPart;
-  const healthy = [chain, treasury, worker, sponsorships].every((c) => c.status === "ok" || c.status === "not_configured");
-  return { httpStatus: 200, body: { status: healthy ? "ok" : "degraded", uptime, checks: { database, chain, worker, treasury, sponsorships } } };
+  const { chain, treasury, fees } = await chainPart;
+  const healthy = [chain, treasury, worker, sponsorships, fees].every((c) => c.status === "ok" || c.status === "not_configured");
+  return { httpStatus: 200, body: { status: healthy ? "ok" : "degraded", uptime, checks: { database, chain, worker, treasury, sponsorships, fees } } };
 }

@@ -188,7 +188,7 @@ async function main(): Promise<void> {
   // Children are restarted with new chain settings when a restarted local chain had to be deployed anew.
   const onDeploymentChange: Array<(env: Record<string, string>) => void> = [];
   if (config.rpcUrl) {
-    chainEnv.RPC_URL = config.rpcUrl;
+    chainEnv.RPC_URL = config.rpcUrls.join(",");
   } else {
     const supervisorDb = createDatabase(databaseUrl, { max: 1, applicationName: "sponsorship-supervisor" });
     cleanups.push(() => closeDatabase(supervisorDb));

@@ -45,3 +45,36 @@ export async function startRpcProxy(
       }),
   };
 }
+
+export type CountingRpcProxy = RpcProxy & {
+  /** Hashes of the raw transactions broadcast through it (eth_sendRawTransaction). */
+  broadcasts: Set<string>;
+  /** JSON-RPC calls seen (each element of a batch counts), by method. */
+  calls: () => number;
+  byMethod: () => Record<string, number>;
+  /** Cut: answer every request 503 without a JSON-RPC body (a provider's outage); calls are still counted. */
+  cut: (on: boolean) => void;
+};
+
+/** A proxy that counts what reaches the node: JSON-RPC calls by method and broadcast transactions. */
+export async function startCountingRpcProxy(target: string): Promise<CountingRpcProxy> {
+  const { keccak256 } = await import("viem");
+  const broadcasts = new Set<string>();
+  const methods: Record<string, number> = {};
+  let cut = false;
+  const proxy = await startRpcProxy(target, (body) => {
+    const parsed = JSON.parse(body) as { method: string; params?: unknown[] } | { method: string; params?: unknown[] }[];
+    for (const call of Array.isArray(parsed) ? parsed : [parsed]) {
+      methods[call.method] = (methods[call.method] ?? 0) + 1;
+      if (call.method === "eth_sendRawTransaction") broadcasts.add(keccak256(call.params![0] as `0x${string}`));
+    }
+    return cut ? { status: 503, contentType: "text/plain", body: "Service Unavailable" } : undefined;
+  });
+  return {
+    ...proxy,
+    broadcasts,
+    calls: () => Object.values(methods).reduce((a, b) => a + b, 0),
+    byMethod: () => ({ ...methods }),
+    cut: (on) => void (cut = on),
+  };
+}

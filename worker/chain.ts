@@ -12,7 +12,7 @@ import {
 } from "viem";
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
-import { createChainClients, type ChainPublicClient } from "@/lib/chain/clients";
+import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
 import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
@@ -32,6 +32,8 @@ export class ChainUnavailableError extends Error {
 }
 
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
+/** The fees the market suggests, with the latest block's base fee they were derived from. */
+export type MarketFees = Fees & { baseFeePerGas: bigint };
 
 export type RelayerNonces = {
   /** Nonce of the next transaction to be mined: every lower nonce is consumed. */
@@ -155,6 +157,9 @@ const REQUEST_LEVEL_RPC_CODES = new Set([-32700, -32600, -32601, -32002, -32004,
  */
 export const INSUFFICIENT_FUNDS = /insufficient[ _]?funds|overdraft/i;
 
+/** How nodes word "the transaction's max fee is below the current base fee" (anvil, geth, reth, erigon, Nethermind). */
+export const BELOW_BASE_FEE = /(max fee per gas|fee ?cap|maxfeepergas)[^,;]* (less|lower) than (the )?(block )?base ?fee|feecap too low|FeeTooLow/i;
+
 export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   const message = messageOf(error);
   if (isUnreachable(error)) return { kind: "unavailable", message };
@@ -170,6 +175,9 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   if (rpc instanceof RpcRequestError && REQUEST_LEVEL_RPC_CODES.has(rpc.code)) return { kind: "unavailable", message };
   if (/already known|already imported|known transaction|already in (the )?(mem)?pool/i.test(message)) return { kind: "accepted" };
   if (/nonce too low|nonce has already been used|already mined|old nonce/i.test(message)) return { kind: "nonce_used", message };
+  // The base fee rose above the transaction's max fee (anvil refuses, and evicts, such a transaction; a fee spike
+  // under MAX_FEE_PER_GAS_GWEI does this): it can be mined once the base fee falls, so it waits, no attempt burned.
+  if (BELOW_BASE_FEE.test(message)) return { kind: "unavailable", message };
   if (INSUFFICIENT_FUNDS.test(message) || /rate limit|too many requests|temporarily|try again|busy|txpool is full|pool is full/i.test(message)) {
     return { kind: "unavailable", message };
   }
@@ -179,8 +187,21 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
 const sponsoredEvent = getAbiItem({ abi: treasuryAbi, name: "Sponsored" });
 const walletSponsoredEvent = getAbiItem({ abi: registryAbi, name: "WalletSponsored" });
 
+/** One RPC endpoint as the worker last found it (shown in its heartbeat: `chain.endpoints`). */
+export type EndpointState = { url: string; reachable: boolean; downSince: Date | undefined; lastError: string | undefined };
+
+/** Combines the answers of several endpoints to one broadcast: any acceptance wins, then a used nonce, then a refusal. */
+export function combineBroadcastOutcomes(outcomes: readonly BroadcastOutcome[]): BroadcastOutcome {
+  for (const kind of ["accepted", "nonce_used", "rejected"] as const) {
+    const found = outcomes.find((o) => o.kind === kind);
+    if (found) return found;
+  }
+  return outcomes[0]!;
+}
+
 export type WorkerChainOptions = {
-  rpcUrl: string;
+  /** One endpoint, or several of the same chain: reads fail over in order, broadcasts go to all. */
+  rpcUrl: string | readonly string[];
   chainId: number;
   registryAddress: Address;
   treasuryAddress: Address;
@@ -201,27 +222,55 @@ export class WorkerChain {
   readonly treasuryAddress: Address;
   readonly registryFromBlock: bigint;
   readonly health: ChainHealth;
+  /** Each endpoint of RPC_URL, in order. */
+  readonly endpoints: EndpointState[];
+  /** One client per endpoint, for broadcasts (every raw transaction goes to all). */
+  private readonly broadcastClients: ChainPublicClient[];
 
   constructor(options: WorkerChainOptions) {
     this.health = options.health ?? new ChainHealth();
+    const rpcUrls = rpcUrlList(options.rpcUrl);
+    this.endpoints = rpcUrls.map((url) => ({ url, reachable: true, downSince: undefined, lastError: undefined }));
+    const fetchFn = createNodeFetch();
     // No retries inside viem: the worker's loop backs off and logs, and a broadcast is retried from the database.
-    this.client = createChainClients({
-      rpcUrl: options.rpcUrl,
+    const clientOptions = {
       chainId: options.chainId,
       timeoutMs: options.timeoutMs ?? 5_000,
       retryCount: 0,
       // node:http with keep-alive instead of the global fetch: a fraction of the CPU per JSON-RPC request.
-      fetchFn: createNodeFetch(),
-      maxResponseBodySize: false,
+      fetchFn,
+      maxResponseBodySize: false as const,
+    };
+    this.client = createChainClients({
+      ...clientOptions,
+      rpcUrl: rpcUrls,
+      onEndpointResponse: (url, outcome) => this.noteEndpoint(url, outcome.ok ? undefined : outcome.error),
     }).publicClient;
+    this.broadcastClients = rpcUrls.length === 1 ? [this.client] : rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl }).publicClient);
     this.chainId = options.chainId;
     this.registryAddress = options.registryAddress;
     this.treasuryAddress = options.treasuryAddress;
     this.registryFromBlock = options.registryFromBlock ?? 0n;
   }
 
+  /** An answer (or an error: only "not reached" marks it down) from one endpoint. */
+  private noteEndpoint(url: string, error: unknown): void {
+    const e = this.endpoints.find((x) => x.url === url);
+    if (!e) return;
+    if (error !== undefined && isUnreachable(error)) {
+      e.lastError = messageOf(error).slice(0, 300);
+      if (e.reachable) {
+        e.reachable = false;
+        e.downSince = new Date();
+      }
+    } else if (!e.reachable) {
+      e.reachable = true;
+      e.downSince = undefined;
+    }
+  }
+
   /** eth_chainId of an RPC, for start-up (the deployment may not name the chain). */
-  static async readChainId(rpcUrl: string, timeoutMs = 5_000): Promise<number> {
+  static async readChainId(rpcUrl: string | readonly string[], timeoutMs = 5_000): Promise<number> {
     const client = createChainClients({ rpcUrl, timeoutMs, retryCount: 0 }).publicClient;
     return reach("eth_chainId", () => client.getChainId());
   }
@@ -254,7 +303,7 @@ export class WorkerChain {
   }
 
   /** The fees to offer now: priority fee as the node suggests, max fee with room for 3x the base fee. */
-  async marketFees(): Promise<Fees> {
+  async marketFees(): Promise<MarketFees> {
     return this.reach("fees", async () => {
       const [block, priority] = await Promise.all([
         this.client.request({ method: "eth_getBlockByNumber", params: ["latest", false] }),
@@ -262,8 +311,8 @@ export class WorkerChain {
       ]);
       const maxPriorityFeePerGas = hexToBigInt(priority);
       const baseFee = block?.baseFeePerGas ? hexToBigInt(block.baseFeePerGas) : 0n;
-      if (baseFee === 0n) return { maxFeePerGas: maxPriorityFeePerGas * 2n, maxPriorityFeePerGas };
-      return { maxFeePerGas: baseFee * 3n + maxPriorityFeePerGas, maxPriorityFeePerGas };
+      if (baseFee === 0n) return { maxFeePerGas: maxPriorityFeePerGas * 2n, maxPriorityFeePerGas, baseFeePerGas: 0n };
+      return { maxFeePerGas: baseFee * 3n + maxPriorityFeePerGas, maxPriorityFeePerGas, baseFeePerGas: baseFee };
     });
   }
 
@@ -287,14 +336,28 @@ export class WorkerChain {
     });
   }
 
-  /** Sends stored raw transactions together (one batched request, in the given order) and classifies each answer. */
+  /**
+   * Sends stored raw transactions together (one batched request per endpoint, in the given order) to every
+   * endpoint, and classifies each transaction's answers (combineBroadcastOutcomes): accepted by any endpoint is
+   * accepted. The chain counts as unreachable only when no endpoint was reached.
+   */
   async broadcast(raws: readonly Hex[]): Promise<BroadcastOutcome[]> {
     if (raws.length === 0) return [];
-    const settled = await Promise.allSettled(raws.map((raw) => this.client.request({ method: "eth_sendRawTransaction", params: [raw] })));
-    const outcomes = settled.map((s): BroadcastOutcome => (s.status === "fulfilled" ? { kind: "accepted" } : classifyBroadcastError(s.reason)));
-    const unreachable = settled.find((s) => s.status === "rejected" && isUnreachable(s.reason));
-    if (unreachable?.status === "rejected") this.health.noteUnreachable(new ChainUnavailableError(`eth_sendRawTransaction: ${messageOf(unreachable.reason)}`));
-    else this.health.noteReached();
+    const perEndpoint = await Promise.all(
+      this.broadcastClients.map(async (client, e) => {
+        const settled = await Promise.allSettled(raws.map((raw) => client.request({ method: "eth_sendRawTransaction", params: [raw] })));
+        const unreachable = settled.find((s) => s.status === "rejected" && isUnreachable(s.reason));
+        this.noteEndpoint(this.endpoints[e]!.url, unreachable?.status === "rejected" ? unreachable.reason : undefined);
+        return {
+          unreachable: unreachable?.status === "rejected" ? (unreachable.reason as unknown) : undefined,
+          outcomes: settled.map((s): BroadcastOutcome => (s.status === "fulfilled" ? { kind: "accepted" } : classifyBroadcastError(s.reason))),
+        };
+      }),
+    );
+    const outcomes = raws.map((_, i) => combineBroadcastOutcomes(perEndpoint.map((p) => p.outcomes[i]!)));
+    if (perEndpoint.every((p) => p.unreachable !== undefined)) {
+      this.health.noteUnreachable(new ChainUnavailableError(`eth_sendRawTransaction: ${messageOf(perEndpoint[0]!.unreachable)}`));
+    } else this.health.noteReached();
     return outcomes;
   }
 

@@ -28,6 +28,7 @@ import type { Transaction } from "@/db/queries/executor";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
 import type { MinedReceipt, RelayerNonces } from "./chain";
 import { currentFees, type WorkerContext } from "./context";
+import { withinCeiling } from "./fee-ceiling";
 import { metrics } from "./metrics";
 import { LeaseLostError } from "./relayers";
 import { SERVICE_STATE_REVERTS } from "./review";
@@ -103,6 +104,16 @@ export class Confirmer {
   private readonly droppedByReorgAt = new Map<string, number>();
   /** The block through which settling may look (CONFIRMATIONS - 1 below the head); undefined when that is the head. */
   private settledAt: bigint | undefined;
+  /**
+   * The relayers whose last full check (with holes) found nothing open, no hole and no nonce used outside the
+   * service: until something is stored for them, there is nothing to watch (the loop then checks rarely).
+   */
+  private quietRelayers: string | undefined;
+
+  /** True when the last full check found these very relayers quiet and nothing was seen open since. */
+  isQuiet(relayers: readonly string[]): boolean {
+    return this.quietRelayers !== undefined && this.quietRelayers === [...relayers].sort().join(",");
+  }
 
   constructor(private readonly ctx: WorkerContext) {}
 
@@ -129,6 +140,7 @@ export class Confirmer {
     }
     // Both reads together: no other stage of this worker runs meanwhile, and no other worker touches these relayers.
     const [rows, nonces] = await Promise.all([listOpenNonceGroups(ctx.db, relayers), ctx.chain.nonces(relayers, this.settledAt)]);
+    if (rows.length > 0) this.quietRelayers = undefined;
     if (rows.length === 0 && !options.checkHoles) {
       ctx.status.inFlight = 0;
       return { open: 0, settled: 0 };
@@ -166,7 +178,10 @@ export class Confirmer {
 
     const settled = await this.settle(consumed);
     await this.watch(unconsumed, nonces);
-    if (options.checkHoles) await this.fillHoles(relayers, nonces, groups);
+    if (options.checkHoles) {
+      const clear = await this.fillHoles(relayers, nonces, groups);
+      this.quietRelayers = clear && rows.length === 0 ? [...relayers].sort().join(",") : undefined;
+    }
 
     // Forget throttling state of hashes no longer open.
     if (this.lastSent.size > 20_000) this.lastSent.clear();
@@ -443,6 +458,10 @@ export class Confirmer {
     const current = open[open.length - 1];
     if (!current) return;
     const market = await currentFees(ctx);
+    // The fee ceiling: while the network asks more than it, a replacement could not be mined either; and one that
+    // must outbid the stuck transaction above the ceiling is never signed. The transaction stays open and watched
+    // (it is mined by itself once the base fee falls under its max fee, or replaced then).
+    if (market.aboveCeiling) return;
     const highest = group.rows.reduce(
       (acc, r) => ({
         maxFeePerGas: r.maxFeePerGas > acc.maxFeePerGas ? r.maxFeePerGas : acc.maxFeePerGas,
@@ -451,6 +470,11 @@ export class Confirmer {
       { maxFeePerGas: 0n, maxPriorityFeePerGas: 0n },
     );
     const fees = bumpFees(highest, market);
+    const ceiling = ctx.feeCeiling?.state.ceilingWei;
+    if (!withinCeiling(fees, ceiling)) {
+      this.noteNotReplaced(group, fees.maxFeePerGas, ceiling!);
+      return;
+    }
     const timeout = ctx.settings.relayTimeoutMs;
     const account = ctx.pool.account(group.relayer);
 
@@ -535,6 +559,20 @@ export class Confirmer {
     }
   }
 
+  private lastNotReplacedLog = 0;
+  /** A stuck transaction whose replacement would have to be signed above the fee ceiling (logged every 30 s). */
+  private noteNotReplaced(group: Group, wouldBe: bigint, ceiling: bigint): void {
+    const now = Date.now();
+    if (now - this.lastNotReplacedLog < 30_000) return;
+    this.lastNotReplacedLog = now;
+    this.ctx.log.warn("stuck transaction not replaced: the replacement would exceed MAX_FEE_PER_GAS_GWEI", {
+      relayer: group.relayer,
+      nonce: group.nonce,
+      replacementMaxFeePerGas: wouldBe,
+      ceilingWei: ceiling,
+    });
+  }
+
   /* --------------------------------------------------------------- holes */
 
   /**
@@ -542,13 +580,19 @@ export class Confirmer {
    * transaction was refused, or the node lost it and nothing was stored): every later nonce waits behind it.
    * Seen twice a second apart, it is filled.
    */
-  private async fillHoles(relayers: Address[], nonces: Map<Address, RelayerNonces>, groups: Map<string, Group>): Promise<void> {
+  /** True when every relayer's next nonce is exactly the chain's pending nonce (no hole, nothing used outside). */
+  private async fillHoles(relayers: Address[], nonces: Map<Address, RelayerNonces>, groups: Map<string, Group>): Promise<boolean> {
     const { ctx } = this;
     const leases = await listRelayerLeases(ctx.db, relayers);
     const now = Date.now();
+    let clear = leases.length === relayers.length;
     for (const lease of leases) {
       const n = nonces.get(lease.address);
-      if (!n) continue;
+      if (!n) {
+        clear = false;
+        continue;
+      }
+      if (n.pending !== lease.nextNonce || n.latest !== n.pending) clear = false;
       if (n.pending > lease.nextNonce) {
         // The key was used outside the service: move past the nonces it took, or every new attempt collides.
         await ctx.db.transaction(async (tx) => {
@@ -577,6 +621,8 @@ export class Confirmer {
       if (now - since < SUSPECT_CONFIRM_MS) continue;
       this.holeSince.delete(k);
       const fees = await currentFees(ctx);
+      // Above the fee ceiling a fill could not be mined either: it is filled once fees fall.
+      if (fees.aboveCeiling) continue;
       const account = ctx.pool.account(lease.address);
       const stored = await ctx.db.transaction(async (tx): Promise<StoredTransaction> => {
         const fence = await lockLeasedRelayers(tx, ctx.workerId, [lease.address]);
@@ -599,5 +645,6 @@ export class Confirmer {
       await broadcastStored(ctx, [stored], "first");
       this.noteSent([stored.hash]);
     }
+    return clear;
   }
 }

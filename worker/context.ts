@@ -1,7 +1,8 @@
 import type { Database } from "@/db/client";
 import type { TreasuryState } from "@/lib/chain/treasury";
 import type { Logger } from "@/lib/log";
-import type { Fees, WorkerChain } from "./chain";
+import type { WorkerChain } from "./chain";
+import { capFees, type FeeCeilingWatch, type OfferedFees } from "./fee-ceiling";
 import type { RelayerPool } from "./relayers";
 
 /** What every stage of one worker process shares. */
@@ -62,8 +63,10 @@ export type WorkerContext = {
   pool: RelayerPool;
   log: Logger;
   status: WorkerStatus;
-  /** Market fees, refreshed with each new block. */
-  fees: { value: Fees; blockNumber: bigint } | undefined;
+  /** Market fees capped at the ceiling, refreshed with each new block. */
+  fees: { value: OfferedFees; blockNumber: bigint } | undefined;
+  /** MAX_FEE_PER_GAS_GWEI set: whether the network asks more than it (worker/fee-ceiling.ts). */
+  feeCeiling: FeeCeilingWatch | undefined;
   /** Wakes the loop (a stage produced work for another). */
   wake: () => void;
 };
@@ -84,11 +87,15 @@ export function emptyTotals(): WorkerTotals {
   };
 }
 
-/** Market fees, read at most once per block. */
-export async function currentFees(ctx: WorkerContext): Promise<Fees> {
+/**
+ * Market fees capped at the fee ceiling (worker/fee-ceiling.ts), read at most once per block. While `aboveCeiling`
+ * is true, callers sign nothing.
+ */
+export async function currentFees(ctx: WorkerContext): Promise<OfferedFees> {
   const block = ctx.status.blockNumber;
   if (ctx.fees && block !== undefined && ctx.fees.blockNumber === block) return ctx.fees.value;
-  const value = await ctx.chain.marketFees();
+  const value = capFees(await ctx.chain.marketFees(), ctx.feeCeiling?.state.ceilingWei);
   ctx.fees = { value, blockNumber: block ?? 0n };
+  ctx.feeCeiling?.note(value);
   return value;
 }

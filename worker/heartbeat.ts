@@ -18,8 +18,18 @@ export type HeartbeatDetails = {
   relayers: { configured: string[]; leased: string[]; withoutGas: string[] };
   queue: { pending: number; approved: number; relayed: number };
   inFlight: number;
-  chain: { reachable: boolean; blockNumber: string | null; downSince: string | null; lastError: string | null; chainId: number };
+  chain: {
+    reachable: boolean;
+    blockNumber: string | null;
+    downSince: string | null;
+    lastError: string | null;
+    chainId: number;
+    /** Each RPC_URL endpoint by its origin (its path may hold a key), in order. */
+    endpoints: { endpoint: string; reachable: boolean; downSince: string | null; lastError: string | null }[];
+  };
   treasury: { address: string; balanceWei: string; amountWei: string; paused: boolean; underfunded: boolean; checkedAt: string } | null;
+  /** MAX_FEE_PER_GAS_GWEI (null when unset): whether the base fee was above it when last read, and since when. */
+  fees: { ceilingWei: string; baseFeeWei: string | null; aboveCeiling: boolean; since: string | null; checkedAt: string | null } | null;
   lastError: { stage: string; message: string; at: string } | null;
   totals: Record<string, number>;
   settings: { intervalMs: number; heartbeatMs: number; relayTimeoutMs: number; maxRelayAttempts: number; batchSize: number; confirmations: number };
@@ -57,6 +67,13 @@ export class Heartbeat {
         downSince: health.downSince?.toISOString() ?? null,
         lastError: health.lastError ?? null,
         chainId: ctx.chain.chainId,
+        endpoints: ctx.chain.endpoints.map((e) => ({
+          endpoint: new URL(e.url).origin,
+          // One endpoint: the chain's own reachability (every read goes there).
+          reachable: ctx.chain.endpoints.length === 1 ? health.reachable : e.reachable,
+          downSince: e.downSince?.toISOString() ?? null,
+          lastError: e.lastError ?? null,
+        })),
       },
       treasury: t
         ? {
@@ -66,6 +83,15 @@ export class Heartbeat {
             paused: t.paused,
             underfunded: t.underfunded,
             checkedAt: t.checkedAt.toISOString(),
+          }
+        : null,
+      fees: ctx.feeCeiling
+        ? {
+            ceilingWei: ctx.feeCeiling.state.ceilingWei.toString(),
+            baseFeeWei: ctx.feeCeiling.state.baseFeeWei?.toString() ?? null,
+            aboveCeiling: ctx.feeCeiling.state.aboveCeiling,
+            since: ctx.feeCeiling.state.since?.toISOString() ?? null,
+            checkedAt: ctx.feeCeiling.state.checkedAt?.toISOString() ?? null,
           }
         : null,
       lastError: ctx.status.lastError

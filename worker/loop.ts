@@ -1,7 +1,7 @@
 import { ChainUnavailableError } from "./chain";
 import { isOutage } from "./errors";
 import { Confirmer } from "./confirm";
-import type { WorkerContext } from "./context";
+import { currentFees, type WorkerContext } from "./context";
 import { metrics } from "./metrics";
 import { relayBatch } from "./relay";
 import { REGISTRY_INDEX_INTERVAL_MS, indexRegistry } from "./registry-index";
@@ -31,6 +31,12 @@ export class WorkerStuckError extends Error {
   override name = "WorkerStuckError";
 }
 const FULL_CHECK_MS = 1_000;
+/**
+ * Idle (nothing in flight, nothing waiting to be relayed, the last full check found every relayer quiet), the full
+ * check (block number, every relayer's nonces, holes) runs this often instead of every heartbeat: RPC providers
+ * bill per call (issue 12 item 6). Anything stored ends the idle state at once.
+ */
+export const IDLE_CHECK_MS = 30_000;
 
 type Stage = "leases" | "review" | "relay" | "confirm" | "index";
 
@@ -44,6 +50,9 @@ export class WorkerLoop {
   private lastFullCheck = 0;
   private lastBlockPoll = 0;
   private lastBlock: bigint | undefined;
+  private lastMaintenanceCheck = 0;
+  /** Requests the last relay pass found and left waiting (treasury, fee ceiling): not idle while some wait. */
+  private relayWaiting = false;
   private failures = 0;
   private nonOutageFailures = 0;
   private fatal: Error | undefined;
@@ -154,6 +163,7 @@ export class WorkerLoop {
       if (this.stopping) return false;
       const relayed = await guarded("relay", () => relayBatch(ctx), (r) => r.stored ?? 0);
       if (relayed) {
+        this.relayWaiting = relayed.claimed > 0 && (relayed.stored ?? 0) === 0;
         sent = relayed.stored ?? 0;
         if ((relayed.stored ?? 0) >= ctx.settings.batchSize) busy = true;
         if (relayed.waiting && relayed.waiting !== "no_relayers" && relayed.claimed > 0) this.noteWaiting(relayed.waiting);
@@ -164,9 +174,14 @@ export class WorkerLoop {
     // Transactions in flight: the block number is read every confirmPollMs (not on every wake-up: a queue woken
     // by each creation would read it per request), and the full check runs on a new block, at least once a second,
     // and with the maintenance. The relay stage counts what it stored into `inFlight`, so polling starts at once.
-    const fullDue = maintenance || now - this.lastFullCheck >= FULL_CHECK_MS;
+    // Idle, the maintenance check runs every IDLE_CHECK_MS only.
+    const idle =
+      ctx.status.inFlight === 0 && !this.relayWaiting && !ctx.feeCeiling?.state.aboveCeiling && this.confirmer.isQuiet(ctx.pool.leased);
+    const maintenanceCheck = maintenance && (!idle || now - this.lastMaintenanceCheck >= Math.max(IDLE_CHECK_MS, ctx.settings.heartbeatMs));
+    if (maintenanceCheck) this.lastMaintenanceCheck = now;
+    const fullDue = maintenanceCheck || now - this.lastFullCheck >= FULL_CHECK_MS;
     const pollDue = now - this.lastBlockPoll >= ctx.settings.confirmPollMs;
-    if ((ctx.status.inFlight > 0 && pollDue) || maintenance) {
+    if ((ctx.status.inFlight > 0 && pollDue) || maintenanceCheck) {
       await guarded("confirm", async () => {
         this.lastBlockPoll = now;
         const block = await ctx.chain.blockNumber();
@@ -176,7 +191,7 @@ export class WorkerLoop {
         this.lastBlock = block;
         this.lastFullCheck = now;
         const started = performance.now();
-        const outcome = await this.confirmer.run({ checkHoles: maintenance, head: block });
+        const outcome = await this.confirmer.run({ checkHoles: maintenanceCheck, head: block });
         ctx.status.checkedBlock = block;
         ctx.status.checkedAt = Date.now();
         if (outcome.settled > 0) {
@@ -194,6 +209,10 @@ export class WorkerLoop {
       this.lastRegistryIndex = now;
       await guarded("index", () => indexRegistry(ctx, head), (r) => r.wallets);
     }
+
+    // Above the fee ceiling with nothing waiting to be signed, the fees are still read (once per maintenance, when
+    // the block changed) so the episode ends by itself when they fall.
+    if (maintenance && ctx.feeCeiling?.state.aboveCeiling) await guarded("relay", () => currentFees(ctx));
 
     // A full batch means more is waiting: scan the queue again at once.
     if (busy) this.queueDue = true;
@@ -222,11 +241,13 @@ export class WorkerLoop {
     if (now - this.lastWaitingLog < 30_000) return;
     this.lastWaitingLog = now;
     const t = this.ctx.status.treasury;
+    const f = this.ctx.feeCeiling?.state;
     this.ctx.log.warn("relay waiting: requests stay approved, no attempt is used", {
       why,
       treasuryBalanceWei: t?.balance,
       amountWei: t?.amount,
       paused: t?.paused,
+      ...(why === "fees_above_ceiling" && f ? { baseFeeWei: f.baseFeeWei, ceilingWei: f.ceilingWei } : {}),
     });
   }
 

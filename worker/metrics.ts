@@ -1,5 +1,6 @@
 import type { RequestTimes } from "@/db/queries/pipeline";
 import {
+  observeFeeCeiling,
   observeRequestFinished,
   observeWorkerStep,
   recordRelayAttempt,
@@ -30,4 +31,5 @@ export const metrics = {
       for (const r of requests) if (r) observeRequestFinished(r);
     }),
   step: (stage: string, seconds: number, items: number) => safely(() => observeWorkerStep({ stage, seconds, items })),
+  feeCeiling: (input: { ceilingWei: bigint; baseFeeWei: bigint; aboveCeiling: boolean }) => safely(() => observeFeeCeiling(input)),
 };

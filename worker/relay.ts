@@ -21,7 +21,7 @@ type Address = `0x${string}`;
 export type RelayOutcome = {
   sent: number;
   /** Why nothing was sent although work may be waiting. */
-  waiting?: "no_relayers" | "sponsorships_paused" | "treasury_paused" | "treasury_underfunded" | "treasury_capacity";
+  waiting?: "no_relayers" | "sponsorships_paused" | "treasury_paused" | "treasury_underfunded" | "treasury_capacity" | "fees_above_ceiling";
   claimed: number;
   /** Attempts stored (and handed to the chain) by this batch. */
   stored?: number;
@@ -37,7 +37,8 @@ export type RelayOutcome = {
  * The administrator's pause is read with the locks: while it is set no relay transaction is signed or sent
  * (approved requests wait; attempts already sent are still confirmed or replaced by the confirm stage).
  * The treasury is checked first: paused, or not enough balance for the amounts already in flight plus one more,
- * leaves requests where they are (no attempt is created, none is burned) and health shows it.
+ * leaves requests where they are (no attempt is created, none is burned) and health shows it. So does a base fee
+ * above MAX_FEE_PER_GAS_GWEI (worker/fee-ceiling.ts); otherwise the fees offered are capped at the ceiling.
  *
  * Four round trips to the database: BEGIN with both locks (relayers, then requests); the re-read of the locked
  * requests with the count of open relays (while the treasury and the fees are read from the chain); the writes;
@@ -79,6 +80,8 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
     if (affordable <= 0n) {
       return { stored: [], claimed: candidates.length, waiting: underfunded ? ("treasury_underfunded" as const) : ("treasury_capacity" as const) };
     }
+    // The network asks more than the ceiling: nothing signed under it could be mined. Requests wait as they are.
+    if (fees.aboveCeiling) return { stored: [], claimed: candidates.length, waiting: "fees_above_ceiling" as const };
 
     const rotation = ctx.pool.rotation().filter((r) => nonces.has(r));
     const attempts: NewRelayAttempt[] = [];

@@ -10,6 +10,7 @@ import { startProcessMetricsServer } from "@/lib/metrics";
 import { ChainHealth, ChainUnavailableError, WorkerChain } from "./chain";
 import { emptyTotals, type WorkerContext, type WorkerSettings } from "./context";
 import { FatalWorkerError, isDatabaseUnavailable } from "./errors";
+import { FeeCeilingWatch } from "./fee-ceiling";
 import { Heartbeat } from "./heartbeat";
 import { WorkerLoop } from "./loop";
 import { RelayerPool } from "./relayers";
@@ -76,13 +77,13 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   let stopped = false;
 
   if (!config.databaseUrl) throw new FatalWorkerError("DATABASE_URL is not set: start the worker with `npm start`, which provides it, or set it");
-  if (!config.rpcUrl) throw new FatalWorkerError("RPC_URL is not set: start the worker with `npm start`, which provides it, or set it");
+  if (config.rpcUrls.length === 0) throw new FatalWorkerError("RPC_URL is not set: start the worker with `npm start`, which provides it, or set it");
   const deployment = resolveDeployment(config);
   if (!deployment) {
     throw new FatalWorkerError("no contracts configured: set REGISTRY_ADDRESS and TREASURY_ADDRESS, or let `npm start` deploy to the local chain");
   }
   const databaseUrl = config.databaseUrl;
-  const rpcUrl = config.rpcUrl;
+  const rpcUrl = config.rpcUrls;
 
   await untilReady("database", log, () => applyMigrations(databaseUrl), () => stopped);
   const chainId = await untilReady("chain", log, () => WorkerChain.readChainId(rpcUrl), () => stopped);
@@ -130,8 +131,19 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     log,
     status: { treasury: undefined, pause: undefined, lastError: undefined, blockNumber: undefined, checkedBlock: undefined, checkedAt: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
     fees: undefined,
+    feeCeiling: config.maxFeePerGasWei === undefined ? undefined : new FeeCeilingWatch(config.maxFeePerGasWei),
     wake: () => {},
   };
+  if (ctx.feeCeiling) {
+    // The start and the end of each episode, once (the hook for the `fees.above_ceiling` alert).
+    ctx.feeCeiling.onChange = (change) => {
+      if (change.aboveCeiling) {
+        log.warn("fees above MAX_FEE_PER_GAS_GWEI: new relays wait, stuck ones are not replaced", { baseFeeWei: change.baseFeeWei, ceilingWei: change.ceilingWei });
+      } else {
+        log.info("fees back under MAX_FEE_PER_GAS_GWEI: relays move again", { baseFeeWei: change.baseFeeWei, ceilingWei: change.ceilingWei, lastedMs: change.lastedMs });
+      }
+    };
+  }
   const heartbeat = new Heartbeat(ctx);
   const loop = new WorkerLoop(ctx);
   ctx.wake = () => loop.wake();
@@ -174,6 +186,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     relayTimeoutMs: settings.relayTimeoutMs,
     maxRelayAttempts: settings.maxRelayAttempts,
     confirmations: settings.confirmations,
+    maxFeePerGasWei: config.maxFeePerGasWei ?? null,
   });
   // METRICS_PORT + 1 on loopback, when METRICS_PORT is set (lib/metrics).
   const metricsServer = await startProcessMetricsServer("worker", log);

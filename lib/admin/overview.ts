@@ -16,6 +16,7 @@ import {
 import type { WorkerHeartbeat } from "@/db/schema";
 import { readAccountBalances, readTreasuryState } from "@/lib/chain/treasury";
 import { createLogger } from "@/lib/log";
+import type { HealthCheck } from "@/lib/sponsorship/schemas";
 
 /**
  * Everything the dashboard's overview shows, gathered on the server: database reads through db/queries, chain
@@ -72,6 +73,9 @@ export type DashboardOverview = {
   relayers: RelayerView[];
   /** Set when the chain could not be read for the relayer balances and nonces. */
   relayersError: string | null;
+  /** Each RPC_URL endpoint's state and the fee ceiling check, as /health reports them (absent without a chain). */
+  rpcEndpoints?: (NonNullable<HealthCheck["endpoints"]>[number] & { endpoint: string })[];
+  fees?: HealthCheck;
 };
 
 export type OverviewChain = {

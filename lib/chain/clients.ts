@@ -2,11 +2,13 @@ import {
   createPublicClient,
   createWalletClient,
   defineChain,
+  fallback,
   http,
   type Account,
   type Chain,
-  type HttpTransport,
+  type FallbackTransport,
   type PublicClient,
+  type Transport,
   type WalletClient,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -15,11 +17,14 @@ import { getConfig } from "@/lib/config";
 /**
  * viem clients built from the configuration. The polling interval is explicit: viem's default (4 s) would make
  * every receipt wait on a local chain last seconds. JSON-RPC batching is on, so reads issued together (balances
- * of every relayer, the treasury's state) travel in one HTTP request.
+ * of every relayer, the treasury's state) travel in one HTTP request. Several endpoints of one chain (RPC_URL as a
+ * comma-separated list) go through viem's `fallback` transport: each call goes to the first endpoint that answers,
+ * in the configured order.
  */
 
 export type ChainClientOptions = {
-  rpcUrl: string;
+  /** One endpoint, or several of the same chain (reads fail over in this order). */
+  rpcUrl: string | readonly string[];
   /** Known chain id; when absent the clients have no chain attached (reads work, writes need `walletClient`). */
   chainId?: number;
   /** Default: 100 ms for a loopback RPC (local anvil), 1,000 ms otherwise. */
@@ -37,15 +42,19 @@ export type ChainClientOptions = {
   fetchFn?: typeof fetch;
   /** The transport's cap on an answer's size (viem's default 10 MB); `false` when `fetchFn` enforces its own. */
   maxResponseBodySize?: number | false;
+  /** With several endpoints: told of every answer (or error) of each endpoint, by its URL. */
+  onEndpointResponse?: (rpcUrl: string, outcome: { ok: true } | { ok: false; error: Error }) => void;
 };
 
-export type ChainPublicClient = PublicClient<HttpTransport, Chain | undefined>;
-export type RelayerWalletClient = WalletClient<HttpTransport, Chain, Account>;
+export type ChainPublicClient = PublicClient<Transport, Chain | undefined>;
+export type RelayerWalletClient = WalletClient<Transport, Chain, Account>;
 
 /** A public client that also carries itself as `publicClient`, and makes wallet clients on the same RPC. */
 export type ChainClients = ChainPublicClient & {
   publicClient: ChainPublicClient;
   rpcUrl: string;
+  /** Every endpoint, in order (`rpcUrl` is the first). */
+  rpcUrls: readonly string[];
   /** A wallet client signing locally with `privateKey`; needs the chain id (from options or `getChainId`). */
   walletClient: (privateKey: `0x${string}`, chainId?: number) => RelayerWalletClient;
 };
@@ -65,18 +74,36 @@ export function chainFromId(chainId: number, rpcUrl: string): Chain {
   });
 }
 
+export function rpcUrlList(rpcUrl: string | readonly string[]): string[] {
+  const urls = typeof rpcUrl === "string" ? [rpcUrl] : [...rpcUrl];
+  if (urls.length === 0) throw new Error("no RPC endpoint given");
+  return urls;
+}
+
 export function createChainClients(options: ChainClientOptions): ChainClients {
-  const { rpcUrl } = options;
-  const pollingInterval = options.pollingIntervalMs ?? (isLoopbackRpc(rpcUrl) ? 100 : 1_000);
-  const transport = http(rpcUrl, {
-    batch: { batchSize: 200, wait: options.batchWaitMs ?? 0 },
-    timeout: options.timeoutMs ?? 10_000,
-    retryCount: options.retryCount ?? 3,
-    ...(options.fetchFn ? { fetchFn: options.fetchFn } : {}),
-    ...(options.maxResponseBodySize !== undefined ? { maxResponseBodySize: options.maxResponseBodySize } : {}),
-  });
+  const rpcUrls = rpcUrlList(options.rpcUrl);
+  const rpcUrl = rpcUrls[0]!;
+  const pollingInterval = options.pollingIntervalMs ?? (rpcUrls.every(isLoopbackRpc) ? 100 : 1_000);
+  const httpTo = (url: string, retryCount: number) =>
+    http(url, {
+      batch: { batchSize: 200, wait: options.batchWaitMs ?? 0 },
+      timeout: options.timeoutMs ?? 10_000,
+      retryCount,
+      ...(options.fetchFn ? { fetchFn: options.fetchFn } : {}),
+      ...(options.maxResponseBodySize !== undefined ? { maxResponseBodySize: options.maxResponseBodySize } : {}),
+    });
+  // One endpoint: plain HTTP. Several: the first that answers, in order (no ranking: that would poll every endpoint).
+  const transport: Transport =
+    rpcUrls.length === 1 ? httpTo(rpcUrl, options.retryCount ?? 3) : fallback(rpcUrls.map((url) => httpTo(url, 0)), { rank: false, retryCount: options.retryCount ?? 3 });
   const chain: Chain | undefined = options.chainId === undefined ? undefined : chainFromId(options.chainId, rpcUrl);
   const publicClient: ChainPublicClient = createPublicClient({ transport, chain, pollingInterval });
+  const onEndpointResponse = options.onEndpointResponse;
+  if (rpcUrls.length > 1 && onEndpointResponse) {
+    (publicClient.transport as unknown as ReturnType<FallbackTransport>["value"] & {}).onResponse((r) => {
+      const url = (r.transport as { value?: { url?: string } }).value?.url ?? rpcUrl;
+      onEndpointResponse(url, r.status === "success" ? { ok: true } : { ok: false, error: r.error ?? new Error("unknown error") });
+    });
+  }
   const walletClient = (privateKey: `0x${string}`, chainId?: number): RelayerWalletClient => {
     const id = chainId ?? options.chainId;
     if (id === undefined) throw new Error("walletClient needs a chain id: pass it, or create the clients with chainId");
@@ -88,7 +115,7 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
     });
   };
   // `extend` returns a new client with the extra members; `publicClient` is the plain client underneath.
-  return publicClient.extend(() => ({ publicClient, rpcUrl, walletClient })) as unknown as ChainClients;
+  return publicClient.extend(() => ({ publicClient, rpcUrl, rpcUrls, walletClient })) as unknown as ChainClients;
 }
 
 let cached: { key: string; clients: ChainClients } | undefined;
@@ -99,10 +126,10 @@ let cached: { key: string; clients: ChainClients } | undefined;
  */
 export function getChainClients(): ChainClients {
   const config = getConfig();
-  if (!config.rpcUrl) throw new Error("RPC_URL is not set: no chain configured");
-  const key = `${config.rpcUrl}|${config.chainId ?? ""}`;
+  if (config.rpcUrls.length === 0) throw new Error("RPC_URL is not set: no chain configured");
+  const key = `${config.rpcUrls.join(",")}|${config.chainId ?? ""}`;
   if (cached?.key !== key) {
-    cached = { key, clients: createChainClients({ rpcUrl: config.rpcUrl, chainId: config.chainId }) };
+    cached = { key, clients: createChainClients({ rpcUrl: config.rpcUrls, chainId: config.chainId }) };
   }
   return cached.clients;
 }

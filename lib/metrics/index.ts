@@ -43,7 +43,7 @@ function defaultSources(config: Config = getConfig()): ServiceSources {
     const db: Database = createDatabase(config.databaseUrl, { max: 2, applicationName: "sponsorship-metrics", statementTimeoutMs: 5_000, lockTimeoutMs: 2_000 });
     state.sources = {
       db,
-      chain: config.rpcUrl ? createViemChainReader(config.rpcUrl) : undefined,
+      chain: config.rpcUrls.length > 0 ? createViemChainReader(config.rpcUrls) : undefined,
       treasuryAddress: resolveDeployment(config)?.treasuryAddress,
       sponsorAmountWei: config.sponsorAmountWei,
     };
@@ -112,6 +112,10 @@ export function observeRequestFinished(request: RequestTimestamps): void {
 
 export function observeWorkerStep(input: { stage: string; seconds: number; items: number }): void {
   getWorkerMetrics().pipeline.observeWorkerStep(input);
+}
+
+export function observeFeeCeiling(input: { ceilingWei: bigint; baseFeeWei: bigint; aboveCeiling: boolean }): void {
+  getWorkerMetrics().pipeline.observeFeeCeiling(input);
 }
 
 /* ------------------------------------------------------ loopback server */

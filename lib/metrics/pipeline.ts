@@ -1,4 +1,4 @@
-import { Counter, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
 /** The worker's own events: relay attempts and their outcomes, stage durations, time per worker step. */
 
@@ -27,6 +27,8 @@ export type PipelineMetrics = {
   observeRequestFinished(request: RequestTimestamps): void;
   /** One pass of a worker stage (review, relay, confirm) over a batch. */
   observeWorkerStep(input: { stage: string; seconds: number; items: number }): void;
+  /** Fees just read with MAX_FEE_PER_GAS_GWEI set (worker/fee-ceiling.ts). */
+  observeFeeCeiling(input: { ceilingWei: bigint; baseFeeWei: bigint; aboveCeiling: boolean }): void;
 };
 
 /** Seconds, 50 ms to 10 minutes: a request takes about a block time per stage, and up to minutes when retried. */
@@ -84,6 +86,22 @@ export function createPipelineMetrics(registry: Registry): PipelineMetrics {
     registers,
   });
 
+  const feeCeiling = new Gauge({
+    name: "sponsorship_fee_ceiling_wei",
+    help: "MAX_FEE_PER_GAS_GWEI in wei (absent when no ceiling is set)",
+    registers,
+  });
+  const baseFee = new Gauge({
+    name: "sponsorship_base_fee_wei",
+    help: "Base fee per gas of the latest block the worker read its fees from, in wei (only with a fee ceiling)",
+    registers,
+  });
+  const aboveCeiling = new Gauge({
+    name: "sponsorship_fees_above_ceiling",
+    help: "1 while the network's base fee is above MAX_FEE_PER_GAS_GWEI (new relays wait, stuck ones are not replaced), else 0",
+    registers,
+  });
+
   const relayerLabel = (relayer: string) => relayer.toLowerCase();
 
   return {
@@ -111,6 +129,11 @@ export function createPipelineMetrics(registry: Registry): PipelineMetrics {
     observeWorkerStep({ stage, seconds: s, items }) {
       steps.observe({ stage }, Math.max(0, s));
       if (items > 0) stepItems.inc({ stage }, items);
+    },
+    observeFeeCeiling(input) {
+      feeCeiling.set(Number(input.ceilingWei));
+      baseFee.set(Number(input.baseFeeWei));
+      aboveCeiling.set(input.aboveCeiling ? 1 : 0);
     },
   };
 }

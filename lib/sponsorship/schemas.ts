@@ -192,6 +192,8 @@ export const healthCheckCode = named(
       "underfunded",
       "treasury_paused",
       "no_deployment",
+      "fees_above_ceiling",
+      "endpoints_down",
     ])
     .meta({ description: "Why the check is not ok; clients switch on it. Absent when the check is ok" }),
 );
@@ -216,6 +218,20 @@ export const healthCheck = named(
       .array(z.string())
       .optional()
       .meta({ description: "Relayer addresses whose broadcasts the node refused for want of gas money (worker check)" }),
+    baseFeeWei: z.string().optional().meta({ description: "Base fee per gas of the latest block, decimal string (fees check)" }),
+    ceilingWei: z.string().optional().meta({ description: "MAX_FEE_PER_GAS_GWEI in wei, decimal string (fees check)" }),
+    endpoints: z
+      .array(
+        z.strictObject({
+          index: z.int().min(1).meta({ description: "Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key)" }),
+          status: z.enum(["ok", "down"]),
+          code: healthCheckCode.optional(),
+          blockNumber: z.string().optional(),
+          latencyMs: z.number().nonnegative().optional(),
+        }),
+      )
+      .optional()
+      .meta({ description: "Each RPC_URL endpoint, in order (chain check)" }),
   }),
 );
 export type HealthCheck = z.infer<typeof healthCheck>;
@@ -231,6 +247,7 @@ export const healthResponse = named(
       worker: healthCheck,
       treasury: healthCheck,
       sponsorships: healthCheck.optional().meta({ description: "The administrator's pause: degraded (with the reason) while paused" }),
+      fees: healthCheck.optional().meta({ description: "MAX_FEE_PER_GAS_GWEI against the base fee: degraded (fees_above_ceiling) while above it" }),
     }),
   }),
 );

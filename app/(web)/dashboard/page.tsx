@@ -277,8 +277,54 @@ function TreasurySection({ overview }: { overview: DashboardOverview }) {
           </div>
         </dl>
       )}
+      <ChainEndpoints overview={overview} />
     </Section>
   );
+}
+
+/** Each RPC_URL endpoint (by origin: a provider key may sit in its path) and the fee ceiling, as /health sees them. */
+function ChainEndpoints({ overview }: { overview: DashboardOverview }) {
+  const endpoints = overview.rpcEndpoints ?? [];
+  const fees = overview.fees;
+  if (endpoints.length === 0 && !fees) return null;
+  return (
+    <dl className="mt-4 space-y-2 border-t border-slate-200 pt-4">
+      <div>
+        <dt className="text-sm text-slate-700">RPC endpoints</dt>
+        <dd>
+          <ul className="space-y-1" aria-label="RPC endpoints">
+            {endpoints.map((e, i) => (
+              <li key={`${i}-${e.endpoint}`} className="text-sm break-all">
+                <span className={e.status === "ok" ? "font-medium text-green-800" : "font-medium text-red-800"}>{e.status === "ok" ? "Up" : "Down"}</span>{" "}
+                <span className="font-mono text-slate-900">{e.endpoint}</span>
+                {e.status === "ok" ? (
+                  <span className="text-slate-700"> block {e.blockNumber}, {e.latencyMs} ms</span>
+                ) : (
+                  <span className="text-slate-700"> ({e.code ?? "down"})</span>
+                )}
+              </li>
+            ))}
+          </ul>
+        </dd>
+      </div>
+      {fees && fees.status !== "not_configured" && (
+        <div>
+          <dt className="text-sm text-slate-700">Fee ceiling</dt>
+          <dd className={fees.status === "ok" ? "text-slate-900" : "font-medium text-red-800"}>
+            {fees.ceilingWei ? `${formatGwei(BigInt(fees.ceilingWei))} max fee` : ""}
+            {fees.baseFeeWei ? `, base fee ${formatGwei(BigInt(fees.baseFeeWei))}` : ""}
+            {fees.status === "degraded" ? ": above the ceiling, relays wait" : fees.status === "down" ? `: ${fees.detail ?? "unknown"}` : ""}
+          </dd>
+        </div>
+      )}
+    </dl>
+  );
+}
+
+function formatGwei(wei: bigint): string {
+  const whole = wei / 10n ** 9n;
+  const fraction = (wei % 10n ** 9n).toString().padStart(9, "0").replace(/0+$/, "");
+  return `${whole}${fraction ? `.${fraction}` : ""} gwei`;
 }
 
 function RelayersSection({ overview }: { overview: DashboardOverview }) {
