@@ -101,6 +101,16 @@ const walletAddressBodyContent = {
   content: { "application/json": { schema: ref("WalletAddressBody"), example: { walletAddress: "0x52908400098527886E0F7030069857D2E4169EE7" } } },
 };
 
+/**
+ * Every public operation needs no credential, and says so with the explicit empty requirement (`security: []`)
+ * rather than by omission, which a client generator or linter cannot tell from "forgot".
+ */
+function withoutCredential(paths: Record<string, Record<string, Record<string, unknown>>>) {
+  return Object.fromEntries(
+    Object.entries(paths).map(([p, item]) => [p, Object.fromEntries(Object.entries(item).map(([m, op]) => [m, { ...op, security: [] }]))]),
+  );
+}
+
 export function buildOpenApiDocument(): Record<string, unknown> {
   const addressParam = { name: "address", in: "path", required: true, schema: jsonSchema(walletAddressInput), description: "Wallet address, any case" };
   const idParam = (description: string) => ({ name: "id", in: "path", required: true, schema: jsonSchema(uuid), description });
@@ -117,7 +127,7 @@ export function buildOpenApiDocument(): Record<string, unknown> {
         "A path that matches no endpoint answers 404 `not_found`; a path with a malformed percent-escape answers 400 `invalid_path`.",
     },
     servers: [{ url: "/" }],
-    paths: {
+    paths: withoutCredential({
       "/wallets/register": {
         post: {
           operationId: "registerWallet",
@@ -213,7 +223,9 @@ export function buildOpenApiDocument(): Record<string, unknown> {
           operationId: "getHealth",
           summary: "Liveness and dependencies",
           responses: {
+            ...errorResponses([]),
             "200": success("ok, or degraded when the chain, the worker or the treasury is unhealthy", "Health"),
+            // Not a problem: /health answers its own report, with the database check down.
             "503": success("unavailable: the database does not answer", "Health", { "Retry-After": { $ref: "#/components/headers/Retry-After" } }),
           },
         },
@@ -222,10 +234,13 @@ export function buildOpenApiDocument(): Record<string, unknown> {
         get: {
           operationId: "getOpenApiDocument",
           summary: "This document",
-          responses: { "200": { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } } },
+          responses: {
+            "200": { description: "OpenAPI 3.1", headers: headerRefs, content: { "application/json": { schema: { type: "object" } } } },
+            ...errorResponses([]),
+          },
         },
       },
-    },
+    }),
     components: {
       schemas: componentSchemas(),
       headers: {
