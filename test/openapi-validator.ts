@@ -28,10 +28,10 @@ type Operation = { responses?: Record<string, { content?: Record<string, { schem
 type OpenApiDocument = { paths: Record<string, Record<string, Operation>> };
 
 /**
- * Paths that are not the JSON API: the pages, the reference page, Next's assets, and the operator's Prometheus
+ * Paths that are not the JSON API: the home page and the other pages, the reference page, Next's assets, and the operator's Prometheus
  * text (`/metrics`, bearer-protected, outside the document). Their responses are not checked here.
  */
-const NOT_THE_API = [/^\/request(\/|$)/, /^\/dashboard(\/|$)/, /^\/docs(\/|$)/, /^\/_next\//, /^\/metrics$/, /^\/favicon\.ico$/];
+const NOT_THE_API = [/^\/$/, /^\/request(\/|$)/, /^\/dashboard(\/|$)/, /^\/docs(\/|$)/, /^\/_next\//, /^\/metrics$/, /^\/favicon\.ico$/];
 
 /**
  * Answers the document describes outside its operations (its `info.description`): a path that matches no
@@ -94,7 +94,9 @@ export function createResponseValidator(document: unknown): ResponseValidator {
 
   return (response) => {
     const method = response.method.toUpperCase();
-    const pathname = new URL(response.path, "http://validator.invalid").pathname;
+    const sent = new URL(response.path, "http://validator.invalid").pathname;
+    // The server serves a path with a trailing slash as the path without it (next.config: skipTrailingSlashRedirect).
+    const pathname = sent.length > 1 ? sent.replace(/\/+$/, "") : sent;
     const what = `${method} ${pathname} -> ${response.status}`;
     if (NOT_THE_API.some((r) => r.test(pathname))) return [];
     // A CORS preflight is HTTP plumbing (docs/api.md "CORS"), not an operation; its refusal is still a problem.
