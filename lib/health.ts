@@ -126,7 +126,8 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
   return { chain, treasury };
 }
 
-function chainChecks(config: Config): Promise<ChainChecks> {
+/** The chain and treasury checks, cached for CHAIN_CACHE_MS and shared by concurrent callers (GET /faucet reads them too). */
+export function chainChecks(config: Config): Promise<ChainChecks> {
   const key = `${config.rpcUrl ?? ""}|${config.treasuryAddress ?? ""}|${config.sponsorAmountWei}`;
   const now = Date.now();
   if (!chainCache || chainCache.key !== key || chainCache.expiresAt <= now) {

@@ -140,6 +140,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/faucet": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the faucet gives, on which network, whether it is serving, how long it usually takes
+         * @description Public and cheap: served from a snapshot at most a second old. `state` is, first match wins: `paused` or `budget_exhausted` (an administrator's gate), `chain_unreachable` (the chain or the treasury cannot be read), `paused` (the treasury is paused on-chain), `empty` (less than one sponsorship left), `low_funds` (fewer than TREASURY_LOW_SPONSORSHIPS left; still serving), `operating`.
+         */
+        get: operations["getFaucetStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.json": {
         parameters: {
             query?: never;
@@ -383,6 +403,30 @@ export interface components {
                 path: string;
                 message: string;
             }[];
+        };
+        /**
+         * @description low_funds still serves requests (fewer than TREASURY_LOW_SPONSORSHIPS sponsorships are left); the others after operating do not
+         * @enum {string}
+         */
+        FaucetState: "operating" | "paused" | "budget_exhausted" | "low_funds" | "empty" | "chain_unreachable";
+        FaucetStatus: {
+            chainId: number;
+            /** @description NETWORK_NAME; by default from the chain id ("Local development chain" for 31337) */
+            networkName: string;
+            /** @example ETH */
+            nativeSymbol: string;
+            /**
+             * @description What one sponsorship sends (SPONSOR_AMOUNT_WEI), decimal string
+             * @example 10000000000000000
+             */
+            amountWei: string;
+            /** @description Block explorer base URL (transactions at `{explorerUrl}/tx/{hash}`), or null */
+            explorerUrl: string | null;
+            state: components["schemas"]["FaucetState"];
+            /** @description While the faucet does not serve requests, the seconds after which to look again; null while it does (operating, low_funds) */
+            retryAfterSeconds: number | null;
+            /** @description Median seconds from requestedAt to completedAt of the requests completed in the last hour; null with none */
+            medianSecondsToComplete: number | null;
         };
     };
     responses: never;
@@ -1121,6 +1165,59 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    getFaucetStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The faucet's status */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FaucetStatus"];
+                };
+            };
+            /** @description `origin_not_allowed`: Origin not allowed */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `method_not_allowed`: Method not allowed */
+            405: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description The methods the path supports */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal server error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };

@@ -18,6 +18,7 @@ type RouteModule = Record<string, NextRouteHandler>;
 const routes: { pattern: RegExp; names: string[]; load: () => Promise<RouteModule> }[] = [
   { pattern: /^\/health$/, names: [], load: () => import("@/app/(api)/health/route") },
   { pattern: /^\/openapi\.json$/, names: [], load: () => import("@/app/(api)/openapi.json/route") },
+  { pattern: /^\/faucet$/, names: [], load: () => import("@/app/(api)/faucet/route") },
   { pattern: /^\/wallets\/register$/, names: [], load: () => import("@/app/(api)/wallets/register/route") },
   { pattern: /^\/sponsorship\/request$/, names: [], load: () => import("@/app/(api)/sponsorship/request/route") },
   { pattern: /^\/wallets\/([^/]+)\/history$/, names: ["address"], load: () => import("@/app/(api)/wallets/[address]/history/route") },
