@@ -28,10 +28,10 @@ type Operation = { responses?: Record<string, { content?: Record<string, { schem
 type OpenApiDocument = { paths: Record<string, Record<string, Operation>> };
 
 /**
- * Paths that are not the JSON API: the home page and the other pages, the reference page, Next's assets, and the operator's Prometheus
- * text (`/metrics`, bearer-protected, outside the document). Their responses are not checked here.
+ * Paths that are not the JSON API: the home page and the other pages, the reference page and Next's assets.
+ * Their responses are not checked here.
  */
-const NOT_THE_API = [/^\/$/, /^\/request(\/|$)/, /^\/dashboard(\/|$)/, /^\/docs(\/|$)/, /^\/_next\//, /^\/metrics$/, /^\/favicon\.ico$/];
+const NOT_THE_API = [/^\/$/, /^\/request(\/|$)/, /^\/dashboard(\/|$)/, /^\/docs(\/|$)/, /^\/_next\//, /^\/favicon\.ico$/];
 
 /**
  * Answers the document describes outside its operations (its `info.description`): a path that matches no
