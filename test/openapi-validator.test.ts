@@ -66,6 +66,11 @@ describe("the OpenAPI response validator (test helper)", () => {
     expect(validate(json("GET", "/no/such/thing", 404, problem(404, "wallet_not_found"), "application/problem+json"))).not.toEqual([]);
   });
 
+  it("validates a text/plain answer as a string, not as JSON", () => {
+    expect(validate({ method: "GET", path: "/metrics", status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: "# HELP x\nx 1\n" })).toEqual([]);
+    expect(validate({ method: "GET", path: "/metrics", status: 401, contentType: "application/problem+json", body: '{"code":"unauthorized"}' })).not.toEqual([]);
+  });
+
   it("checks HEAD as GET without a body, and leaves the pages alone", () => {
     expect(validate({ method: "HEAD", path: "/health", status: 200, contentType: "application/json", body: "" })).toEqual([]);
     expect(validate({ method: "GET", path: "/request", status: 200, contentType: "text/html", body: "<html>" })).toEqual([]);

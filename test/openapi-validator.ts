@@ -78,12 +78,15 @@ export function createResponseValidator(document: unknown): ResponseValidator {
     .map((template) => ({ template, regex: templateRegex(template), params: (template.match(/\{/g) ?? []).length }))
     .sort((a, b) => a.params - b.params);
 
-  const checkBody = (ref: string, body: string, what: string): string[] => {
-    let value: unknown;
-    try {
-      value = JSON.parse(body);
-    } catch {
-      return [`${what}: the body is not JSON: ${body.slice(0, 200)}`];
+  const checkBody = (ref: string, body: string, what: string, mediaType = "application/json"): string[] => {
+    // A JSON media type is parsed and validated as JSON; any other (text/plain) is validated as the string it is.
+    let value: unknown = body;
+    if (/^application\/([\w.-]+\+)?json$/.test(mediaType)) {
+      try {
+        value = JSON.parse(body);
+      } catch {
+        return [`${what}: the body is not JSON: ${body.slice(0, 200)}`];
+      }
     }
     const validate = validatorAt(ref);
     if (validate(value)) return [];
@@ -127,6 +130,6 @@ export function createResponseValidator(document: unknown): ResponseValidator {
       return [`${what}: media type ${mediaType} is not documented (${Object.keys(content).join(", ")})`];
     }
     const ref = `#/${pointer("paths", match!.template, method === "HEAD" ? "get" : method.toLowerCase(), "responses", key, "content", mediaType, "schema")}`;
-    return checkBody(ref, response.body, what);
+    return checkBody(ref, response.body, what, mediaType);
   };
 }
