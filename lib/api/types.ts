@@ -63,7 +63,7 @@ export interface paths {
         put?: never;
         /**
          * Request a sponsorship for a registered wallet
-         * @description Checks, in order: body, IP block/limit, wallet registered, replay (same wallet and IP within the replay window: 200 with the existing request), wallet block/limit, open request (409), already sponsored (422).
+         * @description Checks, in order: body, pause (503 `sponsorships_paused`, Retry-After: 60), administrator IP block (403 `ip_blocked`), global budget (429 `budget_exhausted`, Retry-After), IP block/limit, wallet registered, replay (same wallet and client within the replay window: 200 with the existing request), wallet block/limit, open request (409), already sponsored (422). An IPv6 client is limited and blocked as its /IPV6_PREFIX_LENGTH prefix (default /64).
          */
         post: operations["createSponsorshipRequest"];
         delete?: never;
@@ -96,7 +96,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The sponsorship request that owns a relay transaction */
+        /**
+         * The sponsorship request that owns a relay transaction
+         * @description The record of GET /sponsorship/{id} with `ipAddress` and `userAgent` always null: a transaction hash is public, so it must not link a sponsored wallet to the requester's IP.
+         */
         get: operations["getSponsorshipRequestByTransactionHash"];
         put?: never;
         post?: never;
@@ -204,7 +207,7 @@ export interface components {
         /** @enum {string} */
         RequestStatus: "pending" | "approved" | "relayed" | "completed" | "rejected" | "failed";
         /** @description null until the pipeline reviews the request */
-        EligibilityReason: ("eligible" | "wallet_blocked" | "already_sponsored") | null;
+        EligibilityReason: ("eligible" | "wallet_blocked" | "already_sponsored" | "payment_refused") | null;
         /** @enum {string} */
         RelayStatus: "queued" | "submitted" | "confirmed" | "failed";
         WalletAddressBody: {
@@ -352,6 +355,55 @@ export interface components {
             /** @description Ordered by relayAttempt; [] while none exists */
             relayTransactions: components["schemas"]["RelayTransactionSummary"][];
         };
+        SponsorshipRequestByTransaction: {
+            /**
+             * Format: uuid
+             * @example 0b7e3c52-8d6f-4c1e-9a57-3f2d1c0e9b8a
+             */
+            id: string;
+            /**
+             * Format: uuid
+             * @example 0b7e3c52-8d6f-4c1e-9a57-3f2d1c0e9b8a
+             */
+            walletId: string;
+            /**
+             * @description Lowercase address
+             * @example 0x52908400098527886e0f7030069857d2e4169ee7
+             */
+            walletAddress: string;
+            status: components["schemas"]["RequestStatus"];
+            /**
+             * Format: date-time
+             * @description ISO 8601 in UTC with milliseconds
+             * @example 2026-11-22T10:00:00.000Z
+             */
+            requestedAt: string;
+            approvedAt: string | null;
+            rejectedAt: string | null;
+            completedAt: string | null;
+            failedAt: string | null;
+            /** @description Always null here: a transaction hash is public (GET /sponsorship/{id} shows it) */
+            ipAddress: null;
+            /** @description Always null here: a transaction hash is public (GET /sponsorship/{id} shows it) */
+            userAgent: null;
+            eligibilityReason: components["schemas"]["EligibilityReason"];
+            wallet: {
+                /**
+                 * Format: uuid
+                 * @example 0b7e3c52-8d6f-4c1e-9a57-3f2d1c0e9b8a
+                 */
+                id: string;
+                /**
+                 * @description Lowercase address
+                 * @example 0x52908400098527886e0f7030069857d2e4169ee7
+                 */
+                walletAddress: string;
+                sponsorshipCount: number;
+                isBlocked: boolean;
+            };
+            /** @description Ordered by relayAttempt; [] while none exists */
+            relayTransactions: components["schemas"]["RelayTransactionSummary"][];
+        };
         HistoryItem: {
             /**
              * Format: uuid
@@ -381,9 +433,16 @@ export interface components {
             /** @description Pass as cursor for the next page; null on the last page */
             nextCursor: string | null;
         };
+        /**
+         * @description Why the check is not ok; clients switch on it. Absent when the check is ok
+         * @enum {string}
+         */
+        HealthCheckCode: "unreachable" | "timeout" | "auth_failed" | "starting_up" | "too_many_connections" | "rpc_error" | "error" | "chain_down" | "database_down" | "no_heartbeat" | "heartbeat_stale" | "relayers_without_gas" | "underfunded" | "treasury_paused" | "no_deployment";
         HealthCheck: {
             /** @enum {string} */
             status: "ok" | "degraded" | "down" | "not_configured";
+            code?: components["schemas"]["HealthCheckCode"];
+            /** @description A fixed sentence for people, one per code; never an error's text */
             detail?: string;
             latencyMs?: number;
             chainId?: number;
@@ -396,6 +455,8 @@ export interface components {
             /** @description SPONSOR_AMOUNT_WEI, decimal string */
             requiredWei?: string;
             paused?: boolean;
+            /** @description The administrator's reason for the pause */
+            reason?: string | null;
             /** @description Relayer addresses whose broadcasts the node refused for want of gas money (worker check) */
             relayersWithoutGas?: string[];
         };
@@ -409,6 +470,8 @@ export interface components {
                 chain: components["schemas"]["HealthCheck"];
                 worker: components["schemas"]["HealthCheck"];
                 treasury: components["schemas"]["HealthCheck"];
+                /** @description The administrator's pause: degraded (with the reason) while paused */
+                sponsorships?: components["schemas"]["HealthCheck"];
             };
         };
         /** @description RFC 9457 problem details; clients switch on `code` */
@@ -513,7 +576,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `origin_not_allowed`: Origin not allowed */
+            /** @description `ip_blocked`: Address blocked; `origin_not_allowed`: Origin not allowed */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -529,6 +592,16 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The methods the path supports */
                     Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_timeout`: Request not received in time */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -580,6 +653,17 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: Service temporarily unavailable */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -652,10 +736,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `request_timeout`: Request not received in time */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal server error */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: Service temporarily unavailable */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -731,6 +836,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `request_timeout`: Request not received in time */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `invalid_cursor`: Invalid cursor; `invalid_limit`: Invalid limit */
             422: {
                 headers: {
@@ -745,6 +860,17 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: Service temporarily unavailable */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -804,7 +930,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `origin_not_allowed`: Origin not allowed */
+            /** @description `ip_blocked`: Address blocked; `origin_not_allowed`: Origin not allowed */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -830,6 +956,16 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     /** @description The methods the path supports */
                     Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `request_timeout`: Request not received in time */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -876,7 +1012,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `rate_limited`: Too many requests */
+            /** @description `rate_limited`: Too many requests; `budget_exhausted`: Sponsorship budget exhausted */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -891,6 +1027,17 @@ export interface operations {
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `sponsorships_paused`: Sponsorships paused; `unavailable`: Service temporarily unavailable */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -963,10 +1110,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `request_timeout`: Request not received in time */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal server error */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: Service temporarily unavailable */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -986,14 +1154,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The request */
+            /** @description The request, without the requester's IP and User-Agent */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SponsorshipRequestDetail"];
+                    "application/json": components["schemas"]["SponsorshipRequestByTransaction"];
                 };
             };
             /** @description `invalid_hash`: Invalid transaction hash */
@@ -1038,10 +1206,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `request_timeout`: Request not received in time */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal server error */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: Service temporarily unavailable */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1114,10 +1303,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `request_timeout`: Request not received in time */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal server error */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: Service temporarily unavailable */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1167,6 +1377,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `request_timeout`: Request not received in time */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal server error */
             500: {
                 headers: {
@@ -1181,6 +1401,7 @@ export interface operations {
             503: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1230,10 +1451,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `request_timeout`: Request not received in time */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal server error */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: Service temporarily unavailable */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1283,10 +1525,31 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `request_timeout`: Request not received in time */
+            408: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal server error */
             500: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: Service temporarily unavailable */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1338,6 +1601,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The metrics could not be collected */
             500: {
                 headers: {
@@ -1346,6 +1620,17 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description `unavailable`: Service temporarily unavailable */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
