@@ -8,10 +8,12 @@ import path from "node:path";
  *
  * Served from this server, so it works offline, and with no inline script: the page is Scalar's HTML API (a
  * `<script id="api-reference" data-url>` element, which holds data and runs nothing) plus the bundle from
- * /docs/scalar.js, so a CSP of `script-src 'self'` admits it. Scalar injects its styles at run time, so the page
- * needs `style-src 'self' 'unsafe-inline'`; it loads no font (withDefaultFonts: false), offers no "open in
- * Scalar's client" button, no AI agent and no share toolbar, and uses no proxy, so nothing leaves the origin
- * (e2e/docs.spec.ts watches every request).
+ * /docs/scalar.js. Under the web server's policy (lib/http/security-headers.ts: scripts by per-request nonce with
+ * 'strict-dynamic') both script tags carry that nonce; served without it (no server.ts in front), the page sets
+ * API_REFERENCE_CSP itself. Either way Scalar needs only `style-src 'unsafe-inline'` (it injects its styles) and
+ * `connect-src 'self'`: it loads no font (withDefaultFonts: false), offers no "open in Scalar's client" button, no
+ * AI agent and no share toolbar, and uses no proxy, so nothing leaves the origin (e2e/docs.spec.ts watches every
+ * request).
  */
 
 export const API_REFERENCE_BUNDLE_PATH = "/docs/scalar.js";
@@ -44,7 +46,13 @@ const configuration = {
 
 const escapeAttribute = (value: string) => value.replaceAll("&", "&amp;").replaceAll("'", "&#39;").replaceAll("<", "&lt;");
 
-export function apiReferenceHtml(): string {
+/** The nonce of a Content-Security-Policy (server.ts puts the response's policy on the request too), if any. */
+export function cspNonce(policy: string | null): string | undefined {
+  return policy ? /'nonce-([A-Za-z0-9+/=_-]+)'/.exec(policy)?.[1] : undefined;
+}
+
+export function apiReferenceHtml(nonce?: string): string {
+  const nonceAttribute = nonce ? ` nonce="${escapeAttribute(nonce)}"` : "";
   return `<!doctype html>
 <html lang="en">
   <head>
@@ -54,8 +62,8 @@ export function apiReferenceHtml(): string {
   </head>
   <body>
     <noscript>The API reference needs JavaScript; the document itself is at <a href="/openapi.json">/openapi.json</a>.</noscript>
-    <script id="api-reference" type="application/json" data-url="/openapi.json" data-configuration='${escapeAttribute(JSON.stringify(configuration))}'></script>
-    <script src="${API_REFERENCE_BUNDLE_PATH}"></script>
+    <script id="api-reference" type="application/json"${nonceAttribute} data-url="/openapi.json" data-configuration='${escapeAttribute(JSON.stringify(configuration))}'></script>
+    <script src="${API_REFERENCE_BUNDLE_PATH}"${nonceAttribute}></script>
   </body>
 </html>
 `;
