@@ -78,3 +78,10 @@ export function getSponsorshipRequest(id: string) {
 export function getWalletHistory(walletAddress: string) {
   return settle(() => api.GET("/wallets/{address}/history", { params: { path: { address: walletAddress }, query: { limit: 20 } } }));
 }
+
+/** GET /faucet: network, amount, state and the usual time to completion. */
+export type FaucetStatusView = Schemas["FaucetStatus"];
+
+export function getFaucetStatus() {
+  return settle(() => api.GET("/faucet"));
+}
