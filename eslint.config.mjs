@@ -11,6 +11,7 @@ export default defineConfig([
     "node_modules/**",
     "next-env.d.ts",
     "contracts/generated/**",
+    "lib/api/types.ts",
     "db/migrations/**",
     "test-results/**",
     "playwright-report/**",

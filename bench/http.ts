@@ -100,6 +100,7 @@ export function standardEndpoints(data: {
   let fresh = 0;
   return [
     { name: "health", method: "GET", path: "/health", next: () => ({ path: "/health" }) },
+    { name: "faucet", method: "GET", path: "/faucet", next: () => ({ path: "/faucet" }) },
     {
       name: "sponsorship-by-id",
       method: "GET",

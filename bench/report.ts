@@ -57,7 +57,9 @@ export function evaluateTargets(report: BenchReport): Target[] {
   const byName = (name: string) => report.http?.find((h) => h.name === name);
   const id = byName("sponsorship-by-id");
   const post = byName("sponsorship-request");
+  const faucet = byName("faucet");
   if (id) targets.push({ name: "GET /sponsorship/:id vs /health", target: ">= 80%", value: pct(id.ratioToHealth), met: (id.ratioToHealth ?? 0) >= 0.8 });
+  if (faucet) targets.push({ name: "GET /faucet vs /health", target: ">= 80%", value: pct(faucet.ratioToHealth), met: (faucet.ratioToHealth ?? 0) >= 0.8 });
   if (post) targets.push({ name: "POST /sponsorship/request vs /health", target: ">= 50%", value: pct(post.ratioToHealth), met: (post.ratioToHealth ?? 0) >= 0.5 });
   if (report.budget) {
     targets.push({ name: "POST /sponsorship/request with a budget set vs without", target: ">= 90%", value: pct(report.budget.ratio), met: report.budget.ratio >= 0.9 });

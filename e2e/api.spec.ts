@@ -1,17 +1,19 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes, randomInt } from "node:crypto";
 import path from "node:path";
-import { expect, test, type APIRequestContext, type APIResponse } from "@playwright/test";
+import { expect, type APIRequestContext, type APIResponse } from "@playwright/test";
 import fc from "fast-check";
 import postgres from "postgres";
 import { healthResponse, problemResponseSchema, sponsorshipRequestResponse, walletResponse } from "@/lib/sponsorship/schemas";
 import { freePort } from "@/test/ports";
+import { test } from "./openapi-checked";
 import { E2E } from "./stack";
 
 /**
  * The API over real HTTP, against `npm start`'s stack (TRUST_PROXY=0) and against extra `tsx server.ts` processes
  * on the same database with other settings (TRUST_PROXY=1, small limits), started here and stopped by pid.
  * What only real HTTP can show: the client address comes from the socket, not from headers a client can forge.
+ * Every answer `request` gets is checked against the served /openapi.json (e2e/openapi-checked.ts).
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");

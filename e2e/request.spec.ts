@@ -1,6 +1,10 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { expect, test } from "@playwright/test";
+import { treasuryAbi } from "@/contracts/generated/treasury";
+import { createChainClients } from "@/lib/chain/clients";
+import { readLocalDeployment } from "@/lib/chain/deployment";
+import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { RequestPage } from "./pages/request-page";
 import { E2E } from "./stack";
 import { freshAddress, saveScreenshot, VIEWPORTS } from "./support";
@@ -221,5 +225,44 @@ test.describe("a request still open", () => {
     }
     // Once the worker runs again, the followed request completes on the same page.
     await new RequestPage(page).waitForStatus("Completed");
+  });
+});
+
+test.describe.serial("the faucet's status on /request", () => {
+  test("shows the network, the amount per wallet and the faucet's state", async ({ page }) => {
+    await page.goto("/request");
+    await expect(page.getByTestId("faucet-network")).toHaveText("Local development chain (chain id 31337)");
+    await expect(page.getByTestId("faucet-amount")).toHaveText("0.01 ETH");
+    await expect(page.getByTestId("faucet-state")).toHaveText("Operating");
+    await expect(page.getByRole("button", { name: "Request gas" })).toBeEnabled();
+  });
+
+  test("with the treasury paused on-chain the form is disabled with the reason and a countdown", async ({ page }) => {
+    const { treasuryAddress } = readLocalDeployment(E2E.dataDir)!;
+    const clients = createChainClients({ rpcUrl: E2E.rpcUrl, chainId: 31337 });
+    const owner = clients.walletClient(LOCAL_DEPLOYER_KEY);
+    const setPaused = async (paused: boolean) => {
+      const hash = await owner.writeContract({ address: treasuryAddress, abi: treasuryAbi, functionName: paused ? "pause" : "unpause" });
+      await clients.waitForTransactionReceipt({ hash });
+    };
+    await setPaused(true);
+    try {
+      // GET /faucet is a snapshot of the chain reads (at most about 3 s old): reload until it shows.
+      await expect(async () => {
+        await page.goto("/request");
+        await expect(page.getByTestId("faucet-state")).toHaveText("Paused", { timeout: 2_000 });
+      }).toPass({ timeout: 30_000 });
+      const button = page.getByRole("button", { name: "Request gas" });
+      await expect(button).toBeDisabled();
+      await expect(page.getByRole("status").filter({ hasText: "The faucet is paused by its operator" })).toBeVisible();
+      await expect(page.getByTestId("retry-countdown")).toBeVisible();
+      await saveScreenshot(page, "request-faucet-paused");
+    } finally {
+      await setPaused(false);
+    }
+    await expect(async () => {
+      await page.goto("/request");
+      await expect(page.getByTestId("faucet-state")).toHaveText("Operating", { timeout: 2_000 });
+    }).toPass({ timeout: 30_000 });
   });
 });

@@ -204,6 +204,10 @@ const envSchema = z.object({
   LOCAL_BLOCK_TIME: withDefault(integer(0, 3600), "1"),
   METRICS_PORT: optional(integer(0, 65535)),
   EXPLORER_URL: optional(url),
+  /** The network's name on /request and in GET /faucet (unset: from the chain id, "Local development chain" for 31337). */
+  NETWORK_NAME: optional(z.string().trim().min(1).max(100)),
+  /** GET /faucet says `low_funds` while the treasury holds fewer sponsorships than this (decisions: treasury.low). */
+  TREASURY_LOW_SPONSORSHIPS: withDefault(integer(0, 1_000_000_000), "100"),
   /** Set by `npm start` for its children only: they stop when that process is gone. */
   SUPERVISOR_PID: optional(integer(1, 2 ** 31)),
   LOG_LEVEL: withDefault(z.enum(["debug", "info", "warn", "error", "silent"]), "info"),
@@ -255,6 +259,8 @@ export type Config = Readonly<{
   localBlockTime: number;
   metricsPort: number | undefined;
   explorerUrl: string | undefined;
+  networkName: string | undefined;
+  treasuryLowSponsorships: number;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   supervisorPid: number | undefined;
 }>;
@@ -308,6 +314,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     localBlockTime: e.LOCAL_BLOCK_TIME,
     metricsPort: e.METRICS_PORT,
     explorerUrl: e.EXPLORER_URL,
+    networkName: e.NETWORK_NAME,
+    treasuryLowSponsorships: e.TREASURY_LOW_SPONSORSHIPS,
     logLevel: e.LOG_LEVEL,
     supervisorPid: e.SUPERVISOR_PID,
   });

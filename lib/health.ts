@@ -170,7 +170,8 @@ export function readChainHealth(config: Config): Promise<ChainChecks> {
   return chainChecks(config);
 }
 
-function chainChecks(config: Config): Promise<ChainChecks> {
+/** The chain, treasury and fees checks, cached for CHAIN_CACHE_MS and shared by concurrent callers (GET /faucet reads them too). */
+export function chainChecks(config: Config): Promise<ChainChecks> {
   const key = `${config.rpcUrls.join(",")}|${config.treasuryAddress ?? ""}|${config.sponsorAmountWei}|${config.maxFeePerGasWei ?? ""}`;
   const now = Date.now();
   if (!chainCache || chainCache.key !== key || chainCache.expiresAt <= now) {

@@ -39,7 +39,17 @@ describe("GET /openapi.json", () => {
   it("is an OpenAPI 3.1 document describing every endpoint of app/(api)", async () => {
     const doc = await document();
     expect(doc.openapi).toBe("3.1.0");
-    expect(Object.keys(doc.paths).sort()).toEqual(routePaths());
+    // GET /metrics is answered by server.ts before Next (Prometheus text, for the administrator's bearer).
+    expect(Object.keys(doc.paths).sort()).toEqual([...routePaths(), "/metrics"].sort());
+  });
+
+  it("declares the credential of every operation: none (security: []) for the public API, the administrator's bearer for /metrics", async () => {
+    const doc = (await document()) as Doc & { paths: Record<string, Record<string, { security?: unknown }>> };
+    for (const [p, operations] of Object.entries(doc.paths)) {
+      for (const operation of Object.values(operations)) {
+        expect(operation.security, p).toEqual(p === "/metrics" ? [{ adminBearer: [] }] : []);
+      }
+    }
   });
 
   it("names every path parameter of every templated path", async () => {

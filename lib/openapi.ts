@@ -101,6 +101,16 @@ const walletAddressBodyContent = {
   content: { "application/json": { schema: ref("WalletAddressBody"), example: { walletAddress: "0x52908400098527886E0F7030069857D2E4169EE7" } } },
 };
 
+/**
+ * Every public operation needs no credential, and says so with the explicit empty requirement (`security: []`)
+ * rather than by omission, which a client generator or linter cannot tell from "forgot".
+ */
+function withoutCredential(paths: Record<string, Record<string, Record<string, unknown>>>) {
+  return Object.fromEntries(
+    Object.entries(paths).map(([p, item]) => [p, Object.fromEntries(Object.entries(item).map(([m, op]) => [m, { ...op, security: [] }]))]),
+  );
+}
+
 export function buildOpenApiDocument(): Record<string, unknown> {
   const addressParam = { name: "address", in: "path", required: true, schema: jsonSchema(walletAddressInput), description: "Wallet address, any case" };
   const idParam = (description: string) => ({ name: "id", in: "path", required: true, schema: jsonSchema(uuid), description });
@@ -118,115 +128,162 @@ export function buildOpenApiDocument(): Record<string, unknown> {
     },
     servers: [{ url: "/" }],
     paths: {
-      "/wallets/register": {
-        post: {
-          operationId: "registerWallet",
-          summary: "Register a wallet (idempotent)",
-          requestBody: walletAddressBodyContent,
-          responses: {
-            "201": success("Registered now", "Wallet", { Location: { schema: { type: "string" }, description: "/wallets/{address}" } }),
-            "200": success("Already registered; lastSeenAt updated", "Wallet"),
-            ...errorResponses([...bodyErrors, "ip_blocked", "rate_limited"]),
+      ...withoutCredential({
+        "/wallets/register": {
+          post: {
+            operationId: "registerWallet",
+            summary: "Register a wallet (idempotent)",
+            requestBody: walletAddressBodyContent,
+            responses: {
+              "201": success("Registered now", "Wallet", { Location: { schema: { type: "string" }, description: "/wallets/{address}" } }),
+              "200": success("Already registered; lastSeenAt updated", "Wallet"),
+              ...errorResponses([...bodyErrors, "ip_blocked", "rate_limited"]),
+            },
           },
         },
-      },
-      "/wallets/{address}": {
-        get: {
-          operationId: "getWallet",
-          summary: "A registered wallet",
-          parameters: [addressParam],
-          responses: { "200": success("The wallet", "Wallet"), ...errorResponses(["invalid_address", "wallet_not_found"]) },
-        },
-      },
-      "/wallets/{address}/history": {
-        get: {
-          operationId: "getWalletHistory",
-          summary: "The wallet's sponsorship requests, newest first, paged by cursor",
-          parameters: [
-            addressParam,
-            { name: "cursor", in: "query", required: false, schema: jsonSchema(shape.cursor) },
-            { name: "limit", in: "query", required: false, schema: jsonSchema(shape.limit) },
-          ],
-          responses: {
-            "200": success("One page", "HistoryPage"),
-            ...errorResponses(["invalid_address", "wallet_not_found", "invalid_cursor", "invalid_limit"]),
+        "/wallets/{address}": {
+          get: {
+            operationId: "getWallet",
+            summary: "A registered wallet",
+            parameters: [addressParam],
+            responses: { "200": success("The wallet", "Wallet"), ...errorResponses(["invalid_address", "wallet_not_found"]) },
           },
         },
-      },
-      "/sponsorship/request": {
-        post: {
-          operationId: "createSponsorshipRequest",
-          summary: "Request a sponsorship for a registered wallet",
-          description:
-            "Checks, in order: body, pause (503 `sponsorships_paused`, Retry-After: 60), administrator IP block (403 `ip_blocked`), " +
-            "global budget (429 `budget_exhausted`, Retry-After), IP block/limit, wallet registered, replay (same wallet and client " +
-            "within the replay window: 200 with the existing request), wallet block/limit, open request (409), already sponsored (422). " +
-            "An IPv6 client is limited and blocked as its /IPV6_PREFIX_LENGTH prefix (default /64).",
-          requestBody: walletAddressBodyContent,
-          responses: {
-            "201": success("Created, status pending", "SponsorshipRequest", {
-              Location: { schema: { type: "string" }, description: "/sponsorship/{id}" },
-            }),
-            "200": success("A replay within the replay window: the existing request, nothing created", "SponsorshipRequest"),
-            ...errorResponses([
-              ...bodyErrors,
-              "ip_blocked",
-              "wallet_not_registered",
-              "request_open",
-              "wallet_blocked",
-              "already_sponsored",
-              "rate_limited",
-              "budget_exhausted",
-              "sponsorships_paused",
-            ]),
+        "/wallets/{address}/history": {
+          get: {
+            operationId: "getWalletHistory",
+            summary: "The wallet's sponsorship requests, newest first, paged by cursor",
+            parameters: [
+              addressParam,
+              { name: "cursor", in: "query", required: false, schema: jsonSchema(shape.cursor) },
+              { name: "limit", in: "query", required: false, schema: jsonSchema(shape.limit) },
+            ],
+            responses: {
+              "200": success("One page", "HistoryPage"),
+              ...errorResponses(["invalid_address", "wallet_not_found", "invalid_cursor", "invalid_limit"]),
+            },
           },
         },
-      },
-      "/sponsorship/{id}": {
-        get: {
-          operationId: "getSponsorshipRequest",
-          summary: "A sponsorship request with its wallet and relay attempts",
-          parameters: [idParam("Sponsorship request id")],
-          responses: { "200": success("The request", "SponsorshipRequestDetail"), ...errorResponses(["invalid_id", "request_not_found"]) },
-        },
-      },
-      "/sponsorship/tx/{hash}": {
-        get: {
-          operationId: "getSponsorshipRequestByTransactionHash",
-          summary: "The sponsorship request that owns a relay transaction",
-          description:
-            "The record of GET /sponsorship/{id} with `ipAddress` and `userAgent` always null: a transaction hash is public, so it must not link a sponsored wallet to the requester's IP.",
-          parameters: [{ name: "hash", in: "path", required: true, schema: jsonSchema(transactionHashParam) }],
-          responses: { "200": success("The request, without the requester's IP and User-Agent", "SponsorshipRequestByTransaction"), ...errorResponses(["invalid_hash", "request_not_found"]) },
-        },
-      },
-      "/relay/{id}": {
-        get: {
-          operationId: "getRelayTransaction",
-          summary: "A relay transaction by its own id",
-          parameters: [idParam("Relay transaction id (not the request id)")],
-          responses: { "200": success("The relay record", "RelayTransaction"), ...errorResponses(["invalid_id", "relay_not_found"]) },
-        },
-      },
-      "/health": {
-        get: {
-          operationId: "getHealth",
-          summary: "Liveness and dependencies",
-          responses: {
-            "200": success("ok, or degraded when the chain, the worker or the treasury is unhealthy", "Health"),
-            "503": success("unavailable: the database does not answer", "Health", { "Retry-After": { $ref: "#/components/headers/Retry-After" } }),
+        "/sponsorship/request": {
+          post: {
+            operationId: "createSponsorshipRequest",
+            summary: "Request a sponsorship for a registered wallet",
+            description:
+              "Checks, in order: body, pause (503 `sponsorships_paused`, Retry-After: 60), administrator IP block (403 `ip_blocked`), " +
+              "global budget (429 `budget_exhausted`, Retry-After), IP block/limit, wallet registered, replay (same wallet and client " +
+              "within the replay window: 200 with the existing request), wallet block/limit, open request (409), already sponsored (422). " +
+              "An IPv6 client is limited and blocked as its /IPV6_PREFIX_LENGTH prefix (default /64).",
+            requestBody: walletAddressBodyContent,
+            responses: {
+              "201": success("Created, status pending", "SponsorshipRequest", {
+                Location: { schema: { type: "string" }, description: "/sponsorship/{id}" },
+              }),
+              "200": success("A replay within the replay window: the existing request, nothing created", "SponsorshipRequest"),
+              ...errorResponses([
+                ...bodyErrors,
+                "ip_blocked",
+                "wallet_not_registered",
+                "request_open",
+                "wallet_blocked",
+                "already_sponsored",
+                "rate_limited",
+                "budget_exhausted",
+                "sponsorships_paused",
+              ]),
+            },
           },
         },
-      },
-      "/openapi.json": {
+        "/sponsorship/{id}": {
+          get: {
+            operationId: "getSponsorshipRequest",
+            summary: "A sponsorship request with its wallet and relay attempts",
+            parameters: [idParam("Sponsorship request id")],
+            responses: { "200": success("The request", "SponsorshipRequestDetail"), ...errorResponses(["invalid_id", "request_not_found"]) },
+          },
+        },
+        "/sponsorship/tx/{hash}": {
+          get: {
+            operationId: "getSponsorshipRequestByTransactionHash",
+            summary: "The sponsorship request that owns a relay transaction",
+            description:
+              "The record of GET /sponsorship/{id} with `ipAddress` and `userAgent` always null: a transaction hash is public, so it must not link a sponsored wallet to the requester's IP.",
+            parameters: [{ name: "hash", in: "path", required: true, schema: jsonSchema(transactionHashParam) }],
+            responses: { "200": success("The request, without the requester's IP and User-Agent", "SponsorshipRequestByTransaction"), ...errorResponses(["invalid_hash", "request_not_found"]) },
+          },
+        },
+        "/relay/{id}": {
+          get: {
+            operationId: "getRelayTransaction",
+            summary: "A relay transaction by its own id",
+            parameters: [idParam("Relay transaction id (not the request id)")],
+            responses: { "200": success("The relay record", "RelayTransaction"), ...errorResponses(["invalid_id", "relay_not_found"]) },
+          },
+        },
+        "/health": {
+          get: {
+            operationId: "getHealth",
+            summary: "Liveness and dependencies",
+            responses: {
+              ...errorResponses([]),
+              "200": success("ok, or degraded when the chain, the worker or the treasury is unhealthy", "Health"),
+              // Not a problem: /health answers its own report, with the database check down.
+              "503": success("unavailable: the database does not answer", "Health", { "Retry-After": { $ref: "#/components/headers/Retry-After" } }),
+            },
+          },
+        },
+        "/faucet": {
+          get: {
+            operationId: "getFaucetStatus",
+            summary: "What the faucet gives, on which network, whether it is serving, how long it usually takes",
+            description:
+              "Public and cheap: served from a snapshot at most a second old. `state` is, first match wins: `paused` or " +
+              "`budget_exhausted` (an administrator's gate), `chain_unreachable` (the chain or the treasury cannot be read), " +
+              "`paused` (the treasury is paused on-chain), `empty` (less than one sponsorship left), `low_funds` (fewer than " +
+              "TREASURY_LOW_SPONSORSHIPS left; still serving), `operating`.",
+            responses: { "200": success("The faucet's status", "FaucetStatus"), ...errorResponses([]) },
+          },
+        },
+        "/openapi.json": {
+          get: {
+            operationId: "getOpenApiDocument",
+            summary: "This document",
+            responses: {
+              "200": { description: "OpenAPI 3.1", headers: headerRefs, content: { "application/json": { schema: { type: "object" } } } },
+              ...errorResponses([]),
+            },
+          },
+        },
+      }),
+      // Served by server.ts before Next (Prometheus text), for the administrator's bearer credential only.
+      "/metrics": {
         get: {
-          operationId: "getOpenApiDocument",
-          summary: "This document",
-          responses: { "200": { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } } },
+          operationId: "getMetrics",
+          summary: "Prometheus metrics of this web process (administrator only)",
+          description: "Also served without a credential on 127.0.0.1:METRICS_PORT when that is set (not through this port).",
+          security: [{ adminBearer: [] }],
+          responses: {
+            "200": {
+              description: "Prometheus text exposition format",
+              headers: headerRefs,
+              content: { "text/plain": { schema: { type: "string" } } },
+            },
+            "401": {
+              description: "`unauthorized`: no or a wrong `Authorization: Bearer <ADMIN_TOKEN>`",
+              headers: { ...headerRefs, "WWW-Authenticate": { description: 'Bearer realm="metrics"', schema: { type: "string" } } },
+              content: { "application/problem+json": { schema: ref("Problem") } },
+            },
+            "405": problems(["method_not_allowed"]),
+            "429": problems(["rate_limited"]),
+            "503": problems(["unavailable"]),
+            "500": { description: "The metrics could not be collected", headers: headerRefs, content: { "text/plain": { schema: { type: "string" } } } },
+          },
         },
       },
     },
     components: {
+      securitySchemes: {
+        adminBearer: { type: "http", scheme: "bearer", description: "The administrator's credential, ADMIN_TOKEN" },
+      },
       schemas: componentSchemas(),
       headers: {
         "X-Request-Id": {

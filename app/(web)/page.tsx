@@ -19,9 +19,12 @@ export default function HomePage() {
           </Link>
         </li>
         <li>
-          <a className={link} href="/openapi.json">
-            API description (OpenAPI)
-          </a>
+          {/* /docs is a route handler (an HTML document), not a page: a full navigation, not <Link>. */}
+          {/* eslint-disable-next-line @next/next/no-html-link-for-pages */}
+          <a className={link} href="/docs">
+            API reference
+          </a>{" "}
+          (<a className={link} href="/openapi.json">OpenAPI document</a>)
         </li>
       </ul>
     </main>

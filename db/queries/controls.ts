@@ -73,3 +73,31 @@ export async function pruneBudgetCounts(db: Executor, now: Date): Promise<number
       AND EXISTS (SELECT 1 FROM sponsorship_budget_counts n WHERE n.shard = c.shard AND n.minute > c.minute AND n.minute < ${cutoff}::timestamptz)`);
   return rows.count;
 }
+
+/**
+ * Whether the budget refuses creation now, and until when (the same reads as create_sponsorship_request, so GET
+ * /faucet and the 429 cannot disagree): the window that is full and the moment it has room, or null.
+ */
+export async function readBudgetExhaustion(
+  db: Executor,
+  now: Date,
+  budget: { perHour: number; perDay: number },
+): Promise<{ window: "hour" | "day"; retryAtMs: number } | null> {
+  if (budget.perHour <= 0 && budget.perDay <= 0) return null;
+  const at = now.toISOString();
+  const rows = await db.execute<{ hour_retry: number | null; day_retry: number | null }>(sql`
+    SELECT
+      CASE WHEN ${budget.perHour}::int > 0 AND u.used_hour >= ${budget.perHour}::int
+        THEN extract(epoch FROM sponsorship_budget_room_at(${at}::timestamptz, interval '1 hour', u.used_hour - ${budget.perHour}::int + 1)) * 1000 END::float8 AS hour_retry,
+      CASE WHEN ${budget.perDay}::int > 0 AND u.used_day >= ${budget.perDay}::int
+        THEN extract(epoch FROM sponsorship_budget_room_at(${at}::timestamptz, interval '1 day', u.used_day - ${budget.perDay}::int + 1)) * 1000 END::float8 AS day_retry
+    FROM sponsorship_budget_used(${at}::timestamptz, ${BUDGET_SHARDS}::int) u`);
+  const row = rows[0];
+  // The creation function checks the hour first; the later of the two is when both have room.
+  if (row?.hour_retry != null || row?.day_retry != null) {
+    const hour = row.hour_retry ?? 0;
+    const day = row.day_retry ?? 0;
+    return day > hour ? { window: "day", retryAtMs: day } : { window: "hour", retryAtMs: hour };
+  }
+  return null;
+}

@@ -1,12 +1,14 @@
 /**
  * Test support (not shipped behaviour): calls the API's route handlers directly, the way Next would, with a
  * router that mirrors app/(api) (static segments before dynamic ones, then the catch-all). Used by the route
- * tests and the property-based test.
+ * tests and the property-based test. Every answer is checked against the OpenAPI document GET /openapi.json
+ * serves (test/openapi-validator.ts): an undocumented status, media type or field fails the test that met it.
  */
 import { afterAll, beforeAll, expect } from "vitest";
 import { problemResponseSchema, type ProblemResponse } from "@/lib/sponsorship/schemas";
 import { parseConfig, type Config } from "@/lib/config";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
+import { createResponseValidator, type ResponseValidator } from "@/test/openapi-validator";
 import { setAppContextForTests } from "./app-context";
 import type { NextRouteHandler, RouteParams } from "./route";
 import { CLIENT_IP_HEADER } from "./client-ip";
@@ -16,6 +18,7 @@ type RouteModule = Record<string, NextRouteHandler>;
 const routes: { pattern: RegExp; names: string[]; load: () => Promise<RouteModule> }[] = [
   { pattern: /^\/health$/, names: [], load: () => import("@/app/(api)/health/route") },
   { pattern: /^\/openapi\.json$/, names: [], load: () => import("@/app/(api)/openapi.json/route") },
+  { pattern: /^\/faucet$/, names: [], load: () => import("@/app/(api)/faucet/route") },
   { pattern: /^\/wallets\/register$/, names: [], load: () => import("@/app/(api)/wallets/register/route") },
   { pattern: /^\/sponsorship\/request$/, names: [], load: () => import("@/app/(api)/sponsorship/request/route") },
   { pattern: /^\/wallets\/([^/]+)\/history$/, names: ["address"], load: () => import("@/app/(api)/wallets/[address]/history/route") },
@@ -68,6 +71,18 @@ export type ApiAnswer = {
 
 export const TEST_HOST = "api.test:3000";
 
+let documentValidator: Promise<ResponseValidator> | undefined;
+
+/** The validator over the served document, fetched once per test file from the route itself. */
+function servedDocumentValidator(): Promise<ResponseValidator> {
+  documentValidator ??= (async () => {
+    const route = (await import("@/app/(api)/openapi.json/route")) as RouteModule;
+    const response = await route.GET!(new Request(`http://${TEST_HOST}/openapi.json`), { params: Promise.resolve({}) });
+    return createResponseValidator(await response.json());
+  })();
+  return documentValidator;
+}
+
 export async function callApi(call: ApiCall): Promise<ApiAnswer> {
   const method = (call.method ?? (call.body !== undefined || call.rawBody !== undefined ? "POST" : "GET")).toUpperCase();
   const headers = new Headers({ host: TEST_HOST, [CLIENT_IP_HEADER]: call.ip ?? "198.51.100.1" });
@@ -91,6 +106,14 @@ export async function callApi(call: ApiCall): Promise<ApiAnswer> {
   } catch {
     json = undefined;
   }
+  const violations = (await servedDocumentValidator())({
+    method,
+    path: call.path,
+    status: response.status,
+    contentType: response.headers.get("content-type"),
+    body: text,
+  });
+  expect(violations, `the answer is not as /openapi.json documents it:\n${text.slice(0, 500)}`).toEqual([]);
   return { status: response.status, headers: response.headers, text, json };
 }
 

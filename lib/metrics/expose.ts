@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
@@ -71,8 +71,15 @@ export function isAdminBearer(authorization: string | null | undefined, adminTok
   return timingSafeEqual(digest(match[1]), digest(adminToken));
 }
 
-const problem = (status: number, code: string, title: string) =>
-  JSON.stringify({ type: "about:blank", title, status, code });
+/** RFC 9457 problem details in the API's shape (lib/http/problem.ts), so GET /metrics is documented like the rest. */
+const problem = (status: number, code: string, title: string, requestId: string) =>
+  JSON.stringify({ type: `urn:problem-type:gas-sponsorship:${code}`, title, status, detail: title, code, requestId });
+
+/** The id server.ts settled for this request (it sets the header before routing), or a fresh one. */
+const requestIdOf = (req: IncomingMessage) => {
+  const id = req.headers["x-request-id"];
+  return typeof id === "string" && id !== "" ? id : randomUUID();
+};
 
 /** The bearer token of an `Authorization` header, or undefined. */
 export function bearerToken(authorization: string | null | undefined): string | undefined {
@@ -103,12 +110,12 @@ export async function serveMetricsRequest(
   if (path !== "/metrics") return false;
   if (req.method !== "GET" && req.method !== "HEAD") {
     res.writeHead(405, { allow: "GET, HEAD", "content-type": "application/problem+json" });
-    res.end(problem(405, "method_not_allowed", "Method not allowed"));
+    res.end(problem(405, "method_not_allowed", "Method not allowed", requestIdOf(req)));
     return true;
   }
   const unauthorized = () => {
     res.writeHead(401, { "content-type": "application/problem+json", "www-authenticate": 'Bearer realm="metrics"' });
-    res.end(problem(401, "unauthorized", "The administrator's credential is required"));
+    res.end(problem(401, "unauthorized", "The administrator's credential is required", requestIdOf(req)));
     return true;
   };
   const token = bearerToken(req.headers.authorization);
@@ -123,12 +130,12 @@ export async function serveMetricsRequest(
     } catch (error) {
       options.logger?.warn("metrics: the administrator token could not be checked", { error });
       res.writeHead(503, { "content-type": "application/problem+json", "retry-after": String(UNAVAILABLE_RETRY_AFTER_SECONDS) });
-      res.end(problem(503, "unavailable", "The credential cannot be checked right now; retry shortly"));
+      res.end(problem(503, "unavailable", "The credential cannot be checked right now; retry shortly", requestIdOf(req)));
       return true;
     }
     if (verdict.kind === "rate_limited") {
       res.writeHead(429, { "content-type": "application/problem+json", "retry-after": String(verdict.retryAfterSeconds) });
-      res.end(problem(429, "rate_limited", "Too many wrong administrator tokens from this address; wait before trying again"));
+      res.end(problem(429, "rate_limited", "Too many wrong administrator tokens from this address; wait before trying again", requestIdOf(req)));
       return true;
     }
     if (verdict.kind !== "valid") return unauthorized();
@@ -140,7 +147,7 @@ export async function serveMetricsRequest(
 /** The same for a Fetch-API route handler (`app/(api)/metrics/route.ts`), if the route is preferred to server.ts. */
 export async function metricsResponse(registry: Registry, request: Request, adminToken: string | undefined): Promise<Response> {
   if (!isAdminBearer(request.headers.get("authorization"), adminToken)) {
-    return new Response(problem(401, "unauthorized", "The administrator's credential is required"), {
+    return new Response(problem(401, "unauthorized", "The administrator's credential is required", request.headers.get("x-request-id") ?? randomUUID()), {
       status: 401,
       headers: { "content-type": "application/problem+json", "www-authenticate": 'Bearer realm="metrics"' },
     });

@@ -46,6 +46,7 @@ function defaultSources(config: Config = getConfig()): ServiceSources {
       chain: config.rpcUrls.length > 0 ? createViemChainReader(config.rpcUrls) : undefined,
       treasuryAddress: resolveDeployment(config)?.treasuryAddress,
       sponsorAmountWei: config.sponsorAmountWei,
+      budget: { perHour: config.sponsorBudgetPerHour, perDay: config.sponsorBudgetPerDay },
     };
   }
   return state.sources;

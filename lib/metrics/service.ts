@@ -1,5 +1,6 @@
 import { Counter, Gauge, type Registry } from "prom-client";
 import type { Database } from "@/db/client";
+import { readBudgetUsage } from "@/db/queries/controls";
 import {
   countRelayTransactionsByStatus,
   countRequestsByStatus,
@@ -32,6 +33,8 @@ export type ServiceSources = {
   treasuryAddress?: `0x${string}`;
   /** The configured amount, used when the treasury's own `amount()` cannot be read. */
   sponsorAmountWei?: bigint;
+  /** SPONSOR_BUDGET_PER_HOUR / _PER_DAY (0: none). */
+  budget?: { perHour: number; perDay: number };
 };
 
 export type ServiceMetricsOptions = {
@@ -147,6 +150,21 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
       this.reset();
       const s = (await snapshot()).db;
       if (s) for (const [status, n] of Object.entries(s.requestsByStatus)) this.set({ status }, n);
+    },
+  });
+  new Gauge({
+    name: "sponsorship_budget_remaining",
+    help: "Sponsorship requests the global budget still allows in the rolling window (hour, day); absent for a window without a budget",
+    labelNames: ["window"] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const { db, budget } = options.sources();
+      if (!budget || (budget.perHour <= 0 && budget.perDay <= 0)) return;
+      const used = await withTimeout(readBudgetUsage(db, new Date()), timeoutMs, "the database").catch(() => undefined);
+      if (!used) return;
+      if (budget.perHour > 0) this.set({ window: "hour" }, Math.max(0, budget.perHour - used.hour));
+      if (budget.perDay > 0) this.set({ window: "day" }, Math.max(0, budget.perDay - used.day));
     },
   });
   new Gauge({

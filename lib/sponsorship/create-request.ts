@@ -7,6 +7,7 @@ import { log } from "@/lib/log";
 import type { Address } from "./address";
 import { now as clockNow } from "./clock";
 import { clientIdentity, clientNetwork } from "./client-identity";
+import { PAUSED_RETRY_AFTER_SECONDS } from "./faucet-gate";
 import { SponsorshipError } from "./errors";
 import { rateWindowStart, secondsUntil } from "./rate-limits";
 
@@ -103,7 +104,7 @@ export async function createSponsorshipRequest(
           secondsUntil(at, result.retryAtMs),
         );
       case "sponsorships_paused":
-        throw new SponsorshipError("sponsorships_paused", "Sponsorships are paused by the operator; retry later", 60);
+        throw new SponsorshipError("sponsorships_paused", "Sponsorships are paused by the operator; retry later", PAUSED_RETRY_AFTER_SECONDS);
       case "ip_blocked":
         throw new SponsorshipError("ip_blocked", "Requests from this address are blocked by the operator");
       case "wallet_not_registered":

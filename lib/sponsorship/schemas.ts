@@ -268,3 +268,38 @@ export const problemResponseSchema = named(
     .meta({ description: "RFC 9457 problem details; clients switch on `code`" }),
 );
 export type ProblemResponse = z.infer<typeof problemResponseSchema>;
+
+/** GET /faucet (decisions.md, "Public faucet status"). */
+export const faucetState = named(
+  "FaucetState",
+  z
+    .enum(["operating", "paused", "budget_exhausted", "low_funds", "empty", "chain_unreachable"])
+    .meta({ description: "low_funds still serves requests (fewer than TREASURY_LOW_SPONSORSHIPS sponsorships are left); the others after operating do not" }),
+);
+export type FaucetState = z.infer<typeof faucetState>;
+
+export const faucetStatusResponse = named(
+  "FaucetStatus",
+  z.strictObject({
+    chainId: z.int().min(1),
+    networkName: z.string().meta({ description: 'NETWORK_NAME; by default from the chain id ("Local development chain" for 31337)' }),
+    nativeSymbol: z.string().meta({ example: "ETH" }),
+    amountWei: z
+      .string()
+      .regex(/^\d+$/)
+      .meta({ description: "What one sponsorship sends (SPONSOR_AMOUNT_WEI), decimal string", example: "10000000000000000" }),
+    explorerUrl: z.string().nullable().meta({ description: "Block explorer base URL (transactions at `{explorerUrl}/tx/{hash}`), or null" }),
+    state: faucetState,
+    retryAfterSeconds: z
+      .int()
+      .min(1)
+      .nullable()
+      .meta({ description: "While the faucet does not serve requests, the seconds after which to look again; null while it does (operating, low_funds)" }),
+    medianSecondsToComplete: z
+      .number()
+      .nonnegative()
+      .nullable()
+      .meta({ description: "Median seconds from requestedAt to completedAt of the requests completed in the last hour; null with none" }),
+  }),
+);
+export type FaucetStatusResponse = z.infer<typeof faucetStatusResponse>;

@@ -1,7 +1,7 @@
 import type { Metadata } from "next";
 import type { ReactNode } from "react";
 import { currentAdminSession } from "@/lib/admin/request-context";
-import { secondaryButton } from "../_components/styles";
+import { link, secondaryButton } from "../_components/styles";
 import { signOutAction } from "./actions";
 import { DashboardNav } from "./_components/dashboard-nav";
 
@@ -39,6 +39,13 @@ export default async function DashboardLayout({ children }: { children: ReactNod
       <main id="main" className="mx-auto max-w-7xl px-4 py-6">
         {children}
       </main>
+      <footer className="mx-auto max-w-7xl px-4 pb-6 text-sm text-slate-700">
+        {/* /docs is a route handler (an HTML document), not a page: a full navigation, not <Link>. */}
+        {/* eslint-disable-next-line @next/next/no-html-link-for-pages */}
+        <a className={link} href="/docs">
+          API reference
+        </a>
+      </footer>
     </div>
   );
 }

@@ -1,6 +1,7 @@
 import { headers } from "next/headers";
 import type { ReactNode } from "react";
 import { Providers } from "@/app/providers";
+import { link } from "../_components/styles";
 import { getPublicSettings } from "../_lib/settings";
 import { wagmiCookieHeader } from "../_lib/wagmi-cookie";
 
@@ -10,6 +11,19 @@ export default async function RequestLayout({ children }: { children: ReactNode 
   return (
     <Providers chainId={getPublicSettings().chainId} cookie={cookie}>
       {children}
+      <footer className="mx-auto w-full max-w-2xl px-4 pb-8 text-sm text-slate-700">
+        For programs: the{" "}
+        {/* /docs is a route handler (an HTML document), not a page: a full navigation, not <Link>. */}
+        {/* eslint-disable-next-line @next/next/no-html-link-for-pages */}
+        <a className={link} href="/docs">
+          API reference
+        </a>{" "}
+        (OpenAPI document at{" "}
+        <a className={link} href="/openapi.json">
+          /openapi.json
+        </a>
+        ).
+      </footer>
     </Providers>
   );
 }

@@ -14,7 +14,9 @@ import {
 } from "../_lib/api";
 import { STATUS_LABELS } from "../../_lib/status-labels";
 import { checkAddress, describeOutcome, describeProblem, formatCountdown, type Refusal } from "../_lib/problems";
+import { describeFaucet } from "../_lib/faucet-words";
 import { ConnectWallet } from "./connect-wallet";
+import { FaucetSummary, useFaucetStatus } from "./faucet-summary";
 import { RequestTimeline } from "./request-timeline";
 
 /** Interface-spec 3.1, rule 4: poll every 3 to 5 seconds, stop at a terminal status. */
@@ -46,6 +48,10 @@ export function RequestFlow({ explorerUrl, initialRequestId }: { explorerUrl: st
   const [refusal, setRefusal] = useState<ShownRefusal | null>(null);
   const [trackedId, setTrackedId] = useState<string | null>(initialRequestId);
   const serial = useRef(0);
+  const { status: faucet, answer: faucetAnswer } = useFaucetStatus();
+  const faucetWords = faucet ? describeFaucet(faucet) : null;
+  /** The faucet does not serve requests now (paused, out of budget, empty, network unreachable): the form waits. */
+  const closed = faucetWords !== null && !faucetWords.serving;
 
   const check = checkAddress(address);
   const fieldError = check.message && (!check.partial || showIncomplete) ? check.message : null;
@@ -69,7 +75,7 @@ export function RequestFlow({ explorerUrl, initialRequestId }: { explorerUrl: st
 
   async function onSubmit(event: FormEvent<HTMLFormElement>) {
     event.preventDefault();
-    if (submitting) return;
+    if (submitting || closed) return;
     const wallet = address.trim();
     if (!checkAddress(wallet).valid) {
       // Nothing is sent for an address that cannot be right.
@@ -100,6 +106,7 @@ export function RequestFlow({ explorerUrl, initialRequestId }: { explorerUrl: st
 
   return (
     <div className="mt-8 space-y-6">
+      <FaucetSummary status={faucet} />
       <form onSubmit={onSubmit} noValidate className={`${card} space-y-4`} aria-label="Sponsorship request">
         <div className="space-y-2">
           <label htmlFor={inputId} className="block font-medium text-slate-900">
@@ -138,7 +145,13 @@ export function RequestFlow({ explorerUrl, initialRequestId }: { explorerUrl: st
           }}
         />
         <div className="flex flex-wrap gap-3">
-          <button type="submit" className={primaryButton} disabled={submitting} aria-disabled={submitting}>
+          <button
+            type="submit"
+            className={primaryButton}
+            disabled={submitting || closed}
+            aria-disabled={submitting || closed}
+            aria-describedby={closed ? "faucet-closed" : undefined}
+          >
             {submitting ? "Sending…" : "Request gas"}
           </button>
           {(trackedId || refusal) && (
@@ -147,6 +160,12 @@ export function RequestFlow({ explorerUrl, initialRequestId }: { explorerUrl: st
             </button>
           )}
         </div>
+        {closed && faucetWords && faucet && (
+          <div id="faucet-closed" role="status" className="rounded-md border border-amber-300 bg-amber-50 p-3 text-amber-950">
+            <p className="font-medium">{faucetWords.sentence}</p>
+            {faucet.retryAfterSeconds !== null && <Countdown key={faucetAnswer} seconds={faucet.retryAfterSeconds} />}
+          </div>
+        )}
       </form>
 
       {refusal && <RefusalPanel key={refusal.serial} refusal={refusal} onFollow={(id) => {

@@ -1,37 +1,24 @@
 /**
- * The page's client for the public HTTP API: the same endpoints, bodies and problem+json errors external
- * clients use (docs/api.md). Nothing here is private to the web app.
+ * The page's client for the public HTTP API: openapi-fetch typed by lib/api/types.ts, which openapi-typescript
+ * generates from the document GET /openapi.json serves. The same endpoints, bodies and problem+json errors
+ * external clients use (docs/api.md); nothing here is private to the web app, and a path, parameter or field the
+ * document does not have is a type error here.
  */
 
-import type { RelayTransactionSummary } from "@/lib/sponsorship/schemas";
+import createClient from "openapi-fetch";
+import type { components, paths } from "@/lib/api/types";
 
-export type RequestStatus = "pending" | "approved" | "relayed" | "completed" | "rejected" | "failed";
+type Schemas = components["schemas"];
+
+export type RequestStatus = Schemas["RequestStatus"];
 export const TERMINAL_STATUSES: readonly RequestStatus[] = ["completed", "rejected", "failed"];
 export const OPEN_STATUSES: readonly RequestStatus[] = ["pending", "approved", "relayed"];
 
-/** A relay attempt as GET /sponsorship/:id returns it: the API's own wire schema (type only, no runtime import). */
-export type RelayTransactionView = RelayTransactionSummary;
-
-export type SponsorshipRequestView = {
-  id: string;
-  walletId: string;
-  walletAddress: string;
-  status: RequestStatus;
-  requestedAt: string;
-  approvedAt: string | null;
-  rejectedAt: string | null;
-  completedAt: string | null;
-  failedAt: string | null;
-  eligibilityReason: "eligible" | "wallet_blocked" | "already_sponsored" | "payment_refused" | null;
-  /** Not part of the interface's list; shown when a server provides it. */
-  failureReason?: string | null;
-  relayTransactions?: RelayTransactionView[];
-};
-
-export type WalletHistoryView = {
-  requests: { id: string; status: RequestStatus; requestedAt: string }[];
-  nextCursor: string | null;
-};
+/** A relay attempt as GET /sponsorship/:id returns it. */
+export type RelayTransactionView = Schemas["RelayTransactionSummary"];
+/** GET /sponsorship/:id: the request with its wallet and relay attempts. */
+export type SponsorshipRequestView = Schemas["SponsorshipRequestDetail"];
+export type WalletHistoryView = Schemas["HistoryPage"];
 
 /** A refusal as the API reports it (RFC 9457), or a transport failure (`status` 0). */
 export type ApiProblem = {
@@ -45,6 +32,9 @@ export type ApiProblem = {
 
 export type ApiResult<T> = { ok: true; status: number; data: T } | { ok: false; problem: ApiProblem };
 
+/** Same-origin: the page is served by the API's own server. */
+const api = createClient<paths>({ cache: "no-store", headers: { accept: "application/json" } });
+
 function retryAfter(response: Response): number | undefined {
   const raw = response.headers.get("retry-after");
   if (!raw) return undefined;
@@ -53,51 +43,45 @@ function retryAfter(response: Response): number | undefined {
   return Number.isNaN(at) ? undefined : Math.max(1, Math.ceil((at - Date.now()) / 1000));
 }
 
-async function call<T>(path: string, init: RequestInit = {}): Promise<ApiResult<T>> {
-  let response: Response;
+const text = (value: unknown) => (typeof value === "string" ? value : undefined);
+
+/** openapi-fetch's `{ data, error, response }` as the page's result; a network failure is `status` 0. */
+async function settle<T>(call: () => Promise<{ data?: T; error?: unknown; response: Response }>): Promise<ApiResult<T>> {
+  let result: { data?: T; error?: unknown; response: Response };
   try {
-    response = await fetch(path, { ...init, cache: "no-store", headers: { accept: "application/json", ...init.headers } });
+    result = await call();
   } catch {
     return { ok: false, problem: { status: 0, code: "network_error" } };
   }
-  let body: unknown = undefined;
-  try {
-    body = await response.json();
-  } catch {
-    body = undefined;
-  }
-  if (response.ok && body && typeof body === "object") return { ok: true, status: response.status, data: body as T };
-  const problem = body && typeof body === "object" ? (body as Record<string, unknown>) : {};
-  const code =
-    typeof problem.code === "string" ? problem.code : response.status >= 500 || response.ok ? "service_unavailable" : `http_${response.status}`;
+  const { data, error, response } = result;
+  if (response.ok && data !== undefined && typeof data === "object") return { ok: true, status: response.status, data };
+  const problem = error && typeof error === "object" ? (error as Record<string, unknown>) : {};
+  const code = text(problem.code) ?? (response.status >= 500 || response.ok ? "service_unavailable" : `http_${response.status}`);
   return {
     ok: false,
-    problem: {
-      status: response.status,
-      code,
-      title: typeof problem.title === "string" ? problem.title : undefined,
-      detail: typeof problem.detail === "string" ? problem.detail : undefined,
-      retryAfterSeconds: retryAfter(response),
-    },
+    problem: { status: response.status, code, title: text(problem.title), detail: text(problem.detail), retryAfterSeconds: retryAfter(response) },
   };
 }
 
-function postJson<T>(path: string, body: unknown): Promise<ApiResult<T>> {
-  return call<T>(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-}
-
 export function registerWallet(walletAddress: string) {
-  return postJson<{ id: string; walletAddress: string; isBlocked: boolean }>("/wallets/register", { walletAddress });
+  return settle(() => api.POST("/wallets/register", { body: { walletAddress } }));
 }
 
 export function createSponsorshipRequest(walletAddress: string) {
-  return postJson<SponsorshipRequestView>("/sponsorship/request", { walletAddress });
+  return settle(() => api.POST("/sponsorship/request", { body: { walletAddress } }));
 }
 
 export function getSponsorshipRequest(id: string) {
-  return call<SponsorshipRequestView>(`/sponsorship/${encodeURIComponent(id)}`);
+  return settle(() => api.GET("/sponsorship/{id}", { params: { path: { id } } }));
 }
 
 export function getWalletHistory(walletAddress: string) {
-  return call<WalletHistoryView>(`/wallets/${encodeURIComponent(walletAddress)}/history?limit=20`);
+  return settle(() => api.GET("/wallets/{address}/history", { params: { path: { address: walletAddress }, query: { limit: 20 } } }));
+}
+
+/** GET /faucet: network, amount, state and the usual time to completion. */
+export type FaucetStatusView = Schemas["FaucetStatus"];
+
+export function getFaucetStatus() {
+  return settle(() => api.GET("/faucet"));
 }

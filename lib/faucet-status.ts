@@ -1,0 +1,94 @@
+import * as chains from "viem/chains";
+import type { Database } from "@/db/client";
+import { readMedianSecondsToComplete } from "@/db/queries/faucet";
+import { resolveDeployment } from "@/lib/chain/deployment";
+import type { Config } from "@/lib/config";
+import { chainChecks } from "@/lib/health";
+import { faucetGateState } from "@/lib/sponsorship/faucet-gate";
+import type { FaucetState, FaucetStatusResponse } from "@/lib/sponsorship/schemas";
+
+/**
+ * GET /faucet (decisions.md, "Public faucet status"): what the faucet gives, on which network, whether it is
+ * serving and how long a sponsorship usually takes. Public and polled by every open /request page, so it is served
+ * from an in-process snapshot taken at most once every FAUCET_SNAPSHOT_MS and shared by concurrent callers: at
+ * most one database query a second per process, never one per request. The chain part is /health's own cached
+ * reads (lib/health.ts), not a second set.
+ *
+ * State, first match wins: the administrator's gates (faucetGateState: paused, budget_exhausted); the chain or
+ * the treasury cannot be read, or there is no treasury: chain_unreachable; the treasury paused on-chain: paused;
+ * less than one sponsorship in it: empty; fewer than TREASURY_LOW_SPONSORSHIPS: low_funds (still serving);
+ * else operating.
+ */
+
+export const FAUCET_SNAPSHOT_MS = 1_000;
+/** While the faucet cannot serve for a reason no clock ends (empty, unreachable, paused on-chain): look again in a minute. */
+export const FAUCET_RETRY_SECONDS = 60;
+
+const LOCAL_CHAIN_ID = 31337;
+const knownChains = Object.values(chains as Record<string, { id: number; name: string; nativeCurrency: { symbol: string } }>);
+
+function describeNetwork(config: Config, chainId: number): { networkName: string; nativeSymbol: string } {
+  const known = knownChains.find((c) => c.id === chainId);
+  const nativeSymbol = known?.nativeCurrency.symbol ?? "ETH";
+  if (config.networkName) return { networkName: config.networkName, nativeSymbol };
+  if (chainId === LOCAL_CHAIN_ID) return { networkName: "Local development chain", nativeSymbol };
+  return { networkName: known?.name ?? `Chain ${chainId}`, nativeSymbol };
+}
+
+function configuredChainId(config: Config): number {
+  if (config.chainId !== undefined) return config.chainId;
+  try {
+    return resolveDeployment(config)?.chainId ?? LOCAL_CHAIN_ID;
+  } catch {
+    return LOCAL_CHAIN_ID;
+  }
+}
+
+type Deps = { db: Database; config: Config };
+
+async function readFaucetStatus({ db, config }: Deps, nowMs: number): Promise<FaucetStatusResponse> {
+  const [gate, { chain, treasury }, medianSecondsToComplete] = await Promise.all([
+    faucetGateState({ db, config, nowMs }),
+    chainChecks(config),
+    readMedianSecondsToComplete(db, nowMs),
+  ]);
+  const chainId = chain.status === "ok" && chain.chainId !== undefined ? chain.chainId : configuredChainId(config);
+
+  let state: FaucetState;
+  let retryAfterSeconds: number | null = FAUCET_RETRY_SECONDS;
+  const balance = treasury.balanceWei === undefined ? undefined : BigInt(treasury.balanceWei);
+  if (gate) ({ state, retryAfterSeconds } = gate);
+  else if (chain.status !== "ok" || balance === undefined) state = "chain_unreachable";
+  else if (treasury.paused) state = "paused";
+  else if (balance < config.sponsorAmountWei) state = "empty";
+  else {
+    state = balance < config.sponsorAmountWei * BigInt(config.treasuryLowSponsorships) ? "low_funds" : "operating";
+    retryAfterSeconds = null;
+  }
+
+  return {
+    chainId,
+    ...describeNetwork(config, chainId),
+    amountWei: config.sponsorAmountWei.toString(),
+    explorerUrl: config.explorerUrl?.replace(/\/+$/, "") ?? null,
+    state,
+    retryAfterSeconds,
+    medianSecondsToComplete,
+  };
+}
+
+let snapshot: { deps: Deps; takenAt: number; value: Promise<FaucetStatusResponse> } | undefined;
+
+/** The faucet's status as of at most FAUCET_SNAPSHOT_MS before `nowMs`. */
+export function faucetStatus(deps: Deps, nowMs = Date.now()): Promise<FaucetStatusResponse> {
+  const fresh = snapshot && snapshot.deps.db === deps.db && snapshot.deps.config === deps.config && nowMs - snapshot.takenAt < FAUCET_SNAPSHOT_MS;
+  if (!fresh) {
+    const taken = { deps, takenAt: nowMs, value: readFaucetStatus(deps, nowMs) };
+    snapshot = taken;
+    // A failed read is answered once (a problem) and not served again from the snapshot.
+    taken.value.catch(() => {
+      if (snapshot === taken) snapshot = undefined;
+    });
+  }
+  return snapshot!.value;
+}
