@@ -1,6 +1,7 @@
 import type { Metadata } from "next";
 import Link from "next/link";
 import { listAdminActions } from "@/db/queries/admin";
+import { readServiceState } from "@/db/queries/controls";
 import { requestStatus } from "@/db/schema";
 import { loadServiceOverview } from "@/lib/admin/app-overview";
 import { OVERVIEW_RANGES, parseOverviewRange, type DashboardOverview } from "@/lib/admin/overview";
@@ -20,7 +21,7 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
   const session = await currentAdminSession();
   if (!session) return <SignInForm returnTo="/dashboard" />;
   const range = parseOverviewRange((await searchParams).range);
-  const [overview, actions] = await Promise.all([loadServiceOverview(range), listAdminActions(appDb(), { limit: 10 })]);
+  const [overview, actions, state] = await Promise.all([loadServiceOverview(range), listAdminActions(appDb(), { limit: 10 }), readServiceState(appDb())]);
 
   return (
     <div className="space-y-6">
@@ -50,6 +51,15 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
           <AutoRefresh />
         </div>
       </div>
+
+      {state.paused && (
+        <Notice tone="warning">
+          Sponsorships are paused: {state.pauseReason}.{" "}
+          <Link className={link} href="/dashboard/controls">
+            Controls
+          </Link>
+        </Notice>
+      )}
 
       <Section title="Requests by status" id="status-counts">
         <dl className="grid grid-cols-2 gap-3 sm:grid-cols-3 lg:grid-cols-7">
