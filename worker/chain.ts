@@ -382,6 +382,17 @@ export class WorkerChain {
     );
   }
 
+  /** Which of these relayers the treasury authorises (`isRelayer`, one batched request), lowercase. */
+  async authorisedRelayers(relayers: readonly Address[]): Promise<Set<Address>> {
+    if (relayers.length === 0) return new Set();
+    return this.reach("isRelayer", async () => {
+      const answers = await Promise.all(
+        relayers.map((account) => this.client.readContract({ address: this.treasuryAddress, abi: treasuryAbi, functionName: "isRelayer", args: [account] })),
+      );
+      return new Set(relayers.filter((_, i) => answers[i]).map((r) => r.toLowerCase() as Address));
+    });
+  }
+
   async treasuryState(): Promise<TreasuryState> {
     return this.reach("treasury state", () => readTreasuryState(this.client, this.treasuryAddress));
   }

@@ -18,6 +18,7 @@ import {
   lockIfOpen,
   lockRequest,
   readRawTransactions,
+  SERVICE_STATE_FAILURE,
   type MinedRelay,
   type OpenNonceTransaction,
   type RelayFailure,
@@ -337,10 +338,16 @@ export class Confirmer {
       }
     }
 
+    // A revert of the service's own making (treasury paused or short, relayer not authorised) burns no attempt:
+    // the relay is failed with SERVICE_STATE_FAILURE and the request waits (the relay stage checks all three
+    // before it sends again).
+    const serviceState = explained.errorName !== undefined && SERVICE_STATE_REVERTS.has(explained.errorName);
+    const relayReason = serviceState ? `${SERVICE_STATE_FAILURE} ${reason}` : reason;
     await ctx.db.transaction(async (tx) => {
       await lockRequest(tx, requestId);
-      await failRelays(tx, [{ id: winner.id, reason }]);
+      await failRelays(tx, [{ id: winner.id, reason: relayReason }]);
       await this.closeGroup(tx, group, winner.id, `superseded: attempt ${winner.relayAttempt} at nonce ${group.nonce} was mined and reverted`, (attempts) => {
+        if (serviceState) return undefined;
         if (explained.errorName === "AlreadySponsored") return "relay failed: the wallet was already sponsored on-chain by another transaction";
         // A revert of the wallet's own making (it refused the transfer): no retry can cure it, so the request fails
         // at once (decisions.md, "Wallets that cannot be paid").

@@ -38,6 +38,8 @@ export type WorkerTotals = {
 
 export type WorkerStatus = {
   treasury: (TreasuryState & { checkedAt: Date; underfunded: boolean }) | undefined;
+  /** Why the relay stage's last pass sent nothing although requests were waiting (undefined: it was not held back). */
+  relayWaiting: string | undefined;
   /** The administrator's pause as the relay stage last read it (undefined: not paused). */
   pause: { reason: string | null } | undefined;
   lastError: { stage: string; message: string; at: Date } | undefined;

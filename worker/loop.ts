@@ -166,6 +166,7 @@ export class WorkerLoop {
         this.relayWaiting = relayed.claimed > 0 && (relayed.stored ?? 0) === 0;
         sent = relayed.stored ?? 0;
         if ((relayed.stored ?? 0) >= ctx.settings.batchSize) busy = true;
+        ctx.status.relayWaiting = relayed.claimed > 0 ? relayed.waiting : undefined;
         if (relayed.waiting && relayed.waiting !== "no_relayers" && relayed.claimed > 0) this.noteWaiting(relayed.waiting);
       }
     }

@@ -12,6 +12,7 @@ import type { AdminSession } from "@/db/schema";
 import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
 import {
+  anvilRpc,
   createRequest,
   randomWallet,
   readRelays,
@@ -109,6 +110,48 @@ describe("a wallet that cannot be paid", () => {
     const relays = await readRelays(fx, id);
     expect(relays).toHaveLength(1);
     expect(relays[0]!.status).toBe("failed");
+  });
+});
+
+describe("a revert of the service's own making", () => {
+  it("burns no attempt: a relay mined after the treasury was paused fails as service_state, and the next attempt completes the request (MAX_RELAY_ATTEMPTS=1)", async () => {
+    const { id, wallet } = await createRequest(fx);
+    await anvilRpc(fx, "evm_setAutomine", [false]);
+    try {
+      // With one attempt allowed, a burned attempt would fail the request: this one must not.
+      worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "1" });
+      // The relay is sent and waits in the node's pool (no block is mined by itself now).
+      await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
+      // The owner pauses the treasury with a higher tip, so the pause comes first in the next block and the relay reverts.
+      const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+      await owner.writeContract({
+        address: fx.deployment.treasuryAddress,
+        abi: treasuryAbi,
+        functionName: "pause",
+        maxPriorityFeePerGas: 50_000_000_000n,
+        maxFeePerGas: 200_000_000_000n,
+      });
+      await anvilRpc(fx, "evm_mine");
+    } finally {
+      await anvilRpc(fx, "evm_setAutomine", [true]);
+    }
+    const failed = await waitFor("attempt 1 to fail", async () => (await readRelays(fx, id)).find((r) => r.status === "failed"));
+    expect(failed.failureReason).toMatch(/^service_state: reverted: TreasuryPaused/);
+    // The request waits (relayed, no open attempt) while the treasury is paused; nothing is failed.
+    await waitFor("the relay stage to wait for the treasury", async () => (worker!.ctx.status.relayWaiting === "treasury_paused" ? true : undefined));
+    expect((await readRequest(fx, id)).status).toBe("relayed");
+
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    await fx.clients.waitForTransactionReceipt({
+      hash: await owner.writeContract({ address: fx.deployment.treasuryAddress, abi: treasuryAbi, functionName: "unpause" }),
+    });
+    await waitStatus(id, "completed");
+    const relays = await readRelays(fx, id);
+    expect(relays.map((r) => [r.relayAttempt, r.status])).toEqual([
+      [1, "failed"],
+      [2, "confirmed"],
+    ]);
+    expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
   });
 });
 

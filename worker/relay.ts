@@ -21,7 +21,7 @@ type Address = `0x${string}`;
 export type RelayOutcome = {
   sent: number;
   /** Why nothing was sent although work may be waiting. */
-  waiting?: "no_relayers" | "sponsorships_paused" | "treasury_paused" | "treasury_underfunded" | "treasury_capacity" | "fees_above_ceiling";
+  waiting?: "no_relayers" | "relayers_not_authorised" | "sponsorships_paused" | "treasury_paused" | "treasury_underfunded" | "treasury_capacity" | "fees_above_ceiling";
   claimed: number;
   /** Attempts stored (and handed to the chain) by this batch. */
   stored?: number;
@@ -67,10 +67,11 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
     // granted). The treasury must cover what is already in flight plus each new attempt; otherwise the requests
     // wait (rows untouched, locks released at commit) and no attempt is created or burned. The chain reads leave
     // together (one JSON-RPC batch) while the database answers.
-    const [[candidates, openRelays], treasury, fees] = await Promise.all([
+    const [[candidates, openRelays], treasury, fees, authorised] = await Promise.all([
       sendQueries(tx, [readRelayCandidatesStatement(locked), countOpenRelaysStatement()]),
       ctx.chain.treasuryState(),
       currentFees(ctx),
+      ctx.chain.authorisedRelayers([...nonces.keys()] as Address[]),
     ]);
     if (candidates.length === 0) return { stored: [], claimed: 0 };
     const underfunded = treasury.balance < treasury.amount;
@@ -83,16 +84,19 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
     // The network asks more than the ceiling: nothing signed under it could be mined. Requests wait as they are.
     if (fees.aboveCeiling) return { stored: [], claimed: candidates.length, waiting: "fees_above_ceiling" as const };
 
-    const rotation = ctx.pool.rotation().filter((r) => nonces.has(r));
+    // A relayer the treasury does not authorise would only send reverts: it is left out, and with none left the
+    // requests wait (no attempt burned) until the owner authorises one.
+    const rotation = ctx.pool.rotation().filter((r) => nonces.has(r) && authorised.has(r.toLowerCase() as Address));
+    if (rotation.length === 0) return { stored: [], claimed: candidates.length, waiting: "relayers_not_authorised" as const };
     const attempts: NewRelayAttempt[] = [];
     const firstAttempts: string[] = [];
     let next = 0;
     for (const c of candidates) {
       if (BigInt(attempts.length) >= affordable) break;
-      if (c.attempts >= max) {
+      if (c.burned >= max) {
         // The confirm stage fails a request at its last attempt; this is reached when MAX_RELAY_ATTEMPTS was lowered, or
         // when the last attempt was refused by the node (nothing of it was ever broadcast).
-        metrics.finished(await sendQueries(tx, [failRequestStatement(c.id, ctx.actor, `relay failed: all ${c.attempts} attempts failed`)]));
+        metrics.finished(await sendQueries(tx, [failRequestStatement(c.id, ctx.actor, `relay failed: all ${c.burned} attempts failed`)]));
         ctx.status.totals.failed++;
         continue;
       }

@@ -129,7 +129,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     chain,
     pool,
     log,
-    status: { treasury: undefined, pause: undefined, lastError: undefined, blockNumber: undefined, checkedBlock: undefined, checkedAt: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
+    status: { treasury: undefined, pause: undefined, relayWaiting: undefined, lastError: undefined, blockNumber: undefined, checkedBlock: undefined, checkedAt: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
     fees: undefined,
     feeCeiling: config.maxFeePerGasWei === undefined ? undefined : new FeeCeilingWatch(config.maxFeePerGasWei),
     wake: () => {},

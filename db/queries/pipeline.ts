@@ -131,9 +131,18 @@ export type RelayCandidate = {
   id: string;
   walletAddress: Address;
   status: Extract<RequestStatus, "approved" | "relayed">;
-  /** Attempts made so far (0 for an approved request). */
+  /** The highest attempt number so far (0 for an approved request): the next attempt is numbered after it. */
   attempts: number;
+  /**
+   * Attempts that count against MAX_RELAY_ATTEMPTS: all but those that failed for the service's own state
+   * (SERVICE_STATE_FAILURE: treasury paused or short, relayer not authorised), which burn none (decisions.md,
+   * "Wallets that cannot be paid").
+   */
+  burned: number;
 };
+
+/** The failure_reason prefix of an attempt that reverted for the service's own state; it burns no attempt. */
+export const SERVICE_STATE_FAILURE = "service_state:";
 
 /**
  * Claims requests that need a relay attempt: approved ones (first attempt) and relayed ones whose every attempt
@@ -156,6 +165,8 @@ const LOCK_RELAY_CANDIDATES = `
 const READ_RELAY_CANDIDATES = `
     SELECT r.id, r.wallet_address, r.status,
       COALESCE((SELECT max(t.relay_attempt) FROM relay_transactions t WHERE t.sponsorship_request_id = r.id), 0)::int AS attempts,
+      (SELECT count(*) FROM relay_transactions t
+        WHERE t.sponsorship_request_id = r.id AND NOT (t.status = 'failed' AND t.failure_reason LIKE 'service_state:%'))::int AS burned,
       EXISTS (SELECT 1 FROM relay_transactions t WHERE t.sponsorship_request_id = r.id AND t.status IN ('queued', 'submitted')) AS open
     FROM sponsorship_requests r
     WHERE r.id = ANY($1::uuid[])
@@ -172,9 +183,9 @@ export function lockRelayCandidatesStatement(limit: number): Query<string[]> {
  */
 export function readRelayCandidatesStatement(lockedIds: readonly string[]): Query<RelayCandidate[]> {
   return query(READ_RELAY_CANDIDATES, [lockedIds], (rows) =>
-    (rows as { id: string; wallet_address: string; status: RequestStatus; attempts: number; open: boolean }[])
+    (rows as { id: string; wallet_address: string; status: RequestStatus; attempts: number; burned: number; open: boolean }[])
       .filter((r): r is typeof r & { status: "approved" | "relayed" } => !r.open && (r.status === "approved" || r.status === "relayed"))
-      .map((r) => ({ id: r.id, walletAddress: r.wallet_address as Address, status: r.status, attempts: r.attempts })),
+      .map((r) => ({ id: r.id, walletAddress: r.wallet_address as Address, status: r.status, attempts: r.attempts, burned: r.burned })),
   );
 }
 
@@ -239,11 +250,13 @@ export function markRequestsRelayedStatement(ids: readonly string[], actor: stri
 
 
 /** Locks one request row (every transaction that adds an attempt or a fill for a request holds it). */
+/** Locks a request; `attempts` are those that count against MAX_RELAY_ATTEMPTS (see RelayCandidate.burned). */
 export async function lockRequest(tx: Transaction, id: string): Promise<{ status: RequestStatus; attempts: number } | undefined> {
   const [row] = await tx.execute<{ status: RequestStatus }>(sql`SELECT status FROM sponsorship_requests WHERE id = ${id} FOR UPDATE`);
   if (!row) return undefined;
   const [a] = await tx.execute<{ attempts: number }>(sql`
-    SELECT COALESCE(max(relay_attempt), 0)::int AS attempts FROM relay_transactions WHERE sponsorship_request_id = ${id}`);
+    SELECT count(*)::int AS attempts FROM relay_transactions
+    WHERE sponsorship_request_id = ${id} AND NOT (status = 'failed' AND failure_reason LIKE ${SERVICE_STATE_FAILURE + "%"})`);
   return { status: row.status, attempts: a?.attempts ?? 0 };
 }
 
