@@ -69,8 +69,9 @@ describe("contracts:deploy", () => {
   });
 
   it("refuses when CHAIN_ID differs from the chain RPC_URL serves", async () => {
+    // Keys of its own: anvil's well-known keys are refused outright with a chain id other than 31337 (lib/config.ts).
     expectOneLineRefusal(
-      await runDeploy({ RPC_URL: chain.rpcUrl, CHAIN_ID: "1", DEPLOYER_PRIVATE_KEY: LOCAL_DEPLOYER_KEY, RELAYER_PRIVATE_KEYS: relayerKeys }),
+      await runDeploy({ RPC_URL: chain.rpcUrl, CHAIN_ID: "1", DEPLOYER_PRIVATE_KEY: generatePrivateKey(), RELAYER_PRIVATE_KEYS: generatePrivateKey() }),
       /CHAIN_ID is 1 but RPC_URL serves chain 31337/,
     );
   });
