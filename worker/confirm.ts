@@ -32,7 +32,7 @@ import { currentFees, type WorkerContext } from "./context";
 import { withinCeiling } from "./fee-ceiling";
 import { metrics } from "./metrics";
 import { LeaseLostError } from "./relayers";
-import { SERVICE_STATE_REVERTS } from "./review";
+import { SERVICE_STATE_REVERTS, WALLET_REFUSED_REVERT } from "./review";
 import { SPONSOR_GAS_LIMIT, bumpFees, signFillTransaction, signSponsorTransaction } from "./transactions";
 
 /**
@@ -351,7 +351,7 @@ export class Confirmer {
         if (explained.errorName === "AlreadySponsored") return "relay failed: the wallet was already sponsored on-chain by another transaction";
         // A revert of the wallet's own making (it refused the transfer): no retry can cure it, so the request fails
         // at once (decisions.md, "Wallets that cannot be paid").
-        if (explained.errorName !== undefined && !SERVICE_STATE_REVERTS.has(explained.errorName)) {
+        if (explained.errorName === WALLET_REFUSED_REVERT) {
           return `payment_refused: the wallet refused the payment (${reason})`;
         }
         return attempts >= ctx.settings.maxRelayAttempts ? `relay failed after ${attempts} attempts; last: ${reason}` : undefined;

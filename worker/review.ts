@@ -15,14 +15,22 @@ import { SPONSOR_GAS_LIMIT } from "./transactions";
 export const SERVICE_STATE_REVERTS: ReadonlySet<string> = new Set(["NotRelayer", "TreasuryPaused", "InsufficientBalance"]);
 
 /**
+ * The treasury's one revert that says the wallet itself refuses the payment (its `receive` reverted or ran out of
+ * gas). Only it rejects a request as `payment_refused`: any other revert, or one whose reason the node did not
+ * return, approves as usual and is left to the relay stage's own checks, so a misconfiguration or a provider that
+ * drops revert data can never reject every request for good.
+ */
+export const WALLET_REFUSED_REVERT = "TransferFailed";
+
+/**
  * Review (decisions.md "Pipeline"): claim due pending requests in a batch (FOR UPDATE SKIP LOCKED, so workers
  * never review the same request), re-check eligibility and move each to approved or rejected:
  * - an active block of the wallet (administrator, or automatic and not expired) -> rejected `wallet_blocked`;
  * - `isSponsored` true on-chain (one batched `areSponsored` call) -> rejected `already_sponsored`;
  * - the payment itself simulated (`eth_call` of the treasury's `sponsor` from a relayer, with the relay's gas
- *   limit, all in one JSON-RPC batch) reverts for a reason of the wallet's (a contract whose `receive` refuses the
- *   transfer) -> rejected `payment_refused`, and nothing is ever sent for it; a revert caused by the service's own
- *   state (SERVICE_STATE_REVERTS) approves as usual, and the relay stage waits;
+ *   limit, all in one JSON-RPC batch) reverts with TransferFailed (a contract whose `receive` refuses the
+ *   transfer) -> rejected `payment_refused`, and nothing is ever sent for it; any other revert (the service's own
+ *   state, SERVICE_STATE_REVERTS, or one without a reason) approves as usual, and the relay stage decides;
  * - otherwise approved `eligible`.
  * When the chain cannot be read, blocked wallets are still rejected and the rest stay pending (the rows are
  * untouched and unlocked at commit); the ChainUnavailableError reaches the loop, which backs off.
@@ -55,7 +63,7 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
           : new Map();
         for (const c of payable) {
           const revert = reverts.get(c.id);
-          if (revert && !(revert.errorName && SERVICE_STATE_REVERTS.has(revert.errorName))) {
+          if (revert && (revert.errorName === WALLET_REFUSED_REVERT || revert.errorName === "AlreadySponsored")) {
             const reason = revert.errorName === "AlreadySponsored" ? "already_sponsored" : "payment_refused";
             ctx.log.info("payment would revert: request rejected before anything is sent", { requestId: c.id, wallet: c.walletAddress, revert: revert.text });
             decisions.push({ id: c.id, status: "rejected", reason });
