@@ -29,13 +29,18 @@ CREATE OR REPLACE FUNCTION create_sponsorship_request(
   p_registry text,
   p_budget_hour int,
   p_budget_day int,
-  p_budget_shards int
+  p_budget_shards int,
+  p_budget_retry_hint timestamptz
 ) RETURNS json AS $$
 DECLARE
   v_window interval := interval '1 hour';
   v_new_block timestamptz := p_now + make_interval(mins => p_auto_block_minutes);
-  v_minute timestamptz := date_trunc('minute', p_now);
+  -- The budget counts on the database's clock (one clock for every instance), in whole minutes.
+  v_budget_now timestamptz := statement_timestamp();
   v_shard smallint := pg_backend_pid() % p_budget_shards;
+  v_newest record;
+  v_hour_retry timestamptz;
+  v_day_retry timestamptz;
   v_forever boolean;
   v_blocked_until timestamptz;
   v_limit_at timestamptz;
@@ -59,16 +64,28 @@ BEGIN
   END IF;
 
   -- Global budget: created requests in the rolling hour / day, from the shards' running totals (see
-  -- sponsorship_budget_used). Read without a lock: concurrent creations may overshoot by those in flight.
+  -- sponsorship_budget_used). Read without a lock: concurrent creations may overshoot by those in flight. When it
+  -- is spent, Retry-After is when every full window has room (the later of the two). Computing that walks the
+  -- window's minutes, so the caller passes the time it was last told (p_budget_retry_hint): while that is still
+  -- ahead, and nothing can be created meanwhile, it is the answer without the walk (a client hammering a spent
+  -- budget costs a few index lookups a request).
   IF p_budget_hour > 0 OR p_budget_day > 0 THEN
-    SELECT u.used_hour, u.used_day INTO v_used_hour, v_used_day FROM sponsorship_budget_used(p_now, p_budget_shards) u;
-    IF p_budget_hour > 0 AND v_used_hour >= p_budget_hour THEN
-      RETURN json_build_object('refusal', 'budget_exhausted', 'window', 'hour',
-        'retryAtMs', extract(epoch FROM sponsorship_budget_room_at(p_now, interval '1 hour', v_used_hour - p_budget_hour + 1)) * 1000);
-    END IF;
-    IF p_budget_day > 0 AND v_used_day >= p_budget_day THEN
-      RETURN json_build_object('refusal', 'budget_exhausted', 'window', 'day',
-        'retryAtMs', extract(epoch FROM sponsorship_budget_room_at(p_now, interval '1 day', v_used_day - p_budget_day + 1)) * 1000);
+    SELECT u.used_hour, u.used_day INTO v_used_hour, v_used_day FROM sponsorship_budget_used(v_budget_now, p_budget_shards) u;
+    IF (p_budget_hour > 0 AND v_used_hour >= p_budget_hour) OR (p_budget_day > 0 AND v_used_day >= p_budget_day) THEN
+      IF p_budget_retry_hint IS NOT NULL AND p_budget_retry_hint > v_budget_now THEN
+        v_retry := p_budget_retry_hint;
+      ELSE
+        IF p_budget_hour > 0 AND v_used_hour >= p_budget_hour THEN
+          v_hour_retry := sponsorship_budget_room_at(v_budget_now, interval '1 hour', v_used_hour - p_budget_hour + 1);
+        END IF;
+        IF p_budget_day > 0 AND v_used_day >= p_budget_day THEN
+          v_day_retry := sponsorship_budget_room_at(v_budget_now, interval '1 day', v_used_day - p_budget_day + 1);
+        END IF;
+        v_retry := greatest(v_hour_retry, v_day_retry);
+      END IF;
+      RETURN json_build_object('refusal', 'budget_exhausted',
+        'window', CASE WHEN p_budget_day > 0 AND v_used_day >= p_budget_day THEN 'day' ELSE 'hour' END,
+        'retryAtMs', extract(epoch FROM v_retry) * 1000);
     END IF;
   END IF;
 
@@ -186,12 +203,19 @@ BEGIN
   VALUES (p_request_id, v_wallet_id, p_address, p_ip, p_client_key, p_user_agent, p_now, 'api', 'created by POST /sponsorship/request');
   UPDATE wallets SET sponsorship_count = sponsorship_count + 1, last_seen_at = GREATEST(last_seen_at, p_now)
   WHERE id = v_wallet_id;
-  -- Counted last, so the shard's row is held only until the commit that follows.
-  INSERT INTO sponsorship_budget_counts AS c (shard, minute, created, created_total)
-  VALUES (v_shard, v_minute, 1, 1 + coalesce((
-    SELECT p.created_total FROM sponsorship_budget_counts p WHERE p.shard = v_shard ORDER BY p.minute DESC LIMIT 1
-  ), 0))
-  ON CONFLICT (shard, minute) DO UPDATE SET created = c.created + 1, created_total = c.created_total + 1;
+  -- Counted last, under the shard's lock (held to the commit that follows: creations of one shard are counted one
+  -- at a time, those of different shards never wait for each other), so the shard's running total is exact: its
+  -- newest row is read and moved on, or a row for a later minute carries the total forward. The minute never goes
+  -- back (a statement that started earlier adds to the newest row).
+  PERFORM pg_advisory_xact_lock(hashtext('sponsorship_budget'), v_shard);
+  SELECT c.minute, c.created_total INTO v_newest FROM sponsorship_budget_counts c WHERE c.shard = v_shard ORDER BY c.minute DESC LIMIT 1;
+  IF v_newest.minute IS NOT NULL AND v_newest.minute >= date_trunc('minute', v_budget_now) THEN
+    UPDATE sponsorship_budget_counts SET created = created + 1, created_total = created_total + 1
+    WHERE shard = v_shard AND minute = v_newest.minute;
+  ELSE
+    INSERT INTO sponsorship_budget_counts (shard, minute, created, created_total)
+    VALUES (v_shard, date_trunc('minute', v_budget_now), 1, coalesce(v_newest.created_total, 0) + 1);
+  END IF;
   RETURN json_build_object('outcome', 'created', 'walletId', v_wallet_id);
 END;
 $$ LANGUAGE plpgsql VOLATILE;

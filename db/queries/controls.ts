@@ -54,9 +54,10 @@ export async function listActiveIpBlocks(db: Executor, limit = 500): Promise<IpB
 }
 
 /** Requests created in the rolling hour and day, as the budget counts them (db/functions/sponsorship_budget.sql). */
-export async function readBudgetUsage(db: Executor, now: Date): Promise<{ hour: number; day: number }> {
+export async function readBudgetUsage(db: Executor): Promise<{ hour: number; day: number }> {
+  // The database's clock, as the creation function counts.
   const rows = await db.execute<{ used_hour: string; used_day: string }>(
-    sql`SELECT used_hour::text, used_day::text FROM sponsorship_budget_used(${now.toISOString()}::timestamptz, ${BUDGET_SHARDS}::int)`,
+    sql`SELECT used_hour::text, used_day::text FROM sponsorship_budget_used(statement_timestamp(), ${BUDGET_SHARDS}::int)`,
   );
   return { hour: Number(rows[0]?.used_hour ?? 0), day: Number(rows[0]?.used_day ?? 0) };
 }
@@ -80,20 +81,18 @@ export async function pruneBudgetCounts(db: Executor, now: Date): Promise<number
  */
 export async function readBudgetExhaustion(
   db: Executor,
-  now: Date,
   budget: { perHour: number; perDay: number },
 ): Promise<{ window: "hour" | "day"; retryAtMs: number } | null> {
   if (budget.perHour <= 0 && budget.perDay <= 0) return null;
-  const at = now.toISOString();
   const rows = await db.execute<{ hour_retry: number | null; day_retry: number | null }>(sql`
     SELECT
       CASE WHEN ${budget.perHour}::int > 0 AND u.used_hour >= ${budget.perHour}::int
-        THEN extract(epoch FROM sponsorship_budget_room_at(${at}::timestamptz, interval '1 hour', u.used_hour - ${budget.perHour}::int + 1)) * 1000 END::float8 AS hour_retry,
+        THEN extract(epoch FROM sponsorship_budget_room_at(statement_timestamp(), interval '1 hour', u.used_hour - ${budget.perHour}::int + 1)) * 1000 END::float8 AS hour_retry,
       CASE WHEN ${budget.perDay}::int > 0 AND u.used_day >= ${budget.perDay}::int
-        THEN extract(epoch FROM sponsorship_budget_room_at(${at}::timestamptz, interval '1 day', u.used_day - ${budget.perDay}::int + 1)) * 1000 END::float8 AS day_retry
-    FROM sponsorship_budget_used(${at}::timestamptz, ${BUDGET_SHARDS}::int) u`);
+        THEN extract(epoch FROM sponsorship_budget_room_at(statement_timestamp(), interval '1 day', u.used_day - ${budget.perDay}::int + 1)) * 1000 END::float8 AS day_retry
+    FROM sponsorship_budget_used(statement_timestamp(), ${BUDGET_SHARDS}::int) u`);
   const row = rows[0];
-  // The creation function checks the hour first; the later of the two is when both have room.
+  // The later of the two is when both have room (the creation function answers the same).
   if (row?.hour_retry != null || row?.day_retry != null) {
     const hour = row.hour_retry ?? 0;
     const day = row.day_retry ?? 0;

@@ -29,6 +29,7 @@ function input(ip: string, address: string): CreationCallInput {
     registryAddress: null,
     budgetPerHour: 0,
     budgetPerDay: 0,
+    budgetRetryHintMs: null,
   };
 }
 
@@ -116,12 +117,12 @@ describe("create_sponsorship_request's plans", () => {
       const before = await indexReads(connection);
       const [row] = await connection.unsafe<{ result: { outcome?: string } }[]>(
         "SELECT create_sponsorship_request($1::text, $2::text, $3::cidr, $4::text, $5::timestamptz, $6::int, $7::int, $8::timestamptz, " +
-          "$9::timestamptz, $10::int, $11::text, $12::text, $13::uuid, $14::text, $15::text, $16::int, $17::int, $18::int) AS result",
+          "$9::timestamptz, $10::int, $11::text, $12::text, $13::uuid, $14::text, $15::text, $16::int, $17::int, $18::int, $19::timestamptz) AS result",
         (() => {
           const i = input("198.18.0.1", address("b", 400));
           return [
             i.ip, i.clientKey, i.clientNetwork, i.address, i.now.toISOString(), 10, 5, i.windowStart.toISOString(), i.replayStart.toISOString(),
-            15, "ip", "wallet", i.requestId, null, null, 0, 0, 16,
+            15, "ip", "wallet", i.requestId, null, null, 0, 0, 16, null,
           ];
         })(),
       );

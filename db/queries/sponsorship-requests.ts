@@ -168,6 +168,8 @@ export type CreationCallInput = {
   registryAddress: string | null;
   budgetPerHour: number;
   budgetPerDay: number;
+  /** The Retry-After this process was last given for a spent budget (epoch ms), or null (see the function). */
+  budgetRetryHintMs: number | null;
 };
 
 /** Shards of the budget's counters (db/functions/sponsorship_budget.sql): enough that creations rarely share one. */
@@ -182,7 +184,7 @@ export type CreationCallResult =
 
 const createRequestCallText =
   "SELECT create_sponsorship_request($1::text, $2::text, $3::cidr, $4::text, $5::timestamptz, $6::int, $7::int, $8::timestamptz, " +
-  "$9::timestamptz, $10::int, $11::text, $12::text, $13::uuid, $14::text, $15::text, $16::int, $17::int, $18::int) AS result";
+  "$9::timestamptz, $10::int, $11::text, $12::text, $13::uuid, $14::text, $15::text, $16::int, $17::int, $18::int, $19::timestamptz) AS result";
 
 /**
  * One creation attempt as one prepared statement: `create_sponsorship_request` (db/functions/
@@ -212,6 +214,7 @@ export async function createRequestInDatabase(db: Database, input: CreationCallI
       input.budgetPerHour,
       input.budgetPerDay,
       BUDGET_SHARDS,
+      input.budgetRetryHintMs === null ? null : new Date(input.budgetRetryHintMs).toISOString(),
     ] as postgres.ParameterOrJSON<never>[],
     { prepare: true },
   );

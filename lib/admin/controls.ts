@@ -105,13 +105,13 @@ export async function unblockIpAsAdministrator(db: Database, context: AdminConte
 export type BudgetWindowView = { window: "hour" | "day"; limit: number; used: number; left: number };
 
 /** The budget as the dashboard shows it: per configured window, used and left (never below 0). */
-export async function budgetOverview(db: Database, config: Config, now: Date = new Date()): Promise<BudgetWindowView[]> {
+export async function budgetOverview(db: Database, config: Config): Promise<BudgetWindowView[]> {
   const windows = [
     { window: "hour" as const, limit: config.sponsorBudgetPerHour },
     { window: "day" as const, limit: config.sponsorBudgetPerDay },
   ].filter((w) => w.limit > 0);
   if (windows.length === 0) return [];
-  const used = await readBudgetUsage(db, now);
+  const used = await readBudgetUsage(db);
   return windows.map((w) => ({ ...w, used: used[w.window], left: Math.max(0, w.limit - used[w.window]) }));
 }
 

@@ -161,7 +161,7 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
       this.reset();
       const { db, budget } = options.sources();
       if (!budget || (budget.perHour <= 0 && budget.perDay <= 0)) return;
-      const used = await withTimeout(readBudgetUsage(db, new Date()), timeoutMs, "the database").catch(() => undefined);
+      const used = await withTimeout(readBudgetUsage(db), timeoutMs, "the database").catch(() => undefined);
       if (!used) return;
       if (budget.perHour > 0) this.set({ window: "hour" }, Math.max(0, budget.perHour - used.hour));
       if (budget.perDay > 0) this.set({ window: "day" }, Math.max(0, budget.perDay - used.day));

@@ -81,6 +81,7 @@ export async function createSponsorshipRequest(
       registryAddress: deps.registryAddress ?? null,
       budgetPerHour: config.sponsorBudgetPerHour,
       budgetPerDay: config.sponsorBudgetPerDay,
+      budgetRetryHintMs: budgetRetryAtMs > at.getTime() ? budgetRetryAtMs : null,
     });
   } catch (error) {
     // The partial unique index caught a second open request the lock did not (another writer): still a 409.
@@ -98,6 +99,7 @@ export async function createSponsorshipRequest(
           secondsUntil(at, result.retryAtMs),
         );
       case "budget_exhausted":
+        budgetRetryAtMs = result.retryAtMs;
         throw new SponsorshipError(
           "budget_exhausted",
           `This faucet has handed out its budget for the ${result.window}; retry later`,
@@ -134,6 +136,12 @@ export async function createSponsorshipRequest(
     },
   };
 }
+
+/**
+ * When this process was last told the budget has room again (epoch ms): handed back to the function while it is
+ * ahead, so a client hammering a spent budget does not make it walk the window each time.
+ */
+let budgetRetryAtMs = 0;
 
 const refusalMessages: Record<"wallet_blocked" | "request_open" | "already_sponsored", string> = {
   wallet_blocked: "This wallet is blocked and cannot be sponsored",

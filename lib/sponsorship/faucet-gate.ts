@@ -19,7 +19,7 @@ export async function faucetGateState(deps: { db: Database; config: Config; nowM
   const now = new Date(deps.nowMs);
   const [state, budget] = await Promise.all([
     readServiceState(deps.db),
-    readBudgetExhaustion(deps.db, now, { perHour: deps.config.sponsorBudgetPerHour, perDay: deps.config.sponsorBudgetPerDay }),
+    readBudgetExhaustion(deps.db, { perHour: deps.config.sponsorBudgetPerHour, perDay: deps.config.sponsorBudgetPerDay }),
   ]);
   if (state.paused) return { state: "paused", retryAfterSeconds: PAUSED_RETRY_AFTER_SECONDS };
   if (budget) return { state: "budget_exhausted", retryAfterSeconds: secondsUntil(now, budget.retryAtMs) };
