@@ -42,3 +42,24 @@ describe("CIDR text for administrator IP blocks", () => {
     }
   });
 });
+
+describe("tunnelled IPv6 (6to4, Teredo) and IPv4-mapped ranges", () => {
+  it("limits a 6to4 client as the IPv4 address inside its prefix, however many /64s its /48 holds", () => {
+    expect(clientIdentity("2002:c633:644d:1::1", 64)).toBe("198.51.100.77");
+    expect(clientIdentity("2002:c633:644d:ffff::abcd", 64)).toBe("198.51.100.77");
+    expect(clientNetwork("2002:c633:644d:1::1", 64)).toBe("198.51.100.77/32");
+  });
+
+  it("limits a Teredo client as its (inverted) IPv4 address", () => {
+    // 2001:0:4136:e378:8000:63bf:3fff:fdd2 is Teredo for client 192.0.2.45.
+    expect(clientIdentity("2001:0:4136:e378:8000:63bf:3fff:fdd2", 64)).toBe("192.0.2.45");
+  });
+
+  it("reads an IPv4-mapped block as the IPv4 range it maps, and refuses one wider than the mapped space", () => {
+    expect(parseCidr("::ffff:198.51.100.0/120")).toBe("198.51.100.0/24");
+    expect(parseCidr("::ffff:198.51.100.7")).toBe("198.51.100.7/32");
+    expect(parseCidr("::ffff:0:0/95")).toBeUndefined();
+    // A 6to4 range stays an IPv6 range (its clients are matched as their IPv4 address).
+    expect(parseCidr("2002:c633:644d::/48")).toBe("2002:c633:644d::/48");
+  });
+});

@@ -11,15 +11,40 @@ import { compressIpv6, expandIpv6 } from "@/lib/http/client-ip";
  * for IPv6 with a /128 prefix, the behaviour before prefixes), else the prefix in CIDR notation, e.g. `2001:db8:1:2::/64`.
  */
 export function clientIdentity(ip: string, prefixLength: number): string {
-  if (isIP(ip) !== 6 || prefixLength >= 128) return ip;
+  if (isIP(ip) !== 6) return ip;
+  const tunnelled = embeddedIpv4(ip);
+  if (tunnelled) return tunnelled;
+  if (prefixLength >= 128) return ip;
   return clientNetwork(ip, prefixLength);
+}
+
+/**
+ * The IPv4 address behind a tunnelling IPv6 address, or undefined: 6to4 (`2002:V4::/16`: one IPv4 host owns a whole
+ * /48, 65,536 /64s) and Teredo (`2001:0::/32`, the client's address inverted in the last 32 bits). Such a client is
+ * limited and blocked as that IPv4 address, so a tunnel neither multiplies its identities nor slips past a block of
+ * its IPv4 address.
+ */
+export function embeddedIpv4(ip: string): string | undefined {
+  const groups = expandIpv6(ip.toLowerCase());
+  if (!groups) return undefined;
+  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+  if (groups[0] === 0x2002) return v4(groups[1]!, groups[2]!);
+  if (groups[0] === 0x2001 && groups[1] === 0) return v4(groups[6]! ^ 0xffff, groups[7]! ^ 0xffff);
+  return undefined;
 }
 
 /** The identity as a CIDR network (`a.b.c.d/32` for IPv4): what administrator IP blocks are matched against. */
 export function clientNetwork(ip: string, prefixLength: number): string {
   const version = isIP(ip);
   if (version === 4) return `${ip}/32`;
+  const tunnelled = version === 6 ? embeddedIpv4(ip) : undefined;
+  if (tunnelled) return `${tunnelled}/32`;
   if (version !== 6) throw new Error(`not an IP address: ${ip}`);
+  return ipv6Network(ip, prefixLength);
+}
+
+/** The /bits network of an IPv6 address in CIDR notation (host bits cleared). */
+function ipv6Network(ip: string, prefixLength: number): string {
   const groups = expandIpv6(ip.toLowerCase());
   if (!groups) throw new Error(`not an IP address: ${ip}`);
   const bits = Math.min(128, Math.max(0, prefixLength));
@@ -32,19 +57,27 @@ export function clientNetwork(ip: string, prefixLength: number): string {
 
 /**
  * An administrator's block target as a normalised CIDR network: an IPv4 or IPv6 address (a /32 or /128) or a prefix
- * `address/length`; host bits below the prefix are cleared (`198.51.100.77/24` is `198.51.100.0/24`). Undefined for
- * anything else, and for a /0 (it would block everyone: that is what the pause is for).
+ * `address/length`; host bits below the prefix are cleared (`198.51.100.77/24` is `198.51.100.0/24`). An
+ * IPv4-mapped range (`::ffff:198.51.100.0/120`) is the IPv4 range it maps (clients are recorded as IPv4). Undefined
+ * for anything else, and for a /0 (it would block everyone: that is what the pause is for).
  */
 export function parseCidr(text: string): string | undefined {
   const match = /^([0-9A-Fa-f:.]+)(?:\/(\d{1,3}))?$/.exec(text.trim());
   if (!match) return undefined;
-  const address = match[1]!;
-  const version = isIP(address);
+  let address = match[1]!;
+  let version = isIP(address);
   if (version === 0) return undefined;
+  let length = match[2] === undefined ? (version === 4 ? 32 : 128) : Number(match[2]);
+  const mapped = version === 6 ? expandIpv6(address.toLowerCase()) : undefined;
+  if (mapped && mapped.slice(0, 5).every((g) => g === 0) && mapped[5] === 0xffff) {
+    if (length < 96) return undefined;
+    address = `${mapped[6]! >> 8}.${mapped[6]! & 255}.${mapped[7]! >> 8}.${mapped[7]! & 255}`;
+    length -= 96;
+    version = 4;
+  }
   const max = version === 4 ? 32 : 128;
-  const length = match[2] === undefined ? max : Number(match[2]);
   if (!Number.isInteger(length) || length < 1 || length > max) return undefined;
-  if (version === 6) return clientNetwork(address, length);
+  if (version === 6) return ipv6Network(address, length);
   const bits = address.split(".").reduce((n, part) => n * 256 + Number(part), 0);
   const network = length === 32 ? bits : Math.floor(bits / 2 ** (32 - length)) * 2 ** (32 - length);
   return `${[24, 16, 8, 0].map((shift) => Math.floor(network / 2 ** shift) % 256).join(".")}/${length}`;
