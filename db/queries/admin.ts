@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, gte, isNull, min, type SQL } from "drizzle-orm";
+import { type SQL, and, asc, count, desc, eq, gt, gte, isNull, min, notInArray } from "drizzle-orm";
 import type { Database } from "@/db/client";
 import type { Executor } from "./executor";
 import { adminActions, adminSessions, rateLimitHits, type AdminAction, type AdminSession, type RateLimitScope } from "@/db/schema";
@@ -61,9 +61,24 @@ export async function insertAdminAction(db: Executor, values: NewAdminActionValu
   return row;
 }
 
-/** The latest administrator actions, newest first; optionally only those about one subject. */
-export async function listAdminActions(db: Database, options: { subject?: string; limit?: number } = {}): Promise<AdminAction[]> {
-  const where: SQL | undefined = options.subject ? eq(adminActions.subject, options.subject) : undefined;
+/**
+ * Actions anyone on the internet can cause (a wrong token at the sign-in or `/metrics`): left out of the overview's
+ * list of operator actions, so a stream of guesses cannot push a pause or a block out of sight.
+ */
+export const UNAUTHENTICATED_ACTIONS = ["sign_in_failed"] as const;
+
+/**
+ * The latest administrator actions, newest first; optionally only those about one subject, or only the operators'
+ * own (`operatorsOnly`: without UNAUTHENTICATED_ACTIONS).
+ */
+export async function listAdminActions(
+  db: Database,
+  options: { subject?: string; limit?: number; operatorsOnly?: boolean } = {},
+): Promise<AdminAction[]> {
+  const where: SQL | undefined = and(
+    options.subject ? eq(adminActions.subject, options.subject) : undefined,
+    options.operatorsOnly ? notInArray(adminActions.action, [...UNAUTHENTICATED_ACTIONS]) : undefined,
+  );
   return db
     .select()
     .from(adminActions)

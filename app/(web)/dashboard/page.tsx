@@ -21,7 +21,7 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
   const session = await currentAdminSession();
   if (!session) return <SignInForm returnTo="/dashboard" />;
   const range = parseOverviewRange((await searchParams).range);
-  const [overview, actions, state] = await Promise.all([loadServiceOverview(range), listAdminActions(appDb(), { limit: 10 }), readServiceState(appDb())]);
+  const [overview, actions, state] = await Promise.all([loadServiceOverview(range), listAdminActions(appDb(), { limit: 10, operatorsOnly: true }), readServiceState(appDb())]);
 
   return (
     <div className="space-y-6">
