@@ -194,7 +194,8 @@ function RefusalPanel({ refusal, onFollow }: { refusal: ShownRefusal; onFollow: 
         {refusal.title}
       </h2>
       <p className="mt-1 text-red-950">{refusal.message}</p>
-      {refusal.kind === "rate_limited" && refusal.retryAfterSeconds !== undefined && <Countdown seconds={refusal.retryAfterSeconds} />}
+      {(refusal.kind === "rate_limited" || refusal.kind === "budget_exhausted" || refusal.kind === "sponsorships_paused") &&
+        refusal.retryAfterSeconds !== undefined && <Countdown seconds={refusal.retryAfterSeconds} />}
       {refusal.kind === "request_open" &&
         (refusal.openRequestId ? (
           <p className="mt-2">

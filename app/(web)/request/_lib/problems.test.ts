@@ -8,6 +8,9 @@ describe("refusals in plain words", () => {
     ["already_sponsored", 422, "This wallet has already been sponsored"],
     ["request_open", 409, "A request for this wallet is still in progress"],
     ["wallet_not_registered", 404, "This wallet is not registered yet"],
+    ["budget_exhausted", 429, "The faucet has given out all it may for now"],
+    ["sponsorships_paused", 503, "The faucet is paused"],
+    ["ip_blocked", 403, "Requests from your network are blocked"],
     ["network_error", 0, "The service is unavailable"],
     ["internal_error", 500, "The service is unavailable"],
     ["http_502", 502, "The service is unavailable"],
@@ -28,6 +31,18 @@ describe("outcomes in plain words", () => {
   it("explains a rejection by its eligibility reason", () => {
     expect(describeOutcome({ status: "rejected", eligibilityReason: "wallet_blocked" })).toMatch(/blocked/);
     expect(describeOutcome({ status: "rejected", eligibilityReason: "already_sponsored" })).toMatch(/already received/);
+  });
+
+  it("explains a wallet that refuses payment, rejected at review or failed when sent, without inviting a new request", () => {
+    expect(describeOutcome({ status: "rejected", eligibilityReason: "payment_refused" })).toMatch(/refuses incoming payments/);
+    const failed = describeOutcome({ status: "failed", eligibilityReason: "eligible", failureReason: "payment_refused: the wallet refused the payment (reverted: TransferFailed(0x1))" });
+    expect(failed).toMatch(/refused the payment/);
+    expect(failed).not.toMatch(/You can submit a new request/);
+  });
+
+  it("carries Retry-After into a budget or pause refusal (the page counts down)", () => {
+    expect(describeProblem({ code: "budget_exhausted", status: 429, retryAfterSeconds: 900 })).toMatchObject({ kind: "budget_exhausted", retryAfterSeconds: 900 });
+    expect(describeProblem({ code: "sponsorships_paused", status: 503, retryAfterSeconds: 60 })).toMatchObject({ kind: "sponsorships_paused", retryAfterSeconds: 60 });
   });
 
   it("explains a failure with the attempts made and the last error", () => {

@@ -8,6 +8,9 @@ export type RefusalKind =
   | "already_sponsored"
   | "request_open"
   | "rate_limited"
+  | "budget_exhausted"
+  | "sponsorships_paused"
+  | "ip_blocked"
   | "wallet_not_registered"
   | "not_found"
   | "service_unavailable"
@@ -53,6 +56,26 @@ export function describeProblem(problem: ApiProblem): Refusal {
         message: "Requests from this network or for this wallet are paused for a while to keep the service fair.",
         retryAfterSeconds: problem.retryAfterSeconds ?? 60,
       };
+    case "budget_exhausted":
+      return {
+        kind: "budget_exhausted",
+        title: "The faucet has given out all it may for now",
+        message: "This faucet hands out a fixed amount per hour and per day, and that is used up. Try again when the countdown ends.",
+        retryAfterSeconds: problem.retryAfterSeconds ?? 60,
+      };
+    case "sponsorships_paused":
+      return {
+        kind: "sponsorships_paused",
+        title: "The faucet is paused",
+        message: "The operators have paused sponsorships for a while. Nothing was sent; please try again later.",
+        retryAfterSeconds: problem.retryAfterSeconds ?? 60,
+      };
+    case "ip_blocked":
+      return {
+        kind: "ip_blocked",
+        title: "Requests from your network are blocked",
+        message: "The operators have blocked requests from your network. Contact them if you think this is a mistake.",
+      };
     case "wallet_not_registered":
       return {
         kind: "wallet_not_registered",
@@ -96,7 +119,13 @@ export function describeOutcome(request: {
   if (request.status === "rejected") {
     if (request.eligibilityReason === "wallet_blocked") return "The wallet was blocked before the tokens were sent, so it will not be sponsored.";
     if (request.eligibilityReason === "already_sponsored") return "The wallet had already received its tokens, so it will not be sponsored again.";
+    if (request.eligibilityReason === "payment_refused") {
+      return "This wallet refuses incoming payments (it is a contract whose receive function rejects the transfer), so nothing was sent. Use a wallet that can receive the native token.";
+    }
     return "The request did not pass the eligibility checks.";
+  }
+  if (request.status === "failed" && (request.failureReason ?? "").startsWith("payment_refused")) {
+    return "The wallet refused the payment when it was sent (it is a contract whose receive function rejects the transfer). Another request for it would fail the same way: use a wallet that can receive the native token.";
   }
   if (request.status === "failed") {
     const attempts = request.relayTransactions?.length ?? 0;
