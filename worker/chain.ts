@@ -205,7 +205,7 @@ export type WorkerChainOptions = {
   chainId: number;
   registryAddress: Address;
   treasuryAddress: Address;
-  /** Where the registry's events start (its deployment block, when the deployment says); 0 otherwise. */
+  /** Where the registry's events start (its deployment block), when the deployment says. */
   registryFromBlock?: bigint;
   /** Per HTTP request; a stopped node is noticed after this long. */
   timeoutMs?: number;
@@ -220,7 +220,7 @@ export class WorkerChain {
   readonly chainId: number;
   readonly registryAddress: Address;
   readonly treasuryAddress: Address;
-  readonly registryFromBlock: bigint;
+  readonly registryFromBlock: bigint | undefined;
   readonly health: ChainHealth;
   /** Each endpoint of RPC_URL, in order. */
   readonly endpoints: EndpointState[];
@@ -250,7 +250,7 @@ export class WorkerChain {
     this.chainId = options.chainId;
     this.registryAddress = options.registryAddress;
     this.treasuryAddress = options.treasuryAddress;
-    this.registryFromBlock = options.registryFromBlock ?? 0n;
+    this.registryFromBlock = options.registryFromBlock;
   }
 
   /** An answer (or an error: only "not reached" marks it down) from one endpoint. */

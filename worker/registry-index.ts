@@ -5,7 +5,7 @@ import type { WorkerContext } from "./context";
 /**
  * Keeps the registry's mirror (decisions.md, "No chain call for a request the database refuses"): the registry's
  * `WalletSponsored` events, read with `eth_getLogs` in windows of LOG_QUERY_BLOCKS from its deployment block (or
- * block 0 when the deployment does not say) up to the newest block CONFIRMATIONS deep, are copied into
+ * REGISTRY_INDEX_LOOKBACK blocks back when the deployment does not say) up to the newest block CONFIRMATIONS deep, are copied into
  * registry_sponsored_wallets, so creation answers "already sponsored" for a wallet marked on-chain without asking
  * the chain. Review still asks the chain (`areSponsored`), so a mirror that lags (the first catch-up, a node that
  * is down) never lets a wallet be paid twice: it only lets a request reach review before it is rejected.
@@ -16,11 +16,19 @@ import type { WorkerContext } from "./context";
  */
 export const REGISTRY_INDEX_INTERVAL_MS = 10_000;
 const MAX_WINDOWS_PER_PASS = 20;
+/** How far back a mirror with no deployment block starts (about two weeks of 12-s blocks). */
+export const REGISTRY_INDEX_LOOKBACK = 100_000n;
 
 export async function indexRegistry(ctx: WorkerContext, head: bigint): Promise<{ wallets: number; nextBlock: bigint }> {
   const registry = ctx.chain.registryAddress;
   const safeHead = head - BigInt(ctx.settings.confirmations - 1);
-  let next = (await readRegistryCursor(ctx.db, registry)) ?? ctx.chain.registryFromBlock;
+  // Without a deployment block (REGISTRY_ADDRESS from the environment) the mirror starts REGISTRY_INDEX_LOOKBACK
+  // blocks back rather than at block 0, which on a public chain would be hours of eth_getLogs on the provider's
+  // quota; wallets sponsored before that are refused by review (areSponsored), never paid twice.
+  let next =
+    (await readRegistryCursor(ctx.db, registry)) ??
+    ctx.chain.registryFromBlock ??
+    (safeHead > REGISTRY_INDEX_LOOKBACK ? safeHead - REGISTRY_INDEX_LOOKBACK : 0n);
   let wallets = 0;
   for (let window = 0; window < MAX_WINDOWS_PER_PASS && next <= safeHead; window++) {
     const to = next + LOG_QUERY_BLOCKS - 1n < safeHead ? next + LOG_QUERY_BLOCKS - 1n : safeHead;
