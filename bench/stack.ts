@@ -4,7 +4,7 @@ import { createWriteStream, existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { embeddedServiceUrl } from "@/db/embedded";
+import { embeddedServiceUrl, embeddedSuperuserUrl } from "@/db/embedded";
 import { LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { freePort } from "@/test/ports";
 import { stackCpuGroups, type CpuGroups } from "./cpu";
@@ -169,7 +169,9 @@ export async function startStack(options: {
     return {
       name: options.name,
       url,
-      databaseUrl,
+      // The bench seeds with triggers bypassed (session_replication_role), which takes the superuser; the service's
+      // own processes (childEnv) keep the service role.
+      databaseUrl: embeddedSuperuserUrl(dataDir, pgPort),
       rpcUrl: deployment.rpcUrl,
       chainId: deployment.chainId,
       registryAddress: deployment.registryAddress,

@@ -56,6 +56,13 @@ export function embeddedServiceUrl(dataDir: string, port: number, database = "sp
   return connectionUrl(credentials.service, port, database);
 }
 
+/** The superuser's URL for an embedded PostgreSQL of `dataDir` (tools that seed data, e.g. the bench; never the service). */
+export function embeddedSuperuserUrl(dataDir: string, port: number, database = "sponsorship"): string {
+  const credentials = readEmbeddedCredentials(dataDir);
+  if (!credentials) throw new Error(`no embedded PostgreSQL credentials in ${dataDir} (not started yet?)`);
+  return connectionUrl(credentials.superuser, port, database);
+}
+
 function connectionUrl(who: { user: string; password: string }, port: number, database: string): string {
   return `postgres://${encodeURIComponent(who.user)}:${encodeURIComponent(who.password)}@127.0.0.1:${port}/${database}`;
 }

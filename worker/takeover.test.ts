@@ -47,9 +47,8 @@ describe("a worker resuming after its lease was taken over", () => {
     const relayer = relayerAddress(fx.relayerKeys[0]!);
     const settings = { MAX_RELAY_ATTEMPTS: "2" };
 
-    // Attempt 1 will revert (relayer not authorised when it is mined).
-    const removed = await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "removeRelayer", args: [relayer] });
-    await fx.clients.waitForTransactionReceipt({ hash: removed });
+    // Attempt 1 will revert: the relayer is de-authorised in the block that mines it (the relay stage does not send
+    // with a relayer that is not authorised, so it is removed after the send).
     await anvilRpc(fx, "evm_setAutomine", [false]);
     await anvilRpc(fx, "evm_setIntervalMining", [0]);
 
@@ -71,6 +70,14 @@ describe("a worker resuming after its lease was taken over", () => {
     const { id, wallet } = await createRequest(fx);
     const before = await fx.clients.getBalance({ address: wallet });
     await waitFor("attempt 1 in the pool", async () => (await readRelays(fx, id))[0]?.status === "submitted");
+    await owner.writeContract({
+      address: treasury,
+      abi: treasuryAbi,
+      functionName: "removeRelayer",
+      args: [relayer],
+      maxPriorityFeePerGas: 50_000_000_000n,
+      maxFeePerGas: 200_000_000_000n,
+    });
     await anvilRpc(fx, "evm_mine");
     await pausedInSettle;
 

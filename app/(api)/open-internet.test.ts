@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { randomAddress } from "@/bench/util";
+import { randomAddress, waitFor } from "@/bench/util";
 import type { Anvil } from "@/contracts/anvil";
 import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
@@ -133,6 +133,15 @@ describe("identity by IPv6 prefix", () => {
     expect((await post(web, "/sponsorship/request", { walletAddress: wallets[11] }, "2001:db8:a:c::1")).status).toBe(201);
   });
 
+  it("counts a 6to4 client as the IPv4 address inside it: blocking that address blocks its whole tunnel", async () => {
+    const cookie = await signIn(web);
+    const [wallet] = await registered(web, 1, "192.0.2.11");
+    expect((await post(web, "/admin/ip-blocks", { cidr: "198.51.100.200", reason: "tunnel owner" }, "192.0.2.200", { cookie })).status).toBe(201);
+    // 2002:c633:64c8::/48 is 6to4 for 198.51.100.200: any of its 65,536 /64s.
+    expectProblem(await post(web, "/sponsorship/request", { walletAddress: wallet }, "2002:c633:64c8:1234::1"), 403, "ip_blocked");
+    expectProblem(await post(web, "/wallets/register", { walletAddress: randomAddress() }, "2002:c633:64c8:ffff::9"), 403, "ip_blocked");
+  });
+
   it("treats every IPv6 address on its own with IPV6_PREFIX_LENGTH=128", async () => {
     const wallets = await registered(web128, 11, "192.0.2.2");
     for (let i = 0; i < 11; i++) {
@@ -232,5 +241,11 @@ describe("administrator IP blocks", () => {
     const before = rpcCalls;
     for (let i = 0; i < 50; i++) expectProblem(await post(web, "/sponsorship/request", { walletAddress: wallet }, "203.0.113.50"), 403, "ip_blocked");
     expect(rpcCalls - before).toBe(0);
+    // The proxy does see this web server's chain calls (so the 0 above is not a proxy bypassed): /health reads the
+    // chain within its cache time.
+    await waitFor("the web server's chain reads to reach the proxy", async () => {
+      await fetch(`${web}/health`);
+      return rpcCalls > before ? true : undefined;
+    }, { timeoutMs: 10_000, intervalMs: 500 });
   });
 });
