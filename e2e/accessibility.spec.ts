@@ -41,7 +41,11 @@ for (const [name, viewport] of Object.entries(VIEWPORTS)) {
 
 test("the check itself finds a violation (an image without a text alternative), so a silent axe cannot pass it", async ({ page }) => {
   await page.goto("/request");
-  await page.evaluate(() => document.querySelector("main")?.append(Object.assign(document.createElement("img"), { src: "data:," })));
+  // After hydration (React could otherwise drop a node it did not render), and checked to be there.
+  await expect(page.getByRole("heading", { level: 1 })).toBeVisible();
+  await page.waitForLoadState("networkidle");
+  await page.evaluate(() => document.body.append(Object.assign(document.createElement("img"), { id: "axe-self-check", src: "data:," })));
+  await expect(page.locator("#axe-self-check")).toHaveCount(1);
   const { violations } = await new AxeBuilder({ page }).withTags(["wcag2a"]).analyze();
   expect(violations.map((v) => v.id)).toContain("image-alt");
 });
