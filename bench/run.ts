@@ -163,15 +163,17 @@ async function runBudget(stack: Stack, logDir: string): Promise<BudgetResult> {
   try {
     await waitFor("the budgeted web server", async () => ((await healthy(url)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
     stack.pauseWorker();
-    // One chunk of wallets more than the rounds use: the new server's warm-up (the stack's own server is warm from
-    // the HTTP phase; a cold one would lose its first round to the JIT, not to the budget).
-    const data = await httpData(stack, (settings.rounds * 2 + 1) * Math.max(15_000, settings.seconds * 3000));
-    const chunk = Math.floor(data.freshRegisteredWallets.length / (settings.rounds * 2 + 1));
+    // Two chunks of wallets more than the rounds use: both servers are warmed up first (a cold one loses its first
+    // round to the JIT, not to the budget; the stack's own server is cold when the HTTP phase did not run).
+    const data = await httpData(stack, (settings.rounds * 2 + 2) * Math.max(15_000, settings.seconds * 3000));
+    const chunk = Math.floor(data.freshRegisteredWallets.length / (settings.rounds * 2 + 2));
     const post = (round: number, k: number) =>
       standardEndpoints({ ...data, freshRegisteredWallets: data.freshRegisteredWallets.slice((round * 2 + k) * chunk, (round * 2 + k + 1) * chunk) }).find(
         (e) => e.name === "sponsorship-request",
       )!;
-    await runEndpoint(url, post(settings.rounds, 0), { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 3 });
+    for (const [k, base] of [stack.url, url].entries()) {
+      await runEndpoint(base, post(settings.rounds, k), { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 3 });
+    }
     const without: number[] = [];
     const withBudget: number[] = [];
     for (let round = 0; round < settings.rounds; round++) {
