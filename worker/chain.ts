@@ -16,7 +16,7 @@ import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/ch
 import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
-import { readTreasuryState, type TreasuryState } from "@/lib/chain/treasury";
+import { readIsRelayer, readTreasuryState, type TreasuryState } from "@/lib/chain/treasury";
 
 /**
  * The worker's view of the chain: every read it needs, batched (viem's JSON-RPC batching: calls issued together
@@ -386,9 +386,7 @@ export class WorkerChain {
   async authorisedRelayers(relayers: readonly Address[]): Promise<Set<Address>> {
     if (relayers.length === 0) return new Set();
     return this.reach("isRelayer", async () => {
-      const answers = await Promise.all(
-        relayers.map((account) => this.client.readContract({ address: this.treasuryAddress, abi: treasuryAbi, functionName: "isRelayer", args: [account] })),
-      );
+      const answers = await Promise.all(relayers.map((account) => readIsRelayer(this.client, this.treasuryAddress, account)));
       return new Set(relayers.filter((_, i) => answers[i]).map((r) => r.toLowerCase() as Address));
     });
   }

@@ -39,8 +39,7 @@ DECLARE
   v_budget_now timestamptz := statement_timestamp();
   v_shard smallint := pg_backend_pid() % p_budget_shards;
   v_newest record;
-  v_hour_retry timestamptz;
-  v_day_retry timestamptz;
+  v_budget_refusal json;
   v_forever boolean;
   v_blocked_until timestamptz;
   v_limit_at timestamptz;
@@ -50,8 +49,6 @@ DECLARE
   v_retry timestamptz;
   v_open boolean;
   v_completed boolean;
-  v_used_hour bigint;
-  v_used_day bigint;
 BEGIN
   -- Pause: every instance obeys the one row.
   IF EXISTS (SELECT 1 FROM service_state s WHERE s.id = 1 AND s.paused) THEN
@@ -63,29 +60,11 @@ BEGIN
     RETURN json_build_object('refusal', 'ip_blocked');
   END IF;
 
-  -- Global budget: created requests in the rolling hour / day, from the shards' running totals (see
-  -- sponsorship_budget_used). Read without a lock: concurrent creations may overshoot by those in flight. When it
-  -- is spent, Retry-After is when every full window has room (the later of the two). Computing that walks the
-  -- window's minutes, so the caller passes the time it was last told (p_budget_retry_hint): while that is still
-  -- ahead, and nothing can be created meanwhile, it is the answer without the walk (a client hammering a spent
-  -- budget costs a few index lookups a request).
+  -- Global budget (sponsorship_budget_refusal, db/functions/sponsorship_budget.sql; GET /faucet asks the same).
   IF p_budget_hour > 0 OR p_budget_day > 0 THEN
-    SELECT u.used_hour, u.used_day INTO v_used_hour, v_used_day FROM sponsorship_budget_used(v_budget_now, p_budget_shards) u;
-    IF (p_budget_hour > 0 AND v_used_hour >= p_budget_hour) OR (p_budget_day > 0 AND v_used_day >= p_budget_day) THEN
-      IF p_budget_retry_hint IS NOT NULL AND p_budget_retry_hint > v_budget_now THEN
-        v_retry := p_budget_retry_hint;
-      ELSE
-        IF p_budget_hour > 0 AND v_used_hour >= p_budget_hour THEN
-          v_hour_retry := sponsorship_budget_room_at(v_budget_now, interval '1 hour', v_used_hour - p_budget_hour + 1);
-        END IF;
-        IF p_budget_day > 0 AND v_used_day >= p_budget_day THEN
-          v_day_retry := sponsorship_budget_room_at(v_budget_now, interval '1 day', v_used_day - p_budget_day + 1);
-        END IF;
-        v_retry := greatest(v_hour_retry, v_day_retry);
-      END IF;
-      RETURN json_build_object('refusal', 'budget_exhausted',
-        'window', CASE WHEN p_budget_day > 0 AND v_used_day >= p_budget_day THEN 'day' ELSE 'hour' END,
-        'retryAtMs', extract(epoch FROM v_retry) * 1000);
+    v_budget_refusal := sponsorship_budget_refusal(v_budget_now, p_budget_hour, p_budget_day, p_budget_shards, p_budget_retry_hint);
+    IF v_budget_refusal IS NOT NULL THEN
+      RETURN v_budget_refusal;
     END IF;
   END IF;
 

@@ -51,3 +51,39 @@ BEGIN
   RETURN p_now + interval '1 minute';
 END;
 $$ LANGUAGE plpgsql STABLE;
+
+-- The budget's refusal, or NULL while it has room (p_hour, p_day: the budgets, 0 for none). Read without a lock:
+-- concurrent creations may overshoot by those in flight. When it is spent, Retry-After is when every full window has
+-- room (the later of the two). Computing that walks the window's minutes, so a caller may pass the time it was last
+-- told (p_hint): while that is still ahead, and nothing can be created meanwhile, it is the answer without the walk
+-- (a client hammering a spent budget costs a few index lookups a request). create_sponsorship_request and
+-- GET /faucet both ask here, so the 429 and the status cannot disagree.
+CREATE OR REPLACE FUNCTION sponsorship_budget_refusal(p_now timestamptz, p_hour int, p_day int, p_shards int, p_hint timestamptz)
+RETURNS json AS $$
+DECLARE
+  v_used_hour bigint;
+  v_used_day bigint;
+  v_hour_full boolean;
+  v_day_full boolean;
+  v_retry timestamptz;
+BEGIN
+  IF p_hour <= 0 AND p_day <= 0 THEN
+    RETURN NULL;
+  END IF;
+  SELECT u.used_hour, u.used_day INTO v_used_hour, v_used_day FROM sponsorship_budget_used(p_now, p_shards) u;
+  v_hour_full := p_hour > 0 AND v_used_hour >= p_hour;
+  v_day_full := p_day > 0 AND v_used_day >= p_day;
+  IF NOT (v_hour_full OR v_day_full) THEN
+    RETURN NULL;
+  END IF;
+  IF p_hint IS NOT NULL AND p_hint > p_now THEN
+    v_retry := p_hint;
+  ELSE
+    v_retry := greatest(
+      CASE WHEN v_hour_full THEN sponsorship_budget_room_at(p_now, interval '1 hour', v_used_hour - p_hour + 1) END,
+      CASE WHEN v_day_full THEN sponsorship_budget_room_at(p_now, interval '1 day', v_used_day - p_day + 1) END);
+  END IF;
+  RETURN json_build_object('refusal', 'budget_exhausted', 'window', CASE WHEN v_day_full THEN 'day' ELSE 'hour' END,
+    'retryAtMs', extract(epoch FROM v_retry) * 1000);
+END;
+$$ LANGUAGE plpgsql STABLE;

@@ -76,27 +76,16 @@ export async function pruneBudgetCounts(db: Executor, now: Date): Promise<number
 }
 
 /**
- * Whether the budget refuses creation now, and until when (the same reads as create_sponsorship_request, so GET
- * /faucet and the 429 cannot disagree): the window that is full and the moment it has room, or null.
+ * Whether the budget refuses creation now, and until when: the database's own `sponsorship_budget_refusal`, which
+ * create_sponsorship_request asks too, so GET /faucet and the 429 cannot disagree. Null while it has room.
  */
 export async function readBudgetExhaustion(
   db: Executor,
   budget: { perHour: number; perDay: number },
 ): Promise<{ window: "hour" | "day"; retryAtMs: number } | null> {
   if (budget.perHour <= 0 && budget.perDay <= 0) return null;
-  const rows = await db.execute<{ hour_retry: number | null; day_retry: number | null }>(sql`
-    SELECT
-      CASE WHEN ${budget.perHour}::int > 0 AND u.used_hour >= ${budget.perHour}::int
-        THEN extract(epoch FROM sponsorship_budget_room_at(statement_timestamp(), interval '1 hour', u.used_hour - ${budget.perHour}::int + 1)) * 1000 END::float8 AS hour_retry,
-      CASE WHEN ${budget.perDay}::int > 0 AND u.used_day >= ${budget.perDay}::int
-        THEN extract(epoch FROM sponsorship_budget_room_at(statement_timestamp(), interval '1 day', u.used_day - ${budget.perDay}::int + 1)) * 1000 END::float8 AS day_retry
-    FROM sponsorship_budget_used(statement_timestamp(), ${BUDGET_SHARDS}::int) u`);
-  const row = rows[0];
-  // The later of the two is when both have room (the creation function answers the same).
-  if (row?.hour_retry != null || row?.day_retry != null) {
-    const hour = row.hour_retry ?? 0;
-    const day = row.day_retry ?? 0;
-    return day > hour ? { window: "day", retryAtMs: day } : { window: "hour", retryAtMs: hour };
-  }
-  return null;
+  const rows = await db.execute<{ refusal: { window: "hour" | "day"; retryAtMs: number } | null }>(sql`
+    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, ${BUDGET_SHARDS}::int, NULL) AS refusal`);
+  const refusal = rows[0]?.refusal;
+  return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs } : null;
 }

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { insertAdminAction, listAdminActions } from "@/db/queries/admin";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { blockIpAsAdministrator, pauseSponsorships, readServiceState, resumeSponsorships, unblockIpAsAdministrator } from "./controls";
+import { readServiceState } from "@/db/queries/controls";
+import { blockIpAsAdministrator, pauseSponsorships, resumeSponsorships, unblockIpAsAdministrator } from "./controls";
 import { signInAdministrator } from "./session";
 
 /** The operator's brakes (decisions.md, "On the open internet"): each change audited with it, in one transaction. */

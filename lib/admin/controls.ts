@@ -1,6 +1,6 @@
 import type { Database } from "@/db/client";
 import { insertAdminAction } from "@/db/queries/admin";
-import { insertIpBlock, liftIpBlock, readBudgetUsage, readServiceState, setPaused } from "@/db/queries/controls";
+import { insertIpBlock, liftIpBlock, readBudgetUsage, setPaused } from "@/db/queries/controls";
 import type { IpBlock, ServiceState } from "@/db/schema";
 import type { Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
@@ -115,4 +115,3 @@ export async function budgetOverview(db: Database, config: Config): Promise<Budg
   return windows.map((w) => ({ ...w, used: used[w.window], left: Math.max(0, w.limit - used[w.window]) }));
 }
 
-export { readServiceState };

@@ -1,6 +1,6 @@
 import type { Metadata } from "next";
-import { listActiveIpBlocks } from "@/db/queries/controls";
-import { budgetOverview, readServiceState } from "@/lib/admin/controls";
+import { listActiveIpBlocks, readServiceState } from "@/db/queries/controls";
+import { budgetOverview } from "@/lib/admin/controls";
 import { currentAdminSession } from "@/lib/admin/request-context";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { formatDateTime } from "../../_lib/format";
