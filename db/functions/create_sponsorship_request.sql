@@ -56,7 +56,7 @@ BEGIN
   END IF;
 
   -- Administrator IP blocks: the client's network overlaps an active block (GiST, inet_ops). Counts nothing.
-  IF EXISTS (SELECT 1 FROM ip_blocks b WHERE b.lifted_at IS NULL AND b.cidr && p_client_net) THEN
+  IF client_ip_blocked(p_client_net) THEN
     RETURN json_build_object('refusal', 'ip_blocked');
   END IF;
 

@@ -64,7 +64,7 @@ export async function attemptRegistration(
     [
       lockKeysSql([input.lockKey]),
       sql`SELECT ${limitReachedAtMs("register_ip", ip, input.limit, input.windowStart)} AS at,
-        EXISTS (SELECT 1 FROM ip_blocks b WHERE b.lifted_at IS NULL AND b.cidr && ${input.clientNetwork}::cidr) AS "ipBlocked"`,
+        client_ip_blocked(${input.clientNetwork}::cidr) AS "ipBlocked"`,
     ],
     ([, countRows]) => {
       const { at: reachedAt, ipBlocked } = countRows![0] as { at: number | null; ipBlocked: boolean };
