@@ -143,8 +143,7 @@ export type IpBlock = typeof ipBlocks.$inferSelect;
 /**
  * The global budget's counters (decisions.md, "Global budget"), without a global serialisation point: each
  * creation adds one to the row of its shard (the connection's backend pid modulo the shards) and the current
- * minute, carrying the shard's running total forward, so "created in a window" is the sum over shards of the
- * newest total minus the total before the window: a few index lookups, however large the budget.
+ * minute, so creations of different shards never wait for each other.
  */
 export const sponsorshipBudgetCounts = pgTable(
   "sponsorship_budget_counts",
@@ -153,11 +152,22 @@ export const sponsorshipBudgetCounts = pgTable(
     minute: ts("minute").notNull(),
     /** Requests created through this shard in this minute. */
     created: integer("created").notNull(),
-    /** Requests created through this shard since its first row, up to the end of this minute. */
-    createdTotal: bigint("created_total", { mode: "number" }).notNull(),
   },
   (t) => [primaryKey({ columns: [t.shard, t.minute] }), index("sponsorship_budget_counts_minute_idx").on(t.minute)],
 );
+
+/**
+ * The budget windows' settled part, once per minute: what the rolling hour and day counted up to two minutes before
+ * `minute` (those minutes take no more creations), written by the first budget read of the minute. A read then adds
+ * the live rows of the last two minutes: one key lookup and a short range, however long the window.
+ */
+export const sponsorshipBudgetWindows = pgTable("sponsorship_budget_windows", {
+  minute: ts("minute").primaryKey(),
+  /** Created in [minute - 60 min, minute - 2 min]. */
+  hourSettled: bigint("hour_settled", { mode: "number" }).notNull(),
+  /** Created in [minute - 1440 min, minute - 2 min]. */
+  daySettled: bigint("day_settled", { mode: "number" }).notNull(),
+});
 
 /** The service's switches, one row (id 1): the administrator's pause (decisions.md, "Pause"). */
 export const serviceState = pgTable(

@@ -38,7 +38,6 @@ DECLARE
   -- The budget counts on the database's clock (one clock for every instance), in whole minutes.
   v_budget_now timestamptz := statement_timestamp();
   v_shard smallint := pg_backend_pid() % p_budget_shards;
-  v_newest record;
   v_budget_refusal json;
   v_forever boolean;
   v_blocked_until timestamptz;
@@ -62,7 +61,7 @@ BEGIN
 
   -- Global budget (sponsorship_budget_refusal, db/functions/sponsorship_budget.sql; GET /faucet asks the same).
   IF p_budget_hour > 0 OR p_budget_day > 0 THEN
-    v_budget_refusal := sponsorship_budget_refusal(v_budget_now, p_budget_hour, p_budget_day, p_budget_shards, p_budget_retry_hint);
+    v_budget_refusal := sponsorship_budget_refusal(v_budget_now, p_budget_hour, p_budget_day, p_budget_retry_hint);
     IF v_budget_refusal IS NOT NULL THEN
       RETURN v_budget_refusal;
     END IF;
@@ -182,19 +181,12 @@ BEGIN
   VALUES (p_request_id, v_wallet_id, p_address, p_ip, p_client_key, p_user_agent, p_now, 'api', 'created by POST /sponsorship/request');
   UPDATE wallets SET sponsorship_count = sponsorship_count + 1, last_seen_at = GREATEST(last_seen_at, p_now)
   WHERE id = v_wallet_id;
-  -- Counted last, under the shard's lock (held to the commit that follows: creations of one shard are counted one
-  -- at a time, those of different shards never wait for each other), so the shard's running total is exact: its
-  -- newest row is read and moved on, or a row for a later minute carries the total forward. The minute never goes
-  -- back (a statement that started earlier adds to the newest row).
-  PERFORM pg_advisory_xact_lock(hashtext('sponsorship_budget'), v_shard);
-  SELECT c.minute, c.created_total INTO v_newest FROM sponsorship_budget_counts c WHERE c.shard = v_shard ORDER BY c.minute DESC LIMIT 1;
-  IF v_newest.minute IS NOT NULL AND v_newest.minute >= date_trunc('minute', v_budget_now) THEN
-    UPDATE sponsorship_budget_counts SET created = created + 1, created_total = created_total + 1
-    WHERE shard = v_shard AND minute = v_newest.minute;
-  ELSE
-    INSERT INTO sponsorship_budget_counts (shard, minute, created, created_total)
-    VALUES (v_shard, date_trunc('minute', v_budget_now), 1, coalesce(v_newest.created_total, 0) + 1);
-  END IF;
+  -- Counted last, in the row of this connection's shard and the current minute (its row lock is held to the commit
+  -- that follows: creations of one shard and minute are counted one at a time, those of different shards never wait
+  -- for each other).
+  INSERT INTO sponsorship_budget_counts AS c (shard, minute, created)
+  VALUES (v_shard, date_trunc('minute', v_budget_now), 1)
+  ON CONFLICT (shard, minute) DO UPDATE SET created = c.created + 1;
   RETURN json_build_object('outcome', 'created', 'walletId', v_wallet_id);
 END;
 $$ LANGUAGE plpgsql VOLATILE;

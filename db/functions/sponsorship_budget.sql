@@ -6,28 +6,42 @@
 -- for creations in flight at the same moment (each reads before the others commit); it may refuse up to a
 -- minute early.
 
--- Created requests in the rolling hour and day: per shard, its newest running total minus its total before the
--- window (a few index lookups per shard, however many requests).
-CREATE OR REPLACE FUNCTION sponsorship_budget_used(p_now timestamptz, p_shards int)
+-- Created requests in the rolling hour and day: the windows' settled part (sponsorship_budget_windows, once per
+-- minute) plus the live rows of the current and the previous minute, so one key lookup and a range of at most two
+-- minutes' shards, however many requests. A minute is settled two minutes later: no creation still running can add
+-- to it then, since a creation is one statement well under a minute (the web pool's statement_timeout is 5 s).
+-- The first read of a minute sums the windows' older minutes once (a range over the minute index) and keeps it;
+-- several readers racing on it compute the same sums.
+DROP FUNCTION IF EXISTS sponsorship_budget_used(timestamptz, int);
+CREATE OR REPLACE FUNCTION sponsorship_budget_used(p_now timestamptz)
 RETURNS TABLE (used_hour bigint, used_day bigint) AS $$
-  SELECT
-    coalesce(sum(latest.t - coalesce(h.t, 0)), 0)::bigint,
-    coalesce(sum(latest.t - coalesce(d.t, 0)), 0)::bigint
-  FROM generate_series(0, p_shards - 1) s(shard)
-  CROSS JOIN LATERAL (
-    SELECT c.created_total AS t FROM sponsorship_budget_counts c WHERE c.shard = s.shard ORDER BY c.minute DESC LIMIT 1
-  ) latest
-  LEFT JOIN LATERAL (
-    SELECT c.created_total AS t FROM sponsorship_budget_counts c
-    WHERE c.shard = s.shard AND c.minute < date_trunc('minute', p_now) - interval '60 minutes'
-    ORDER BY c.minute DESC LIMIT 1
-  ) h ON true
-  LEFT JOIN LATERAL (
-    SELECT c.created_total AS t FROM sponsorship_budget_counts c
-    WHERE c.shard = s.shard AND c.minute < date_trunc('minute', p_now) - interval '1440 minutes'
-    ORDER BY c.minute DESC LIMIT 1
-  ) d ON true;
-$$ LANGUAGE sql STABLE;
+DECLARE
+  v_minute timestamptz := date_trunc('minute', p_now);
+  v_live_from timestamptz := v_minute - interval '1 minute';
+  v_hour bigint;
+  v_day bigint;
+  v_live bigint;
+BEGIN
+  SELECT w.hour_settled, w.day_settled INTO v_hour, v_day FROM sponsorship_budget_windows w WHERE w.minute = v_minute;
+  IF NOT FOUND THEN
+    SELECT
+      coalesce(sum(c.created) FILTER (WHERE c.minute >= v_minute - interval '60 minutes'), 0),
+      coalesce(sum(c.created), 0)
+    INTO v_hour, v_day
+    FROM sponsorship_budget_counts c
+    WHERE c.minute >= v_minute - interval '1440 minutes' AND c.minute < v_live_from;
+    INSERT INTO sponsorship_budget_windows (minute, hour_settled, day_settled) VALUES (v_minute, v_hour, v_day)
+    ON CONFLICT (minute) DO NOTHING;
+  END IF;
+  -- By key (equality on the minute: a generic plan of a range would scan the table). The minute after the current
+  -- one too: a creation whose statement started later than this read may already have committed into it.
+  SELECT coalesce(sum(c.created), 0) INTO v_live FROM sponsorship_budget_counts c
+  WHERE c.minute = ANY (ARRAY[v_live_from, v_minute, v_minute + interval '1 minute']);
+  used_hour := v_hour + v_live;
+  used_day := v_day + v_live;
+  RETURN NEXT;
+END;
+$$ LANGUAGE plpgsql VOLATILE;
 
 -- When the window has room again: the oldest minutes leave it one by one; the answer is the moment the
 -- `p_excess`-th oldest creation in the window has left. Only read on a refusal.
@@ -58,7 +72,8 @@ $$ LANGUAGE plpgsql STABLE;
 -- told (p_hint): while that is still ahead, and nothing can be created meanwhile, it is the answer without the walk
 -- (a client hammering a spent budget costs a few index lookups a request). create_sponsorship_request and
 -- GET /faucet both ask here, so the 429 and the status cannot disagree.
-CREATE OR REPLACE FUNCTION sponsorship_budget_refusal(p_now timestamptz, p_hour int, p_day int, p_shards int, p_hint timestamptz)
+DROP FUNCTION IF EXISTS sponsorship_budget_refusal(timestamptz, int, int, int, timestamptz);
+CREATE OR REPLACE FUNCTION sponsorship_budget_refusal(p_now timestamptz, p_hour int, p_day int, p_hint timestamptz)
 RETURNS json AS $$
 DECLARE
   v_used_hour bigint;
@@ -70,7 +85,7 @@ BEGIN
   IF p_hour <= 0 AND p_day <= 0 THEN
     RETURN NULL;
   END IF;
-  SELECT u.used_hour, u.used_day INTO v_used_hour, v_used_day FROM sponsorship_budget_used(p_now, p_shards) u;
+  SELECT u.used_hour, u.used_day INTO v_used_hour, v_used_day FROM sponsorship_budget_used(p_now) u;
   v_hour_full := p_hour > 0 AND v_used_hour >= p_hour;
   v_day_full := p_day > 0 AND v_used_day >= p_day;
   IF NOT (v_hour_full OR v_day_full) THEN
@@ -86,4 +101,4 @@ BEGIN
   RETURN json_build_object('refusal', 'budget_exhausted', 'window', CASE WHEN v_day_full THEN 'day' ELSE 'hour' END,
     'retryAtMs', extract(epoch FROM v_retry) * 1000);
 END;
-$$ LANGUAGE plpgsql STABLE;
+$$ LANGUAGE plpgsql VOLATILE;

@@ -1,7 +1,6 @@
 import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import { ipBlocks, serviceState, type IpBlock, type ServiceState } from "@/db/schema";
 import type { Executor } from "./executor";
-import { BUDGET_SHARDS } from "./sponsorship-requests";
 
 /**
  * The operator's controls (decisions.md, "On the open internet"): the pause (service_state, one row) and
@@ -57,22 +56,18 @@ export async function listActiveIpBlocks(db: Executor, limit = 500): Promise<IpB
 export async function readBudgetUsage(db: Executor): Promise<{ hour: number; day: number }> {
   // The database's clock, as the creation function counts.
   const rows = await db.execute<{ used_hour: string; used_day: string }>(
-    sql`SELECT used_hour::text, used_day::text FROM sponsorship_budget_used(statement_timestamp(), ${BUDGET_SHARDS}::int)`,
+    sql`SELECT used_hour::text, used_day::text FROM sponsorship_budget_used(statement_timestamp())`,
   );
   return { hour: Number(rows[0]?.used_hour ?? 0), day: Number(rows[0]?.used_day ?? 0) };
 }
 
-/**
- * Budget rows no window can need any more: older than a day and an hour, except each shard's newest such row (its
- * running total is the base the day window subtracts).
- */
+/** Budget rows no window can need any more: counts older than a day and an hour, settled windows older than an hour. */
 export async function pruneBudgetCounts(db: Executor, now: Date): Promise<number> {
   const cutoff = new Date(now.getTime() - 25 * 3_600_000).toISOString();
-  const rows = await db.execute(sql`
-    DELETE FROM sponsorship_budget_counts c
-    WHERE c.minute < ${cutoff}::timestamptz
-      AND EXISTS (SELECT 1 FROM sponsorship_budget_counts n WHERE n.shard = c.shard AND n.minute > c.minute AND n.minute < ${cutoff}::timestamptz)`);
-  return rows.count;
+  const windowsCutoff = new Date(now.getTime() - 3_600_000).toISOString();
+  const counts = await db.execute(sql`DELETE FROM sponsorship_budget_counts WHERE minute < ${cutoff}::timestamptz`);
+  const windows = await db.execute(sql`DELETE FROM sponsorship_budget_windows WHERE minute < ${windowsCutoff}::timestamptz`);
+  return counts.count + windows.count;
 }
 
 /**
@@ -85,7 +80,7 @@ export async function readBudgetExhaustion(
 ): Promise<{ window: "hour" | "day"; retryAtMs: number } | null> {
   if (budget.perHour <= 0 && budget.perDay <= 0) return null;
   const rows = await db.execute<{ refusal: { window: "hour" | "day"; retryAtMs: number } | null }>(sql`
-    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, ${BUDGET_SHARDS}::int, NULL) AS refusal`);
+    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, NULL) AS refusal`);
   const refusal = rows[0]?.refusal;
   return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs } : null;
 }

@@ -1,0 +1,94 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { pruneBudgetCounts } from "@/db/queries/controls";
+import { createTestDatabase, type TestDatabase } from "@/test/db";
+
+/**
+ * The global budget's count (db/functions/sponsorship_budget.sql): the settled part kept once per minute plus the
+ * live rows of the last two minutes must equal a plain sum over the window's minutes, whatever the rows and whenever
+ * it is read; the settled part is computed once per minute and reused.
+ */
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => t?.drop());
+beforeEach(async () => {
+  await t.db.execute(sql`TRUNCATE sponsorship_budget_counts, sponsorship_budget_windows`);
+});
+
+const MINUTE = 60_000;
+const base = Date.parse("2026-11-20T12:00:00.000Z");
+
+async function used(now: number): Promise<{ hour: number; day: number }> {
+  const rows = await t.db.execute<{ h: string; d: string }>(
+    sql`SELECT used_hour::text AS h, used_day::text AS d FROM sponsorship_budget_used(${new Date(now).toISOString()}::timestamptz)`,
+  );
+  return { hour: Number(rows[0]!.h), day: Number(rows[0]!.d) };
+}
+
+function bruteForce(rows: { minute: number; created: number }[], now: number) {
+  const current = Math.floor(now / MINUTE) * MINUTE;
+  // Up to the minute after the current one (a creation that started after the read may have committed into it);
+  // none can be later on the database's one clock.
+  const sum = (from: number) => rows.filter((r) => r.minute >= from && r.minute <= current + MINUTE).reduce((n, r) => n + r.created, 0);
+  return { hour: sum(current - 60 * MINUTE), day: sum(current - 1440 * MINUTE) };
+}
+
+async function insertCounts(rows: { shard: number; minute: number; created: number }[]) {
+  for (const r of rows) {
+    await t.db.execute(sql`INSERT INTO sponsorship_budget_counts (shard, minute, created)
+      VALUES (${r.shard}, ${new Date(r.minute).toISOString()}::timestamptz, ${r.created})`);
+  }
+}
+
+describe("the global budget's count", () => {
+  it("equals the sum over the rolling hour and day, read at any moment, with the settled part reused within a minute", async () => {
+    // Deterministic pseudo-random rows over 26 hours of minutes and 16 shards.
+    let seed = 7;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rows: { shard: number; minute: number; created: number }[] = [];
+    const seen = new Set<string>();
+    for (let i = 0; i < 600; i++) {
+      const minute = base - Math.floor(random() * 26 * 60) * MINUTE;
+      const shard = Math.floor(random() * 16);
+      if (seen.has(`${shard}:${minute}`)) continue;
+      seen.add(`${shard}:${minute}`);
+      rows.push({ shard, minute, created: 1 + Math.floor(random() * 9) });
+    }
+    // The edges of both windows and the live minutes, exactly.
+    for (const [shard, offset] of [[1, 0], [2, -1], [3, -2], [4, -60], [5, -61], [6, -1440], [7, -1441]] as const) {
+      const minute = base + offset * MINUTE;
+      if (!seen.has(`${shard}:${minute}`)) rows.push({ shard, minute, created: 100 });
+    }
+    await insertCounts(rows);
+
+    for (const now of [base + 30_000, base + 59_999, base - 17 * MINUTE + 1, base - 60 * MINUTE, base - 1441 * MINUTE + 5]) {
+      expect(await used(now), new Date(now).toISOString()).toEqual(bruteForce(rows, now));
+    }
+    const kept = await t.db.execute<{ n: string }>(sql`SELECT count(*)::text AS n FROM sponsorship_budget_windows`);
+    expect(Number(kept[0]!.n)).toBe(4); // base + 30 s and base + 59.999 s share one minute
+
+    // Creations in the current and the previous minute are live: counted at once, the settled part unchanged.
+    await insertCounts([{ shard: 9, minute: base - MINUTE, created: 5 }]);
+    await t.db.execute(sql`UPDATE sponsorship_budget_counts SET created = created + 3 WHERE shard = 1 AND minute = ${new Date(base).toISOString()}::timestamptz`);
+    const before = bruteForce(rows, base);
+    expect(await used(base + 45_000)).toEqual({ hour: before.hour + 8, day: before.day + 8 });
+  });
+
+  it("prunes what no window needs and counts the same afterwards", async () => {
+    const rows = [
+      { shard: 0, minute: base - 26 * 60 * MINUTE, created: 4 },
+      { shard: 0, minute: base - 23 * 60 * MINUTE, created: 2 },
+      { shard: 3, minute: base - 30 * MINUTE, created: 1 },
+      { shard: 3, minute: base, created: 6 },
+    ];
+    await insertCounts(rows);
+    const before = await used(base + 1_000);
+    expect(before).toEqual(bruteForce(rows, base + 1_000));
+    await used(base - 2 * 60 * MINUTE); // a settled window older than an hour
+    expect(await pruneBudgetCounts(t.db, new Date(base + 1_000))).toBe(2);
+    expect(await used(base + 1_000)).toEqual(before);
+  });
+});
