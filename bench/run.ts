@@ -7,6 +7,7 @@ import { anvilBinary } from "@/contracts/anvil";
 import { closeApiConnections } from "./api";
 import { measureCeiling } from "./ceiling";
 import { runChainMemoryPhase } from "./chain-memory";
+import { timeBudgetCheck } from "./budget-check";
 import { measureGrowth } from "./growth";
 import { runEndpoint, runInterleaved, standardEndpoints, type HttpResult } from "./http";
 import { measurePipeline } from "./pipeline";
@@ -176,17 +177,37 @@ async function runBudget(stack: Stack, logDir: string): Promise<BudgetResult> {
     }
     const without: number[] = [];
     const withBudget: number[] = [];
+    // CPU per created request of the serving web server and PostgreSQL's sessions (workers paused: they are all
+    // the round's work), less sensitive than the rate to what else the machine runs.
+    const cpuWithout: number[] = [];
+    const cpuWith: number[] = [];
+    const groups = (pid: () => number[]) => ({ web: pid, postgres: stack.cpu!.postgres! });
+    const cpuOf = (r: { cpuMsPerRequest?: Record<string, number> }) => (r.cpuMsPerRequest?.web ?? NaN) + (r.cpuMsPerRequest?.postgres ?? NaN);
     for (let round = 0; round < settings.rounds; round++) {
       // Alternate which goes first, so a drift of the machine's load falls on both alike.
-      const order: [string, number[], number][] = round % 2 === 0 ? [[stack.url, without, 0], [url, withBudget, 1]] : [[url, withBudget, 1], [stack.url, without, 0]];
-      for (const [base, into, k] of order) {
-        into.push((await runEndpoint(base, post(round, k), { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 1 })).reqPerSec);
+      const order: [string, number[], number[], number, () => number[]][] =
+        round % 2 === 0
+          ? [[stack.url, without, cpuWithout, 0, stack.cpu!.web!], [url, withBudget, cpuWith, 1, () => [web.pid]]]
+          : [[url, withBudget, cpuWith, 1, () => [web.pid]], [stack.url, without, cpuWithout, 0, stack.cpu!.web!]];
+      for (const [base, into, cpuInto, k, pid] of order) {
+        const r = await runEndpoint(base, post(round, k), { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 1, cpu: groups(pid) });
+        into.push(r.reqPerSec);
+        cpuInto.push(cpuOf(r));
       }
     }
     await rejectOpenRequests(stack.databaseUrl!);
     stack.resumeWorker();
+    const checkMicros = await timeBudgetCheck(stack.databaseUrl!);
+    note(`budget: the check costs ${checkMicros.check.toFixed(0)} µs in the database with a full day counted (SELECT 1: ${checkMicros.select1.toFixed(0)} µs)`);
     const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
-    return { withoutPerSec: mean(without), withPerSec: mean(withBudget), ratio: mean(withBudget) / mean(without), rounds: { without, with: withBudget } };
+    return {
+      checkMicros,
+      withoutPerSec: mean(without),
+      withPerSec: mean(withBudget),
+      ratio: mean(withBudget) / mean(without),
+      rounds: { without, with: withBudget },
+      cpuMsPerRequest: { without: mean(cpuWithout), with: mean(cpuWith), rounds: { without: cpuWithout, with: cpuWith } },
+    };
   } finally {
     await web.stop();
   }
