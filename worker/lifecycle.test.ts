@@ -2,6 +2,8 @@ import { sql } from "drizzle-orm";
 import { privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workerHeartbeats } from "@/db/schema";
+import { LOCAL_DEV_KEYS } from "@/lib/config";
+import { startRpcProxy } from "@/test/rpc-proxy";
 import {
   createRequest,
   randomWallet,
@@ -117,6 +119,29 @@ describe("the worker process", () => {
       await chainOf(fx.deployment.chainId);
     }
   });
+
+  it("exits 1 refusing anvil's well-known keys when the loopback RPC_URL serves another chain than 31337", async () => {
+    // A loopback endpoint that is a tunnel to a real network (chain 1 here); CHAIN_ID unset, so only the chain's answer
+    // can tell. Every other call goes to the local chain.
+    const tunnel = await startRpcProxy(fx.anvil.rpcUrl, (body) => {
+      const parsed = JSON.parse(body) as { id: number; method?: string } | { id: number; method?: string }[];
+      const calls = Array.isArray(parsed) ? parsed : [parsed];
+      if (calls.length !== 1 || calls[0]!.method !== "eth_chainId") return undefined;
+      const answer = { jsonrpc: "2.0", id: calls[0]!.id, result: "0x1" };
+      return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? [answer] : answer) };
+    });
+    try {
+      const w = spawnWorker(fx, { RPC_URL: tunnel.url, CHAIN_ID: "", RELAYER_PRIVATE_KEYS: LOCAL_DEV_KEYS[1] });
+      spawned.push(w);
+      const exit = await waitFor("the worker to exit", async () => (w.process.exitCode !== null ? w.exited : undefined), 45_000).catch((e: Error) => {
+        throw new Error(`${e.message}\n${w.output()}`);
+      });
+      expect(exit.code).toBe(1);
+      expect(fatalMessage(w)).toMatch(/^worker cannot start: Invalid configuration: RELAYER_PRIVATE_KEYS holds a well-known anvil development key, refused because the chain id is 1, not 31337/);
+    } finally {
+      await tunnel.close();
+    }
+  }, 90_000);
 
   it("exits 1 naming the variable when the configuration is invalid", async () => {
     const w = spawnWorker(fx, { WORKER_INTERVAL_MS: "soon" });

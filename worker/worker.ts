@@ -4,7 +4,7 @@ import { closeDatabase, createDatabase, type Database } from "@/db/client";
 import { applyMigrations } from "@/db/migrate";
 import { WAKEUP_CHANNEL } from "@/db/queries/wakeup";
 import { resolveDeployment } from "@/lib/chain/deployment";
-import { ConfigError, type Config } from "@/lib/config";
+import { ConfigError, developmentSecretsRefusal, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
 import { startProcessMetricsServer } from "@/lib/metrics";
 import { ChainHealth, ChainUnavailableError, WorkerChain } from "./chain";
@@ -87,6 +87,11 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
 
   await untilReady("database", log, () => applyMigrations(databaseUrl), () => stopped);
   const chainId = await untilReady("chain", log, () => WorkerChain.readChainId(rpcUrl), () => stopped);
+  // Anvil's well-known keys sign for the local chain only. Configuration parsing refuses them with a remote RPC_URL;
+  // a loopback one without CHAIN_ID may be a tunnel to a real network, so the chain's own answer decides here, as
+  // `npm start` does before it starts the worker (the worker run alone gets the same check).
+  const refusal = developmentSecretsRefusal(config, chainId);
+  if (refusal) throw new FatalWorkerError(refusal);
   for (const expected of [deployment.chainId, config.chainId]) {
     if (expected !== undefined && expected !== chainId) {
       throw new FatalWorkerError(`the RPC serves chain ${chainId}, but the deployment is on chain ${expected}`);
