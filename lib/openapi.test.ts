@@ -82,6 +82,16 @@ describe("GET /openapi.json", () => {
     }
   });
 
+  it("lists 503 only where the API can answer it: every operation that reads the database, not GET /openapi.json (built in memory)", async () => {
+    const doc = await document();
+    for (const [p, operations] of Object.entries(doc.paths)) {
+      for (const operation of Object.values(operations)) {
+        if (p === "/openapi.json") expect(operation.responses["503"], p).toBeUndefined();
+        else expect(operation.responses["503"], p).toBeDefined();
+      }
+    }
+  });
+
   it("describes the request bodies as strict objects with the address pattern", async () => {
     const doc = await document();
     expect(doc.components.schemas.WalletAddressBody).toMatchObject({

@@ -80,13 +80,15 @@ function problems(codes: ProblemCode[]) {
 }
 
 /**
- * Responses grouped by status from a list of codes. Every operation listed with it reads or writes PostgreSQL, so
- * each may answer `503 unavailable` (with Retry-After) while the database cannot be reached; any may answer
- * `408 request_timeout` to a client too slow to send its request (server.ts).
+ * Responses grouped by status from a list of codes. Any operation may answer `408 request_timeout` to a client too
+ * slow to send its request (server.ts). An operation that reads or writes PostgreSQL may answer `503 unavailable`
+ * (with Retry-After) while the database cannot be reached; one that does not (`database: false`: GET /openapi.json,
+ * built in memory) never does, and does not list it.
  */
-function errorResponses(codes: ProblemCode[]) {
+function errorResponses(codes: ProblemCode[], { database = true }: { database?: boolean } = {}) {
   const groups = new Map<number, ProblemCode[]>();
-  for (const code of [...codes, "origin_not_allowed", "method_not_allowed", "request_timeout", "internal_error", "unavailable"] as ProblemCode[]) {
+  const always: ProblemCode[] = ["origin_not_allowed", "method_not_allowed", "request_timeout", "internal_error", ...(database ? (["unavailable"] as const) : [])];
+  for (const code of [...codes, ...always]) {
     const status = PROBLEMS[code].status;
     groups.set(status, [...(groups.get(status) ?? []), code]);
   }
@@ -249,7 +251,7 @@ export function buildOpenApiDocument(): Record<string, unknown> {
             summary: "This document",
             responses: {
               "200": { description: "OpenAPI 3.1", headers: headerRefs, content: { "application/json": { schema: { type: "object" } } } },
-              ...errorResponses([]),
+              ...errorResponses([], { database: false }),
             },
           },
         },

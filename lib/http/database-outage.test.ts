@@ -67,6 +67,12 @@ describe("a database outage", () => {
     expect(health.status).toBe(503);
     expect(Number(health.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     expect(healthResponse.parse(health.json).checks.database).toMatchObject({ status: "down", code: "unreachable" });
+    // GET /faucet reads the database for its snapshot: 503 too. The OpenAPI document is built in memory: it is
+    // served through the outage (and lists no 503, lib/openapi.test.ts).
+    const faucet = await callApi({ path: "/faucet" });
+    expectProblem(faucet, 503, "unavailable");
+    expect(Number(faucet.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect((await callApi({ path: "/openapi.json" })).status).toBe(200);
 
     await relay.restore();
     const deadline = Date.now() + 20_000;
