@@ -145,11 +145,14 @@ const gwei = z
   })
   .refine((v) => v < 2n ** 128n, "must be less than 2^128 wei");
 
+/** A JSON-RPC endpoint: http:// or https:// only. */
+const httpUrl = url.refine((v) => !URL.canParse(v) || /^https?:$/.test(new URL(v).protocol), "must be an http:// or https:// URL");
+
 const envSchema = z.object({
   PORT: withDefault(integer(1, 65535), "3000"),
   DATABASE_URL: optional(url),
   /** One endpoint, or several of the same chain, comma-separated (reads fail over, broadcasts go to all). */
-  RPC_URL: list(url.refine((v) => !URL.canParse(v) || /^https?:$/.test(new URL(v).protocol), "must be an http:// or https:// URL")),
+  RPC_URL: list(httpUrl),
   CHAIN_ID: optional(integer(1, Number.MAX_SAFE_INTEGER)),
   RELAYER_PRIVATE_KEYS: list(privateKey),
   DEPLOYER_PRIVATE_KEY: optional(privateKey),
@@ -204,6 +207,12 @@ const envSchema = z.object({
   LOCAL_BLOCK_TIME: withDefault(integer(0, 3600), "1"),
   METRICS_PORT: optional(integer(0, 65535)),
   EXPLORER_URL: optional(url),
+  /**
+   * The chain's JSON-RPC URL a user's browser wallet may use ("Add <network> to your wallet" on /request). Unset: the
+   * first RPC_URL when every endpoint is loopback (npm start's local chain), else none and no button: RPC_URL may
+   * carry a provider key and is never shown to browsers.
+   */
+  PUBLIC_RPC_URL: optional(httpUrl),
   /** The network's name on /request and in GET /faucet (unset: from the chain id, "Local development chain" for 31337). */
   NETWORK_NAME: optional(z.string().trim().min(1).max(100)),
   /** GET /faucet says `low_funds` while the treasury holds fewer sponsorships than this (decisions: treasury.low). */
@@ -259,6 +268,7 @@ export type Config = Readonly<{
   localBlockTime: number;
   metricsPort: number | undefined;
   explorerUrl: string | undefined;
+  publicRpcUrl: string | undefined;
   networkName: string | undefined;
   treasuryLowSponsorships: number;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
@@ -314,6 +324,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     localBlockTime: e.LOCAL_BLOCK_TIME,
     metricsPort: e.METRICS_PORT,
     explorerUrl: e.EXPLORER_URL,
+    publicRpcUrl: e.PUBLIC_RPC_URL,
     networkName: e.NETWORK_NAME,
     treasuryLowSponsorships: e.TREASURY_LOW_SPONSORSHIPS,
     logLevel: e.LOG_LEVEL,
