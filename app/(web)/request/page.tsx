@@ -9,7 +9,7 @@ export const metadata: Metadata = {
 
 export default async function RequestPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const { id } = await searchParams;
-  const { explorerUrl } = getPublicSettings();
+  const { explorerUrl, walletRpcUrl } = getPublicSettings();
   return (
     <main id="main" className="mx-auto w-full max-w-2xl px-4 py-8 sm:py-12">
       <h1 className="text-2xl font-semibold tracking-tight text-slate-900 sm:text-3xl">Get gas for a new wallet</h1>
@@ -17,7 +17,7 @@ export default async function RequestPage({ searchParams }: { searchParams: Prom
         Paste a wallet address (or connect your browser wallet) and we send it its first gas tokens on the test network. Each wallet can be
         sponsored once.
       </p>
-      <RequestFlow explorerUrl={explorerUrl} initialRequestId={typeof id === "string" && id !== "" ? id : null} />
+      <RequestFlow explorerUrl={explorerUrl} walletRpcUrl={walletRpcUrl} initialRequestId={typeof id === "string" && id !== "" ? id : null} />
     </main>
   );
 }

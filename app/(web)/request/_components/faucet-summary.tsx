@@ -1,6 +1,6 @@
 "use client";
 
-import { useEffect, useState } from "react";
+import { useQuery } from "@tanstack/react-query";
 import { card } from "../../_components/styles";
 import { getFaucetStatus, type FaucetStatusView } from "../_lib/api";
 import { describeFaucet, formatAmount, formatUsualTime } from "../_lib/faucet-words";
@@ -8,31 +8,28 @@ import { describeFaucet, formatAmount, formatUsualTime } from "../_lib/faucet-wo
 /** GET /faucet is a snapshot at most a few seconds old: every 15 s is fresh enough while it serves. */
 const FAUCET_POLL_MS = 15_000;
 
-/** The faucet's status, read when the page opens and polled after (null until the first answer); `answer` counts the answers. */
+/**
+ * The faucet's status (GET /faucet) on react-query, read when the page opens and polled after: every 15 s while it
+ * serves, and exactly when it says to look again (`retryAfterSeconds`, where the form's countdown ends) while it
+ * does not. Every component that asks shares the one query. `status` is null until the first answer; `answer`
+ * changes with each answer (a countdown keyed on it restarts).
+ */
 export function useFaucetStatus(): { status: FaucetStatusView | null; answer: number } {
-  const [state, setState] = useState<{ status: FaucetStatusView | null; answer: number }>({ status: null, answer: 0 });
-  useEffect(() => {
-    let cancelled = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const tick = async () => {
+  const query = useQuery({
+    queryKey: ["faucet"],
+    queryFn: async (): Promise<FaucetStatusView> => {
       const result = await getFaucetStatus();
-      if (cancelled) return;
-      let wait = FAUCET_POLL_MS;
-      if (result.ok) {
-        const status = result.data;
-        setState((s) => ({ status, answer: s.answer + 1 }));
-        // Not serving: look again exactly when the faucet says to (the countdown the form shows ends then).
-        if (result.data.retryAfterSeconds !== null) wait = result.data.retryAfterSeconds * 1000;
-      }
-      timer = setTimeout(tick, wait);
-    };
-    void tick();
-    return () => {
-      cancelled = true;
-      if (timer) clearTimeout(timer);
-    };
-  }, []);
-  return state;
+      if (!result.ok) throw new Error(result.problem.code);
+      return result.data;
+    },
+    retry: false,
+    refetchInterval: (q) => {
+      const retryAfter = q.state.data?.retryAfterSeconds;
+      return typeof retryAfter === "number" ? retryAfter * 1000 : FAUCET_POLL_MS;
+    },
+    refetchOnWindowFocus: false,
+  });
+  return { status: query.data ?? null, answer: query.dataUpdatedAt };
 }
 
 /** What the faucet gives, on which network, whether it is serving, and how long it usually takes. */

@@ -20,15 +20,15 @@ export type RelayTransactionView = Schemas["RelayTransactionSummary"];
 export type SponsorshipRequestView = Schemas["SponsorshipRequestDetail"];
 export type WalletHistoryView = Schemas["HistoryPage"];
 
-/** A refusal as the API reports it (RFC 9457), or a transport failure (`status` 0). */
-export type ApiProblem = {
-  status: number;
-  code: string;
-  title?: string;
-  detail?: string;
-  /** From the `Retry-After` header of a 429. */
-  retryAfterSeconds?: number;
-};
+/**
+ * A refusal as the API reports it (the document's RFC 9457 `Problem`), or a transport failure (`status` 0, no body:
+ * title and detail may be missing).
+ */
+export type ApiProblem = Pick<Schemas["Problem"], "status" | "code"> &
+  Partial<Pick<Schemas["Problem"], "title" | "detail">> & {
+    /** From the `Retry-After` header of a 429 or 503. */
+    retryAfterSeconds?: number;
+  };
 
 export type ApiResult<T> = { ok: true; status: number; data: T } | { ok: false; problem: ApiProblem };
 

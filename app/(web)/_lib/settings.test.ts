@@ -1,0 +1,24 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig } from "@/lib/config";
+import { walletRpcUrl } from "./settings";
+
+const config = (env: Record<string, string>) => parseConfig({ DATA_DIR: "/nonexistent/sponsorship-test", LOG_LEVEL: "silent", ...env });
+
+describe("the RPC URL offered to browser wallets (Add <network> to your wallet)", () => {
+  it("is PUBLIC_RPC_URL when set", () => {
+    expect(walletRpcUrl(config({ PUBLIC_RPC_URL: "https://rpc.example.org", RPC_URL: "https://rpc.provider.example/KEY" }))).toBe("https://rpc.example.org");
+  });
+
+  it("is the local chain's loopback RPC_URL when PUBLIC_RPC_URL is unset (npm start's own chain)", () => {
+    expect(walletRpcUrl(config({ RPC_URL: "http://127.0.0.1:8545" }))).toBe("http://127.0.0.1:8545");
+  });
+
+  it("is none for a remote RPC_URL without PUBLIC_RPC_URL: RPC_URL may carry a provider key", () => {
+    expect(walletRpcUrl(config({ RPC_URL: "https://rpc.provider.example/KEY", CHAIN_ID: "11155111", RELAYER_PRIVATE_KEYS: "0x" + "11".repeat(32) }))).toBeNull();
+    expect(walletRpcUrl(config({}))).toBeNull();
+  });
+
+  it("refuses a PUBLIC_RPC_URL that is not http(s), naming the variable", () => {
+    expect(() => config({ PUBLIC_RPC_URL: "ws://rpc.example.org" })).toThrow(/PUBLIC_RPC_URL/);
+  });
+});
