@@ -1,10 +1,16 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import AxeBuilder from "@axe-core/playwright";
-import { expect, test, type Page } from "@playwright/test";
+import { expect, test, type APIRequestContext, type Page } from "@playwright/test";
 import { DashboardPage } from "./pages/dashboard-page";
+import { RequestPage } from "./pages/request-page";
 import { E2E } from "./stack";
-import { VIEWPORTS } from "./support";
+import { freshAddress, sponsorThroughApi, VIEWPORTS } from "./support";
 
-/** axe (WCAG 2.x A and AA rules) finds no violation on /request and the dashboard's pages, at desktop and phone width. */
+/**
+ * axe (WCAG 2.x A and AA rules) finds no violation on /request, in every state a user meets (empty, in progress,
+ * completed, refused, the faucet not operating), and on the dashboard's pages, at desktop and phone width.
+ */
 
 async function expectNoAxeViolation(page: Page, what: string) {
   const { violations } = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]).analyze();
@@ -38,6 +44,85 @@ for (const [name, viewport] of Object.entries(VIEWPORTS)) {
     });
   });
 }
+
+/** axe over the page as it is, at each width in turn (the state stays: only the viewport changes). */
+async function expectNoAxeViolationAtEveryWidth(page: Page, what: string) {
+  for (const [name, viewport] of Object.entries(VIEWPORTS)) {
+    await page.setViewportSize(viewport);
+    await expectNoAxeViolation(page, `${what} at ${name} width`);
+  }
+}
+
+/** An administrator's session on the API request context (its cookie jar keeps the session cookie). */
+async function signInApi(api: APIRequestContext) {
+  expect((await api.post("/admin/sign-in", { data: { token: E2E.adminToken } })).status()).toBe(200);
+}
+
+test.describe("axe on /request in every state", () => {
+  test("a request in progress (the worker held, so it stays pending)", async ({ page, request: api }) => {
+    // npm start records the worker's pid: SIGSTOP holds the pipeline, SIGCONT lets it go whatever happens.
+    const processes = JSON.parse(readFileSync(path.join(E2E.dataDir, "processes.json"), "utf8")) as { worker?: number };
+    test.skip(!processes.worker, "the stack's worker pid is not recorded");
+    const address = freshAddress();
+    process.kill(processes.worker!, "SIGSTOP");
+    try {
+      expect((await api.post("/wallets/register", { data: { walletAddress: address } })).ok()).toBe(true);
+      const created = await api.post("/sponsorship/request", { data: { walletAddress: address } });
+      expect(created.status()).toBe(201);
+      const { id } = (await created.json()) as { id: string };
+      const request = new RequestPage(page);
+      await request.goto(id);
+      await request.waitForStatus("Pending", 15_000);
+      await expect(request.step("Received")).toContainText("in progress");
+      await expectNoAxeViolationAtEveryWidth(page, "/request, a request in progress");
+    } finally {
+      process.kill(processes.worker!, "SIGCONT");
+    }
+  });
+
+  test("a completed request, with its transaction hash and its links", async ({ page, request: api }) => {
+    const { id, hash } = await sponsorThroughApi(api, freshAddress());
+    const request = new RequestPage(page);
+    await request.goto(id);
+    await request.waitForStatus("Completed", 15_000);
+    await expect(request.transaction).toContainText(hash);
+    await expect(request.copyHash).toBeVisible();
+    await expectNoAxeViolationAtEveryWidth(page, "/request, a completed request");
+  });
+
+  test("a refused request (a wallet blocked by an administrator)", async ({ page, request: api }) => {
+    const address = freshAddress();
+    expect((await api.post("/wallets/register", { data: { walletAddress: address } })).ok()).toBe(true);
+    await signInApi(api);
+    expect((await api.post(`/admin/wallets/${address}/block`, { data: { reason: "axe check of the refusal" } })).ok()).toBe(true);
+    const request = new RequestPage(page);
+    await request.goto();
+    await request.requestFor(address);
+    await expect(request.refusalTitled("This wallet is blocked")).toBeVisible();
+    await expectNoAxeViolationAtEveryWidth(page, "/request, a refusal");
+  });
+
+  test("the faucet not operating (sponsorships paused): the form disabled, the reason and a countdown", async ({ page, request: api }) => {
+    await signInApi(api);
+    expect((await api.post("/admin/pause", { data: { reason: "axe check of the paused page" } })).ok()).toBe(true);
+    try {
+      // GET /faucet is a snapshot at most a second old: reload until the page shows the pause.
+      await expect(async () => {
+        await page.goto("/request");
+        await expect(page.getByTestId("faucet-state")).toHaveText("Paused", { timeout: 2_000 });
+      }).toPass({ timeout: 30_000 });
+      await expect(page.getByRole("button", { name: "Request gas" })).toBeDisabled();
+      await expect(page.getByTestId("retry-countdown")).toBeVisible();
+      await expectNoAxeViolationAtEveryWidth(page, "/request, the faucet paused");
+    } finally {
+      expect((await api.post("/admin/resume", { data: { reason: "axe check done" } })).ok()).toBe(true);
+    }
+    await expect(async () => {
+      await page.goto("/request");
+      await expect(page.getByTestId("faucet-state")).toHaveText("Operating", { timeout: 2_000 });
+    }).toPass({ timeout: 30_000 });
+  });
+});
 
 test("the check itself finds a violation (an image without a text alternative), so a silent axe cannot pass it", async ({ page }) => {
   await page.goto("/request");

@@ -62,6 +62,11 @@ test.describe.serial("requesting gas on /request", () => {
     const hash = (await hashLink.innerText()).slice(0, 66);
     await expect(hashLink).toHaveAttribute("href", `${E2E.explorerUrl}/tx/${hash}`);
     await expect(request.progress.getByText("Finished")).toBeVisible();
+    // The hash can be copied (the clipboard is the browser's own; reading it back needs the permission).
+    await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: E2E.baseURL });
+    await request.copyHash.click();
+    await expect(request.copyHash).toHaveText("Copied");
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(hash);
     sponsored = { address, id, hash };
     await saveScreenshot(page, "request-desktop");
 
@@ -175,6 +180,79 @@ test.describe.serial("requesting gas on /request", () => {
     await expect(request.address).toHaveValue(new RegExp(`^${address}$`, "i"));
     await expect(page.getByText("Wallet connected:")).toBeVisible();
     expect(await request.fieldMessage()).toBe("Looks like a valid address.");
+  });
+
+  test("after completion, a connected browser wallet is offered the network: switch, and add it when the wallet does not know it", async ({ page }) => {
+    // No wallet extension can run in this headless Chromium, so the wallet is an EIP-1193 provider injected as
+    // window.ethereum. It starts on chain 1, answers wallet_switchEthereumChain for a chain it does not know with
+    // 4902 (as MetaMask does), adds a chain on wallet_addEthereumChain and switches to it, and records every call.
+    const address = freshAddress().toLowerCase();
+    await page.addInitScript((account) => {
+      const w = window as unknown as { ethereum: unknown; __walletCalls: { method: string; params: unknown }[] };
+      w.__walletCalls = [];
+      let chainId = "0x1";
+      const known = new Set(["0x1"]);
+      w.ethereum = {
+        request: async ({ method, params }: { method: string; params?: unknown[] }) => {
+          if (method.startsWith("wallet_") && !method.includes("Permissions")) w.__walletCalls.push({ method, params });
+          switch (method) {
+            case "eth_requestAccounts":
+            case "eth_accounts":
+              return [account];
+            case "eth_chainId":
+              return chainId;
+            case "wallet_requestPermissions":
+            case "wallet_getPermissions":
+              return [{ parentCapability: "eth_accounts" }];
+            case "wallet_switchEthereumChain": {
+              const wanted = (params?.[0] as { chainId: string }).chainId;
+              if (!known.has(wanted)) throw Object.assign(new Error("Unrecognized chain ID"), { code: 4902 });
+              chainId = wanted;
+              return null;
+            }
+            case "wallet_addEthereumChain": {
+              const added = (params?.[0] as { chainId: string }).chainId;
+              known.add(added);
+              chainId = added;
+              return null;
+            }
+            default:
+              throw Object.assign(new Error(`unsupported ${method}`), { code: 4200 });
+          }
+        },
+        on: () => {},
+        removeListener: () => {},
+      };
+    }, address);
+    const request = new RequestPage(page);
+    await request.goto();
+    await request.connectWallet.click();
+    // wagmi hands over the checksummed address.
+    await expect(request.address).toHaveValue(new RegExp(`^${address}$`, "i"));
+    await request.submit.click();
+    await request.waitForStatus("Completed");
+
+    const addNetwork = request.progress.getByRole("button", { name: "Add Local development chain to your wallet" });
+    await addNetwork.click();
+    await expect(request.progress.getByRole("status").filter({ hasText: "Your wallet is on Local development chain." })).toBeVisible();
+    await expect(addNetwork).toHaveCount(0);
+    const calls = await page.evaluate(() => (window as unknown as { __walletCalls: unknown[] }).__walletCalls);
+    expect(calls).toEqual([
+      { method: "wallet_switchEthereumChain", params: [{ chainId: "0x7a69" }] },
+      {
+        method: "wallet_addEthereumChain",
+        params: [
+          {
+            chainId: "0x7a69",
+            chainName: "Local development chain",
+            nativeCurrency: { name: "ETH", symbol: "ETH", decimals: 18 },
+            // PUBLIC_RPC_URL is unset on the e2e stack: the local chain's loopback RPC_URL is offered.
+            rpcUrls: [E2E.rpcUrl],
+            blockExplorerUrls: [E2E.explorerUrl],
+          },
+        ],
+      },
+    ]);
   });
 
   test("the form works from the keyboard alone, with a visible focus", async ({ page }) => {

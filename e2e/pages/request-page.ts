@@ -10,6 +10,7 @@ export class RequestPage {
   readonly status: Locator;
   readonly transaction: Locator;
   readonly refusal: Locator;
+  readonly copyHash: Locator;
 
   constructor(readonly page: Page) {
     this.address = page.getByLabel("Wallet address");
@@ -20,6 +21,7 @@ export class RequestPage {
     this.status = page.getByTestId("request-status");
     this.transaction = page.getByTestId("transaction-hash");
     this.refusal = page.getByRole("alert").filter({ has: page.getByRole("heading") });
+    this.copyHash = this.transaction.getByRole("button", { name: /^(Copy hash|Copied)$/ });
   }
 
   async goto(id?: string) {
