@@ -1,6 +1,6 @@
 import { parseTransaction, type Hash, type Hex } from "viem";
 import { failNonceFillsStatement, failRelaysStatement, markFillsSubmittedStatement, markRelaysSubmittedStatement } from "@/db/queries/pipeline";
-import { pipelinedTransaction, type Statement } from "@/db/queries/pipelined";
+import { pipelinedTransaction, type Statement } from "@/db/sql/pipelined";
 import { INSUFFICIENT_FUNDS, type BroadcastOutcome } from "./chain";
 import type { WorkerContext } from "./context";
 import { metrics } from "./metrics";

@@ -23,9 +23,9 @@ import {
   type OpenNonceTransaction,
   type RelayFailure,
 } from "@/db/queries/pipeline";
-import { pipelinedTransaction, type Statement } from "@/db/queries/pipelined";
+import { pipelinedTransaction, type Statement } from "@/db/sql/pipelined";
 import { listRelayerLeases, lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
-import type { Transaction } from "@/db/queries/executor";
+import type { Transaction } from "@/db/sql/executor";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
 import type { MinedReceipt, RelayerNonces } from "./chain";
 import { currentFees, type WorkerContext } from "./context";

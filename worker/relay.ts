@@ -8,7 +8,7 @@ import {
   readRelayCandidatesStatement,
   type NewRelayAttempt,
 } from "@/db/queries/pipeline";
-import { pipelinedTransaction, sendQueries } from "@/db/queries/pipelined";
+import { pipelinedTransaction, sendQueries } from "@/db/sql/pipelined";
 import { lockLeasedRelayersStatement, setRelayerNextNoncesStatement } from "@/db/queries/relayers";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
 import { currentFees, type WorkerContext } from "./context";

@@ -1,5 +1,5 @@
 import { applyReviewDecisionsStatement, claimPendingRequestsStatement, type ReviewDecision } from "@/db/queries/pipeline";
-import { pipelinedTransaction, sendQueries } from "@/db/queries/pipelined";
+import { pipelinedTransaction, sendQueries } from "@/db/sql/pipelined";
 import { now } from "@/lib/sponsorship/clock";
 import type { Address } from "viem";
 import { ChainUnavailableError } from "./chain";

@@ -1,5 +1,5 @@
-import type { Executor } from "./executor";
-import { runStatement } from "./pipelined";
+import type { Executor } from "@/db/sql/executor";
+import { runStatement } from "@/db/sql/pipelined";
 
 type Hex = `0x${string}`;
 

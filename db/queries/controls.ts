@@ -1,6 +1,6 @@
 import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import { ipBlocks, serviceState, type IpBlock, type ServiceState } from "@/db/schema";
-import type { Executor } from "./executor";
+import type { Executor } from "@/db/sql/executor";
 
 /**
  * The operator's controls (decisions.md, "On the open internet"): the pause (service_state, one row) and

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
-import type { Executor } from "./executor";
-import { queryPrepared } from "./prepared";
+import type { Executor } from "@/db/sql/executor";
+import { queryPrepared } from "@/db/sql/prepared";
 
 /**
  * GET /faucet's `medianSecondsToComplete`: the median of completedAt - requestedAt over the requests completed in

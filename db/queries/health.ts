@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
-import type { Executor } from "./executor";
-import { queryPrepared } from "./prepared";
+import type { Executor } from "@/db/sql/executor";
+import { queryPrepared } from "@/db/sql/prepared";
 
 /**
  * One round trip: proves the database answers, reads the newest worker heartbeat (epoch ms, or null), and the

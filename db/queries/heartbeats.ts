@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { Executor } from "./executor";
+import type { Executor } from "@/db/sql/executor";
 
 /**
  * Worker liveness (worker_heartbeats). Each worker upserts its row every few seconds with `details` (see

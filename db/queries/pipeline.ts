@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { EligibilityReason, RelayStatus, RequestStatus } from "@/db/schema";
-import type { Executor, Transaction } from "./executor";
-import { runStatement, runStatements, type Query, type Row } from "./pipelined";
+import type { Executor, Transaction } from "@/db/sql/executor";
+import { runStatement, runStatements, type Query, type Row } from "@/db/sql/pipelined";
 
 /**
  * The worker's queue operations on sponsorship_requests, relay_transactions and relayer_nonce_fills

@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
 import type { RateLimitScope } from "@/db/schema";
-import type { Executor } from "./executor";
-import { ts } from "./sql-helpers";
-import { queryPrepared } from "./prepared";
+import type { Executor } from "@/db/sql/executor";
+import { ts } from "@/db/sql/fragments";
+import { queryPrepared } from "@/db/sql/prepared";
 
 /**
  * Rolling-window counters: one row per counted hit in `rate_limit_hits`. A key is over its limit when its

@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
-import type { Executor } from "./executor";
+import type { Executor } from "@/db/sql/executor";
 import type { RelaySummaryView } from "./sponsorship-requests";
-import { isoUtc } from "./sql-helpers";
-import { queryPrepared } from "./prepared";
+import { isoUtc } from "@/db/sql/fragments";
+import { queryPrepared } from "@/db/sql/prepared";
 
 export type RelayView = RelaySummaryView & { sponsorshipRequestId: string };
 

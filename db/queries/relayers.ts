@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
-import type { Executor, Transaction } from "./executor";
-import { runStatement, type Query } from "./pipelined";
+import type { Executor, Transaction } from "@/db/sql/executor";
+import { runStatement, type Query } from "@/db/sql/pipelined";
 
 /**
  * Relayer accounts and their nonce leases. A relayer's nonce sequence is owned by exactly one worker at a time:

@@ -2,9 +2,9 @@ import { sql, type SQL } from "drizzle-orm";
 import type { EligibilityReason, RequestStatus } from "@/db/schema";
 import type postgres from "postgres";
 import type { Database } from "@/db/client";
-import type { Executor } from "./executor";
-import { blockActive, isoUtc } from "./sql-helpers";
-import { queryPrepared } from "./prepared";
+import type { Executor } from "@/db/sql/executor";
+import { blockActive, isoUtc } from "@/db/sql/fragments";
+import { queryPrepared } from "@/db/sql/prepared";
 
 /* ------------------------------------------------------------------ views */
 

@@ -1,11 +1,11 @@
 import { sql } from "drizzle-orm";
 import type { Database } from "@/db/client";
-import { lockKeysSql } from "./advisory-locks";
-import type { Executor } from "./executor";
+import { lockKeysSql } from "@/db/sql/advisory-locks";
+import type { Executor } from "@/db/sql/executor";
 import { insertHitsSql, limitReachedAtMs } from "./rate-limits";
-import { twoStepTransaction } from "./two-step-transaction";
-import { blockActive, isoUtc, ts } from "./sql-helpers";
-import { queryPrepared } from "./prepared";
+import { twoStepTransaction } from "@/db/sql/two-step-transaction";
+import { blockActive, isoUtc, ts } from "@/db/sql/fragments";
+import { queryPrepared } from "@/db/sql/prepared";
 
 /** A wallet as the API shows it, timestamps already in the wire format. */
 export type WalletView = {
