@@ -2,6 +2,7 @@ import type { PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Database } from "@/db/client";
 import { listWorkerPresence } from "@/db/queries/heartbeats";
+import { pipelinedTransaction } from "@/db/sql/transaction";
 import {
   acquireRelayerLease,
   ensureRelayerAccounts,
@@ -189,10 +190,10 @@ export class RelayerPool {
       });
     }
     if (next !== storedNext) {
-      await db.transaction(async (tx) => {
-        const locked = await lockLeasedRelayers(tx, workerId, [address]);
+      await pipelinedTransaction(db, async (tx) => {
+        const [locked] = await tx.send([lockLeasedRelayers(workerId, [address])]);
         if (!locked.has(address)) throw new LeaseLostError(`lease of ${address} lost while reconciling`);
-        await setRelayerNextNonces(tx, workerId, new Map([[address, next]]));
+        await tx.send([setRelayerNextNonces(workerId, new Map([[address, next]]))]);
       });
     }
   }
