@@ -1,4 +1,4 @@
-import { ChainUnavailableError } from "./chain";
+import { ChainUnavailableError } from "./chain-answers";
 import { isOutage } from "./errors";
 import { Confirmer } from "./stages/confirm/confirmer";
 import { currentFees, type WorkerContext } from "./context";

@@ -39,13 +39,19 @@ export async function readIsRelayer(client: Pick<PublicClient, "readContract">, 
 }
 
 /**
- * The treasury's custom error behind a failed call or simulation (`"AlreadySponsored"`, `"TreasuryPaused"`,
- * `"InsufficientBalance"`, ...), or undefined when the failure was not a revert with a known error.
+ * The revert in a viem error from a treasury call or simulation: its custom error (`"AlreadySponsored"`,
+ * `"TreasuryPaused"`, `"InsufficientBalance"`, ...) and arguments when the contract gave one, a plain revert
+ * otherwise; undefined when the error is not a revert (the node could not be asked).
  */
-export function treasuryErrorName(error: unknown): string | undefined {
+export function describeRevert(error: unknown): { errorName?: string; text: string } | undefined {
   if (!(error instanceof BaseError)) return undefined;
   const revert = error.walk((e) => e instanceof ContractFunctionRevertedError);
-  return revert instanceof ContractFunctionRevertedError ? revert.data?.errorName : undefined;
+  if (!(revert instanceof ContractFunctionRevertedError)) return undefined;
+  if (revert.data?.errorName) {
+    const args = (revert.data.args ?? []).map((a) => String(a)).join(", ");
+    return { errorName: revert.data.errorName, text: `reverted: ${revert.data.errorName}(${args})` };
+  }
+  return { text: `reverted: ${revert.reason ?? "no reason given"}` };
 }
 
 export type SponsoredEvent = {

@@ -3,7 +3,7 @@ import { failNonceFills, markFillsSubmitted } from "@/db/queries/nonce-fills";
 import { failRelays, markRelaysSubmitted } from "@/db/queries/relay-outcomes";
 import type { Statement } from "@/db/sql/run";
 import { pipelinedTransaction } from "@/db/sql/transaction";
-import { INSUFFICIENT_FUNDS, type BroadcastOutcome } from "../chain";
+import { INSUFFICIENT_FUNDS, type BroadcastOutcome } from "../chain-answers";
 import type { WorkerContext } from "../context";
 import { metrics } from "../metrics";
 

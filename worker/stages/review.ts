@@ -2,7 +2,7 @@ import { applyReviewDecisions, claimPendingRequests, type ReviewDecision } from 
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import { now } from "@/lib/sponsorship/clock";
 import type { Address } from "viem";
-import { ChainUnavailableError } from "../chain";
+import { ChainUnavailableError } from "../chain-answers";
 import type { WorkerContext } from "../context";
 import { metrics } from "../metrics";
 import { SPONSOR_GAS_LIMIT } from "./transactions";
