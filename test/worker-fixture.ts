@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { asc, eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll } from "vitest";
-import { getAbiItem, type Hash } from "viem";
+import { getAbiItem, type Address, type Hash, type Hex } from "viem";
 import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
 import type { Anvil } from "@/contracts/anvil";
 import { deployContracts, type DeployResult } from "@/contracts/deploy-lib";
@@ -16,7 +16,6 @@ import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig, resetConfigForTest
 import { createLogger } from "@/lib/log";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
 import { registerWallet } from "@/lib/sponsorship/wallets";
-import type { Address } from "@/lib/sponsorship/address";
 import { startTestChain } from "@/test/chain";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import type { WorkerSettings } from "@/worker/context";
@@ -38,7 +37,7 @@ export type PipelineFixture = {
   anvil: Anvil;
   deployment: DeployResult;
   clients: ChainClients;
-  relayerKeys: `0x${string}`[];
+  relayerKeys: Hex[];
   dataDir: string;
   /** Environment for a worker (process or in-process config). */
   env: (overrides?: Record<string, string>) => Record<string, string>;
@@ -51,7 +50,7 @@ export async function startPipelineFixture(
 ): Promise<PipelineFixture> {
   const database = await createTestDatabase();
   const anvil = await startTestChain({ blockTime: options.blockTime ?? 0 });
-  const relayerKeys = LOCAL_RELAYER_KEYS.slice(0, options.relayers ?? 1) as `0x${string}`[];
+  const relayerKeys = LOCAL_RELAYER_KEYS.slice(0, options.relayers ?? 1) as Hex[];
   const deployment = await deployContracts({
     rpcUrl: anvil.rpcUrl,
     deployerKey: LOCAL_DEPLOYER_KEY,
@@ -286,6 +285,6 @@ export async function chainNonces(fx: PipelineFixture, relayer: Address): Promis
   return { latest, pending };
 }
 
-export function relayerAddress(key: `0x${string}`): Address {
+export function relayerAddress(key: Hex): Address {
   return privateKeyToAccount(key).address.toLowerCase() as Address;
 }

@@ -1,4 +1,4 @@
-import type { PrivateKeyAccount } from "viem";
+import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Database } from "@/db/client";
 import { listWorkerPresence } from "@/db/queries/heartbeats";
@@ -27,8 +27,6 @@ import { sameProcessSpace } from "./host";
  * reconciled with the chain (pending nonce) and with the highest nonce stored in the database.
  */
 
-type Address = `0x${string}`;
-
 export class LeaseLostError extends Error {
   override name = "LeaseLostError";
 }
@@ -38,7 +36,7 @@ export type RelayerPoolOptions = {
   chain: WorkerChain;
   log: Logger;
   workerId: string;
-  keys: readonly `0x${string}`[];
+  keys: readonly Hex[];
   leaseTtlMs: number;
 };
 

@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import type { Address } from "viem";
 import type { Database } from "@/db/client";
 import { run } from "@/db/sql/run";
 import { relayStatus, requestStatus, type RelayStatus, type RequestStatus } from "@/db/schema";
@@ -15,7 +16,7 @@ export type ServiceSnapshot = {
   oldestOpenSeconds: Partial<Record<"pending" | "approved" | "relayed", number>>;
   relaysByStatus: Record<RelayStatus, number>;
   heartbeats: { workerId: string; ageSeconds: number }[];
-  relayers: { address: `0x${string}`; nextNonce: number }[];
+  relayers: { address: Address; nextNonce: number }[];
 };
 
 const zeroes = <K extends string>(keys: readonly K[]) => Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
@@ -59,7 +60,7 @@ export async function listWorkerHeartbeatAges(db: Database): Promise<ServiceSnap
 }
 
 export async function listRelayerNextNonces(db: Database): Promise<ServiceSnapshot["relayers"]> {
-  const rows = await run<{ address: `0x${string}`; next_nonce: number | string }>(db, 
+  const rows = await run<{ address: Address; next_nonce: number | string }>(db, 
     sql`SELECT address, next_nonce FROM relayer_accounts ORDER BY address`,
   );
   return rows.map((r) => ({ address: r.address, nextNonce: Number(r.next_nonce) }));

@@ -1,9 +1,7 @@
-import { BaseError, ContractFunctionRevertedError, encodeAbiParameters, keccak256, parseEventLogs, type AccessList, type Log, type PublicClient } from "viem";
+import { BaseError, ContractFunctionRevertedError, encodeAbiParameters, keccak256, parseEventLogs, type AccessList, type Address, type Hex, type Log, type PublicClient } from "viem";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 
 /** Reads of the SponsorshipTreasury and of account balances, for the worker, health and the dashboard. */
-
-type Address = `0x${string}`;
 export type TreasuryReader = Pick<PublicClient, "readContract" | "getBalance">;
 
 export type TreasuryState = {
@@ -57,10 +55,10 @@ export function describeRevert(error: unknown): { errorName?: string; text: stri
 export type SponsoredEvent = {
   wallet: Address;
   /** keccak256 of the request's 16-byte UUID (`requestIdHash` in lib/chain/ids.ts); the id itself is never on-chain. */
-  requestIdHash: `0x${string}`;
+  requestIdHash: Hex;
   amount: bigint;
   relayer: Address;
-  transactionHash: `0x${string}` | null;
+  transactionHash: Hex | null;
   logIndex: number | null;
 };
 
