@@ -6,7 +6,7 @@ import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, type ChainClients } from "@/lib/chain/clients";
 import { requestIdHash, uuidToBytes16 } from "@/lib/chain/ids";
 import { readAreSponsored, readIsSponsored } from "@/lib/chain/registry";
-import { parseSponsoredEvents, readAccountBalances, readTreasuryState, treasuryErrorName } from "@/lib/chain/treasury";
+import { describeRevert, parseSponsoredEvents, readAccountBalances, readTreasuryState } from "@/lib/chain/treasury";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { startTestChain } from "@/test/chain";
 import type { Anvil } from "./anvil";
@@ -329,7 +329,7 @@ describe("reads for health and the dashboard", () => {
     expect(balances.get(empty.toLowerCase())).toBe(0n);
   });
 
-  it("treasuryErrorName names the custom error behind a failed call", async () => {
+  it("describeRevert names the custom error behind a failed call", async () => {
     const error = await clients
       .simulateContract({
         account: privateKeyToAccount(STRANGER),
@@ -339,8 +339,8 @@ describe("reads for health and the dashboard", () => {
         args: [freshWallet(), requestIdHash(newRequestId())],
       })
       .catch((e: unknown) => e);
-    expect(treasuryErrorName(error)).toBe("NotRelayer");
-    expect(treasuryErrorName(new Error("x"))).toBeUndefined();
+    expect(describeRevert(error)?.errorName).toBe("NotRelayer");
+    expect(describeRevert(new Error("x"))?.errorName).toBeUndefined();
   });
 });
 

@@ -4,7 +4,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "@/bench/util";
 import { closeDatabase, createDatabase } from "@/db/client";
-import { pipelinedTransaction } from "@/db/queries/pipelined";
+import { pipelinedTransaction } from "@/db/sql/transaction";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
 

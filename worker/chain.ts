@@ -1,22 +1,12 @@
-import {
-  BaseError,
-  ContractFunctionRevertedError,
-  HttpRequestError,
-  RpcRequestError,
-  TimeoutError,
-  getAbiItem,
-  hexToBigInt,
-  numberToHex,
-  type Hash,
-  type Hex,
-} from "viem";
+import { getAbiItem, hexToBigInt, numberToHex, type Address, type Hash, type Hex } from "viem";
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
 import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
-import { readIsRelayer, readTreasuryState, type TreasuryState } from "@/lib/chain/treasury";
+import { describeRevert, readIsRelayer, readTreasuryState, type TreasuryState } from "@/lib/chain/treasury";
+import { ChainHealth, ChainUnavailableError, classifyBroadcastError, combineBroadcastOutcomes, isUnreachable, messageOf, reach, type BroadcastOutcome } from "./chain-answers";
 
 /**
  * The worker's view of the chain: every read it needs, batched (viem's JSON-RPC batching: calls issued together
@@ -24,12 +14,6 @@ import { readIsRelayer, readTreasuryState, type TreasuryState } from "@/lib/chai
  * failure to reach the node turned into ChainUnavailableError so the loop can back off without burning attempts.
  */
 
-type Address = `0x${string}`;
-
-/** The node could not be reached or did not answer in time: nothing is known, retry later. */
-export class ChainUnavailableError extends Error {
-  override name = "ChainUnavailableError";
-}
 
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
 /** The fees the market suggests, with the latest block's base fee they were derived from. */
@@ -46,143 +30,7 @@ export type RelayerNonces = {
 
 export type MinedReceipt = { status: "success" | "reverted"; blockNumber: bigint; gasUsed: bigint };
 
-export type BroadcastOutcome =
-  /** The node holds it (new, or "already known"). */
-  | { kind: "accepted" }
-  /** "nonce too low": this or another transaction at the nonce was mined; receipts tell which. */
-  | { kind: "nonce_used"; message: string }
-  /** Not reachable, timed out, or a temporary refusal (relayer out of gas money): try again later. */
-  | { kind: "unavailable"; message: string }
-  /** Refused for good (invalid, underpriced replacement...). */
-  | { kind: "rejected"; message: string };
-
 type RpcReceipt = { status: Hex; blockNumber: Hex; gasUsed: Hex } | null;
-
-function messageOf(error: unknown): string {
-  if (error instanceof BaseError) {
-    const rpc = error.walk((e) => e instanceof RpcRequestError);
-    if (rpc instanceof RpcRequestError) return rpc.details || rpc.shortMessage;
-    return error.details || error.shortMessage;
-  }
-  return error instanceof Error ? error.message : String(error);
-}
-
-/** True when the error means "the node was not reached / did not answer", not "the node said no". */
-export function isUnreachable(error: unknown): boolean {
-  if (error instanceof ChainUnavailableError) return true;
-  if (!(error instanceof BaseError)) {
-    return error instanceof Error && /fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|socket hang up|aborted/i.test(error.message);
-  }
-  if (error.walk((e) => e instanceof TimeoutError) instanceof TimeoutError) return true;
-  const http = error.walk((e) => e instanceof HttpRequestError);
-  if (http instanceof HttpRequestError) return http.status === undefined || http.status >= 500 || http.status === 429;
-  const rpc = error.walk((e) => e instanceof RpcRequestError);
-  if (rpc instanceof RpcRequestError) return rpc.status !== undefined && (rpc.status >= 500 || rpc.status === 429);
-  return false;
-}
-
-/**
- * The revert in a viem error from a contract call: its custom error and arguments when the contract gave one,
- * a plain revert otherwise; undefined when the error is not a revert (the node could not be asked).
- */
-export function describeRevert(error: unknown): { errorName?: string; text: string } | undefined {
-  if (!(error instanceof BaseError)) return undefined;
-  const revert = error.walk((e) => e instanceof ContractFunctionRevertedError);
-  if (!(revert instanceof ContractFunctionRevertedError)) return undefined;
-  if (revert.data?.errorName) {
-    const args = (revert.data.args ?? []).map((a) => String(a)).join(", ");
-    return { errorName: revert.data.errorName, text: `reverted: ${revert.data.errorName}(${args})` };
-  }
-  return { text: `reverted: ${revert.reason ?? "no reason given"}` };
-}
-
-/** Wraps a read: unreachable -> ChainUnavailableError, anything else (a real answer) is rethrown. */
-async function reach<T>(what: string, read: () => Promise<T>, health?: ChainHealth): Promise<T> {
-  try {
-    const value = await read();
-    health?.noteReached();
-    return value;
-  } catch (error) {
-    if (isUnreachable(error)) {
-      const wrapped = new ChainUnavailableError(`${what}: ${messageOf(error)}`, { cause: error });
-      health?.noteUnreachable(wrapped);
-      throw wrapped;
-    }
-    health?.noteReached();
-    throw error;
-  }
-}
-
-/**
- * Whether the node answers, and since when. `recoveredAt` (start-up, or the end of the last outage) bounds the
- * relay timeout: a transaction cannot be declared stuck because of time during which the chain was not reachable.
- */
-export class ChainHealth {
-  reachable = true;
-  downSince: Date | undefined;
-  recoveredAt = new Date();
-  lastError: string | undefined;
-  constructor(private readonly onChange?: (reachable: boolean, detail: { downForMs?: number; error?: string }) => void) {}
-
-  noteReached(): void {
-    if (this.reachable) return;
-    const downForMs = this.downSince ? Date.now() - this.downSince.getTime() : undefined;
-    this.reachable = true;
-    this.downSince = undefined;
-    this.recoveredAt = new Date();
-    this.onChange?.(true, { downForMs });
-  }
-
-  noteUnreachable(error: Error): void {
-    this.lastError = error.message;
-    if (!this.reachable) return;
-    this.reachable = false;
-    this.downSince = new Date();
-    this.onChange?.(false, { error: error.message });
-  }
-
-  /** Milliseconds the chain has been reachable without interruption. */
-  reachableForMs(): number {
-    return this.reachable ? Date.now() - this.recoveredAt.getTime() : 0;
-  }
-}
-
-/** EIP-1474: parse error, invalid request, method not found, resource unavailable, method not supported, limit
- * exceeded, JSON-RPC version not supported. */
-const REQUEST_LEVEL_RPC_CODES = new Set([-32700, -32600, -32601, -32002, -32004, -32005, -32006]);
-
-/**
- * How nodes word "the sender cannot pay for this transaction" (geth, reth, erigon, anvil; Nethermind), including
- * geth's "transaction would cause overdraft" (the sender's pending transactions together exceed its balance).
- */
-export const INSUFFICIENT_FUNDS = /insufficient[ _]?funds|overdraft/i;
-
-/** How nodes word "the transaction's max fee is below the current base fee" (anvil, geth, reth, erigon, Nethermind). */
-export const BELOW_BASE_FEE = /(max fee per gas|fee ?cap|maxfeepergas)[^,;]* (less|lower) than (the )?(block )?base ?fee|feecap too low|FeeTooLow/i;
-
-export function classifyBroadcastError(error: unknown): BroadcastOutcome {
-  const message = messageOf(error);
-  if (isUnreachable(error)) return { kind: "unavailable", message };
-  // An HTTP failure without a JSON-RPC answer (401/403 from a gateway, 404, 413...): the node never judged the
-  // transaction, nothing was broadcast, so no attempt may be consumed.
-  if (error instanceof BaseError && error.walk((e) => e instanceof HttpRequestError) instanceof HttpRequestError) {
-    return { kind: "unavailable", message };
-  }
-  // A JSON-RPC error about the request rather than the transaction (a batch refused as a whole, a method not
-  // offered, a request limit): no verdict on the transaction either. Nodes judge transactions with other codes
-  // (anvil -32003, geth -32000).
-  const rpc = error instanceof BaseError ? error.walk((e) => e instanceof RpcRequestError) : undefined;
-  if (rpc instanceof RpcRequestError && REQUEST_LEVEL_RPC_CODES.has(rpc.code)) return { kind: "unavailable", message };
-  if (/already known|already imported|known transaction|already in (the )?(mem)?pool/i.test(message)) return { kind: "accepted" };
-  if (/nonce too low|nonce has already been used|already mined|old nonce/i.test(message)) return { kind: "nonce_used", message };
-  // The base fee rose above the transaction's max fee (anvil refuses, and evicts, such a transaction; a fee spike
-  // under MAX_FEE_PER_GAS_GWEI does this): it can be mined once the base fee falls, so it waits, no attempt burned.
-  if (BELOW_BASE_FEE.test(message)) return { kind: "unavailable", message };
-  if (INSUFFICIENT_FUNDS.test(message) || /rate limit|too many requests|temporarily|try again|busy|txpool is full|pool is full/i.test(message)) {
-    return { kind: "unavailable", message };
-  }
-  return { kind: "rejected", message };
-}
 
 const sponsoredEvent = getAbiItem({ abi: treasuryAbi, name: "Sponsored" });
 const walletSponsoredEvent = getAbiItem({ abi: registryAbi, name: "WalletSponsored" });
@@ -190,14 +38,6 @@ const walletSponsoredEvent = getAbiItem({ abi: registryAbi, name: "WalletSponsor
 /** One RPC endpoint as the worker last found it (shown in its heartbeat: `chain.endpoints`). */
 export type EndpointState = { url: string; reachable: boolean; downSince: Date | undefined; lastError: string | undefined };
 
-/** Combines the answers of several endpoints to one broadcast: any acceptance wins, then a used nonce, then a refusal. */
-export function combineBroadcastOutcomes(outcomes: readonly BroadcastOutcome[]): BroadcastOutcome {
-  for (const kind of ["accepted", "nonce_used", "rejected"] as const) {
-    const found = outcomes.find((o) => o.kind === kind);
-    if (found) return found;
-  }
-  return outcomes[0]!;
-}
 
 export type WorkerChainOptions = {
   /** One endpoint, or several of the same chain: reads fail over in order, broadcasts go to all. */

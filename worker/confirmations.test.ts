@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readIsSponsored } from "@/lib/chain/registry";
 import type { RunningWorker } from "./worker";
 import {
@@ -9,10 +9,10 @@ import {
   readRequest,
   readSponsoredEvents,
   startInProcessWorker,
-  startPipelineFixture,
   waitFor,
+  setUpPipelineFixture,
   type PipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * CONFIRMATIONS (docs/worker.md "Confirmation depth"): a request is completed only once its transaction is that
@@ -24,18 +24,15 @@ import {
 let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
 });
 
 afterEach(async () => {
   await worker?.stop();
   worker = undefined;
   await anvilRpc(fx, "evm_setAutomine", [true]);
-});
-
-afterAll(async () => {
-  await fx?.stop();
 });
 
 /** Starts a worker with CONFIRMATIONS, mining paused; creates a request and mines its relay in one block. */

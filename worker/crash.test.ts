@@ -14,10 +14,10 @@ import {
   spawnWorker,
   stopSpawned,
   waitFor,
+  setUpPipelineFixture,
   type PipelineFixture,
   type SpawnedWorker,
-  startPipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * Issue 4 "Crash": a real worker process killed with SIGKILL right after it broadcast a sponsorship (the test hook
@@ -28,13 +28,13 @@ import {
 let fx: PipelineFixture;
 const spawned: SpawnedWorker[] = [];
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
 });
 
 afterAll(async () => {
   for (const w of spawned) await stopSpawned(w);
-  await fx?.stop();
 });
 
 async function crashThenRestart(id: string): Promise<void> {

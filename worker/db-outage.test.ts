@@ -7,10 +7,10 @@ import {
   stopSpawned,
   waitFor,
   waitTerminal,
+  setUpPipelineFixture,
   type PipelineFixture,
   type SpawnedWorker,
-  startPipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * Issue 4 "RPC or database outages are waited out with backoff, and logged": the worker reaches PostgreSQL
@@ -23,8 +23,9 @@ let fx: PipelineFixture;
 let worker: SpawnedWorker | undefined;
 let relay: TcpRelay;
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
   const url = new URL(fx.database.url);
   relay = await startTcpRelay({ host: url.hostname, port: Number(url.port) });
 });
@@ -32,7 +33,6 @@ beforeAll(async () => {
 afterAll(async () => {
   if (worker) await stopSpawned(worker);
   await relay?.close();
-  await fx?.stop();
 });
 
 describe("a database outage", () => {

@@ -1,5 +1,5 @@
 import { isDatabaseUnavailable } from "@/db/unavailable";
-import { ChainUnavailableError } from "./chain";
+import { ChainUnavailableError } from "./chain-answers";
 
 /**
  * Which failures are outages (waited out with backoff, never fatal) and which are not. A database that cannot be

@@ -1,9 +1,9 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { checkHealth } from "@/lib/health";
 import { getWorkerMetrics } from "@/lib/metrics";
 import { healthResponse } from "@/lib/sponsorship/schemas";
 import type { RunningWorker } from "./worker";
-import { anvilRpc, createRequest, readRelays, readRequest, startInProcessWorker, startPipelineFixture, waitFor, type PipelineFixture } from "./test-support";
+import { anvilRpc, createRequest, readRelays, readRequest, startInProcessWorker, waitFor, setUpPipelineFixture, type PipelineFixture } from "@/test/worker-fixture";
 
 /**
  * decisions.md "Operators are told", fee ceiling: a relay is never signed with a maxFeePerGas above
@@ -20,18 +20,15 @@ const CEILING = CEILING_GWEI * GWEI;
 let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
 });
 
 afterEach(async () => {
   await worker?.stop();
   worker = undefined;
   await anvilRpc(fx, "evm_setAutomine", [true]);
-});
-
-afterAll(async () => {
-  await fx?.stop();
 });
 
 async function baseFee(): Promise<bigint> {

@@ -11,12 +11,12 @@ import {
   relayerAddress,
   spawnWorker,
   startInProcessWorker,
-  startPipelineFixture,
   stopSpawned,
   waitFor,
+  setUpPipelineFixture,
   type PipelineFixture,
   type SpawnedWorker,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * A worker process frozen (SIGSTOP: a paused container, a suspended VM) in the middle of its relay transaction,
@@ -29,8 +29,9 @@ let frozenWorker: SpawnedWorker | undefined;
 let other: RunningWorker | undefined;
 let anvilStopped = false;
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
 });
 
 afterAll(async () => {
@@ -40,7 +41,6 @@ afterAll(async () => {
     await stopSpawned(frozenWorker);
   }
   await other?.stop();
-  await fx?.stop();
 });
 
 /** Whether some transaction holds the relayer's row lock right now (probed with NOWAIT, rolled back). */

@@ -1,5 +1,4 @@
-import { deleteHeartbeat, pruneHeartbeats, upsertHeartbeat } from "@/db/queries/heartbeats";
-import { countOpenRequests } from "@/db/queries/pipeline";
+import { countOpenRequests, deleteHeartbeat, pruneHeartbeats, upsertHeartbeat } from "@/db/queries/heartbeats";
 import type { WorkerContext } from "./context";
 import { processSpace } from "./host";
 

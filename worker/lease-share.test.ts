@@ -1,10 +1,10 @@
 import { sql } from "drizzle-orm";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { workerHeartbeats } from "@/db/schema";
 import { processAlive } from "@/lib/process-alive";
 import { processSpace } from "./host";
 import type { RunningWorker } from "./worker";
-import { relayerAddress, startInProcessWorker, startPipelineFixture, waitFor, type PipelineFixture } from "./test-support";
+import { relayerAddress, startInProcessWorker, waitFor, setUpPipelineFixture, type PipelineFixture } from "@/test/worker-fixture";
 
 /**
  * Relayer leases are shared among the live workers that hold keys for them. A live worker with other keys (or
@@ -14,18 +14,15 @@ import { relayerAddress, startInProcessWorker, startPipelineFixture, waitFor, ty
 let fx: PipelineFixture;
 const workers: RunningWorker[] = [];
 
+setUpPipelineFixture({ blockTime: 0, relayers: 4 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 4 });
 });
 
 afterEach(async () => {
   for (const w of workers.splice(0)) await w.stop();
   await fx.database.db.delete(workerHeartbeats);
   await fx.database.db.execute(sql`UPDATE relayer_accounts SET lease_owner = NULL, lease_expires_at = NULL`);
-});
-
-afterAll(async () => {
-  await fx?.stop();
 });
 
 const beats: NodeJS.Timeout[] = [];

@@ -11,10 +11,10 @@ import {
   spawnWorker,
   stopSpawned,
   waitFor,
+  setUpPipelineFixture,
   type PipelineFixture,
   type SpawnedWorker,
-  startPipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * The worker as a process the supervisor can rely on (issue 4 items 5 and 6): a graceful SIGTERM gives its
@@ -25,13 +25,13 @@ import {
 let fx: PipelineFixture;
 const spawned: SpawnedWorker[] = [];
 
+setUpPipelineFixture({ blockTime: 0, relayers: 2 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 2 });
 });
 
 afterAll(async () => {
   for (const w of spawned) await stopSpawned(w);
-  await fx?.stop();
 });
 
 /** The message of the one fatal log line a worker that cannot start writes (fails unless there is exactly one). */

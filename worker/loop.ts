@@ -1,11 +1,11 @@
-import { ChainUnavailableError } from "./chain";
+import { ChainUnavailableError } from "./chain-answers";
 import { isOutage } from "./errors";
-import { Confirmer } from "./confirm";
+import { Confirmer } from "./stages/confirm/confirmer";
 import { currentFees, type WorkerContext } from "./context";
 import { metrics } from "./metrics";
-import { relayBatch } from "./relay";
+import { relayBatch } from "./stages/relay";
 import { REGISTRY_INDEX_INTERVAL_MS, indexRegistry } from "./registry-index";
-import { reviewPendingBatch } from "./review";
+import { reviewPendingBatch } from "./stages/review";
 
 /**
  * The worker's loop: one iteration runs review, relay and confirm in turn (one step at a time, so a relayer's

@@ -1,4 +1,4 @@
-import type { RequestTimes } from "@/db/queries/pipeline";
+import type { RequestTimes } from "@/db/queries/request-times";
 import {
   observeFeeCeiling,
   observeRequestFinished,

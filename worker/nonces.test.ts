@@ -1,5 +1,5 @@
 import { eq, sql } from "drizzle-orm";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readIsSponsored } from "@/lib/chain/registry";
 import { relayerAccounts, relayerNonceFills } from "@/db/schema";
 import type { RunningWorker } from "./worker";
@@ -13,10 +13,10 @@ import {
   readSponsoredEvents,
   relayerAddress,
   startInProcessWorker,
-  startPipelineFixture,
   waitFor,
+  setUpPipelineFixture,
   type PipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * Stuck, lost and missing nonces (issue 4 "Stuck", "Safety"), on a real anvil whose mining the tests pause
@@ -28,8 +28,9 @@ let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
 let relayer: `0x${string}`;
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
   relayer = relayerAddress(fx.relayerKeys[0]!);
 });
 
@@ -37,10 +38,6 @@ afterEach(async () => {
   await worker?.stop();
   worker = undefined;
   await anvilRpc(fx, "evm_setAutomine", [true]);
-});
-
-afterAll(async () => {
-  await fx?.stop();
 });
 
 async function waitStatus(id: string, status: string, timeoutMs = 20_000) {

@@ -20,10 +20,10 @@ import {
   readSponsoredEvents,
   relayerAddress,
   startInProcessWorker,
-  startPipelineFixture,
   waitFor,
+  setUpPipelineFixture,
   type PipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * The worker's part of "On the open internet" (decisions.md): the pause holds relays back, a wallet that cannot be
@@ -40,8 +40,9 @@ const deployer = relayerAddress(LOCAL_DEPLOYER_KEY);
 const refusing = compileTestContract("RefusingWallet.sol", "RefusingWallet");
 const session = { id: "00000000-0000-4000-8000-00000000ad01" } as AdminSession;
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: [deployer] }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: [deployer] });
   // Every raw transaction the worker hands to the chain passes here.
   proxy = await startRpcProxy(fx.anvil.rpcUrl, (body) => {
     for (const call of [JSON.parse(body)].flat() as { method: string; params: unknown[] }[]) {
@@ -58,7 +59,6 @@ afterEach(async () => {
 
 afterAll(async () => {
   await proxy?.close();
-  await fx?.stop();
 });
 
 const startWorker = () => startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200" });

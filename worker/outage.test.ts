@@ -7,10 +7,10 @@ import {
   stopSpawned,
   waitFor,
   waitTerminal,
+  setUpPipelineFixture,
   type PipelineFixture,
   type SpawnedWorker,
-  startPipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * Issue 4 "The chain stopped for 30 seconds then back": the test's anvil is frozen (SIGSTOP: connections hang,
@@ -24,14 +24,14 @@ let fx: PipelineFixture;
 let worker: SpawnedWorker | undefined;
 let frozen = false;
 
+setUpPipelineFixture({ blockTime: 1, relayers: 2 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 1, relayers: 2 });
 });
 
 afterAll(async () => {
   if (frozen) process.kill(fx.anvil.pid, "SIGCONT");
   if (worker) await stopSpawned(worker);
-  await fx?.stop();
 });
 
 type Details = { chain?: { reachable?: boolean } };

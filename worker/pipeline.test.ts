@@ -15,10 +15,10 @@ import {
   readSponsoredEvents,
   relayerAddress,
   startInProcessWorker,
-  startPipelineFixture,
   waitFor,
+  setUpPipelineFixture,
   type PipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * The pipeline end to end (issue 4 "What must be shown"): real PostgreSQL, real anvil (a transaction mined at
@@ -29,9 +29,10 @@ let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
 const deployer = relayerAddress(LOCAL_DEPLOYER_KEY);
 
+// The deployer is authorised too, so a test can sponsor a wallet on-chain behind the service's back.
+setUpPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: [deployer] }, (started) => (fx = started));
+
 beforeAll(async () => {
-  // The deployer is authorised too, so a test can sponsor a wallet on-chain behind the service's back.
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: [deployer] });
   setAppContextForTests({ db: fx.database.db, config: fx.config() });
 });
 
@@ -42,7 +43,6 @@ afterEach(async () => {
 
 afterAll(async () => {
   setAppContextForTests({});
-  await fx?.stop();
 });
 
 async function waitStatus(id: string, status: string, timeoutMs = 20_000) {

@@ -12,10 +12,10 @@ import {
   readSponsoredEvents,
   relayerAddress,
   startInProcessWorker,
-  startPipelineFixture,
   waitFor,
+  setUpPipelineFixture,
   type PipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * A replacement the node refuses for good ("replacement transaction underpriced": a node that asks for a bigger
@@ -42,8 +42,9 @@ function isRefusedReplacement(call: Call): boolean {
   return (sponsor || target.all) && tx.nonce === target.nonce && keccak256(raw) !== target.hash;
 }
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
   proxy = await startRpcProxy(fx.anvil.rpcUrl, async (body) => {
     const parsed = JSON.parse(body) as Call | Call[];
     const calls = Array.isArray(parsed) ? parsed : [parsed];
@@ -72,7 +73,6 @@ afterEach(async () => {
 
 afterAll(async () => {
   await proxy?.close();
-  await fx?.stop();
 });
 
 /** Mining paused; a worker through the proxy; a request whose first attempt is submitted and targeted. */

@@ -6,7 +6,7 @@ import { checkHealth } from "@/lib/health";
 import type { Address } from "@/lib/sponsorship/address";
 import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
-import { createRequest, readRelays, readRequest, startInProcessWorker, startPipelineFixture, waitFor, type PipelineFixture } from "./test-support";
+import { createRequest, readRelays, readRequest, startInProcessWorker, waitFor, setUpPipelineFixture, type PipelineFixture } from "@/test/worker-fixture";
 
 /**
  * A relayer without gas money (an authorised key whose account holds nothing): its relays wait `queued`, no
@@ -23,14 +23,14 @@ let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
 let proxy: RpcProxy | undefined;
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: poorKeys.map(poorOf) }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: poorKeys.map(poorOf) });
 }, 120_000);
 
 afterAll(async () => {
   await worker?.stop();
   await proxy?.close();
-  await fx?.stop();
 });
 
 /** A node that words "cannot pay" its own way: every eth_sendRawTransaction is refused so while `refusing()`. */

@@ -1,7 +1,8 @@
-import type { PrivateKeyAccount } from "viem";
+import type { Address, Hex, PrivateKeyAccount } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import type { Database } from "@/db/client";
 import { listWorkerPresence } from "@/db/queries/heartbeats";
+import { pipelinedTransaction } from "@/db/sql/transaction";
 import {
   acquireRelayerLease,
   ensureRelayerAccounts,
@@ -26,8 +27,6 @@ import { sameProcessSpace } from "./host";
  * reconciled with the chain (pending nonce) and with the highest nonce stored in the database.
  */
 
-type Address = `0x${string}`;
-
 export class LeaseLostError extends Error {
   override name = "LeaseLostError";
 }
@@ -37,7 +36,7 @@ export type RelayerPoolOptions = {
   chain: WorkerChain;
   log: Logger;
   workerId: string;
-  keys: readonly `0x${string}`[];
+  keys: readonly Hex[];
   leaseTtlMs: number;
 };
 
@@ -189,10 +188,10 @@ export class RelayerPool {
       });
     }
     if (next !== storedNext) {
-      await db.transaction(async (tx) => {
-        const locked = await lockLeasedRelayers(tx, workerId, [address]);
+      await pipelinedTransaction(db, async (tx) => {
+        const [locked] = await tx.send([lockLeasedRelayers(workerId, [address])]);
         if (!locked.has(address)) throw new LeaseLostError(`lease of ${address} lost while reconciling`);
-        await setRelayerNextNonces(tx, workerId, new Map([[address, next]]));
+        await tx.send([setRelayerNextNonces(workerId, new Map([[address, next]]))]);
       });
     }
   }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCountingRpcProxy, type CountingRpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
-import { createRequest, readRequest, startInProcessWorker, startPipelineFixture, waitFor, type PipelineFixture } from "./test-support";
+import { createRequest, readRequest, startInProcessWorker, waitFor, setUpPipelineFixture, type PipelineFixture } from "@/test/worker-fixture";
 
 /**
  * Issue 12 item 6, RPC cost: hosted providers bill per call. An idle worker (no requests) with four relayers makes
@@ -13,15 +13,15 @@ let fx: PipelineFixture;
 let proxy: CountingRpcProxy;
 let worker: RunningWorker | undefined;
 
+setUpPipelineFixture({ blockTime: 0, relayers: 4 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 4 });
   proxy = await startCountingRpcProxy(fx.anvil.rpcUrl);
 });
 
 afterAll(async () => {
   await worker?.stop();
   await proxy?.close();
-  await fx?.stop();
 });
 
 describe("JSON-RPC calls of an idle worker", () => {

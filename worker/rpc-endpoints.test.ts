@@ -3,7 +3,7 @@ import { checkHealth } from "@/lib/health";
 import { healthResponse } from "@/lib/sponsorship/schemas";
 import { startCountingRpcProxy, type CountingRpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
-import { createRequest, readRelays, readRequest, startInProcessWorker, startPipelineFixture, waitFor, type PipelineFixture } from "./test-support";
+import { createRequest, readRelays, readRequest, startInProcessWorker, waitFor, setUpPipelineFixture, type PipelineFixture } from "@/test/worker-fixture";
 
 /**
  * decisions.md "Operators are told", several RPC endpoints: RPC_URL lists two endpoints of one chain (two JSON-RPC
@@ -17,8 +17,9 @@ let first: CountingRpcProxy;
 let second: CountingRpcProxy;
 let worker: RunningWorker | undefined;
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
   first = await startCountingRpcProxy(fx.anvil.rpcUrl);
   second = await startCountingRpcProxy(fx.anvil.rpcUrl);
 });
@@ -32,7 +33,6 @@ afterEach(async () => {
 afterAll(async () => {
   await first?.close();
   await second?.close();
-  await fx?.stop();
 });
 
 const bothEndpoints = () => ({ RPC_URL: `${first.url},${second.url}` });

@@ -7,10 +7,10 @@ import {
   readRequest,
   readSponsoredEvents,
   startInProcessWorker,
-  startPipelineFixture,
   waitFor,
+  setUpPipelineFixture,
   type PipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * decisions.md "Pipeline": errors before anything was broadcast consume no attempt. Here the worker reaches the
@@ -42,8 +42,9 @@ async function startGateway(target: string) {
   };
 }
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
   gateway = await startGateway(fx.anvil.rpcUrl);
 });
 
@@ -55,7 +56,6 @@ afterEach(async () => {
 
 afterAll(async () => {
   await gateway?.close();
-  await fx?.stop();
 });
 
 describe("an RPC gateway refusing broadcasts without judging the transaction", () => {

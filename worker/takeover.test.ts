@@ -1,5 +1,5 @@
 import { eq, sql } from "drizzle-orm";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { relayerAccounts } from "@/db/schema";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
@@ -13,10 +13,10 @@ import {
   readSponsoredEvents,
   relayerAddress,
   startInProcessWorker,
-  startPipelineFixture,
   waitFor,
+  setUpPipelineFixture,
   type PipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * A worker paused in the middle of a step (GC, SIGSTOP) while its relayer lease passes to another worker, which
@@ -27,17 +27,14 @@ import {
 let fx: PipelineFixture;
 const workers: RunningWorker[] = [];
 
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
 });
 
 afterEach(async () => {
   for (const w of workers.splice(0)) await w.stop();
   await anvilRpc(fx, "evm_setAutomine", [true]);
-});
-
-afterAll(async () => {
-  await fx?.stop();
 });
 
 describe("a worker resuming after its lease was taken over", () => {

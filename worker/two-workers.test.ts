@@ -8,10 +8,10 @@ import {
   stopSpawned,
   waitFor,
   waitTerminal,
+  setUpPipelineFixture,
   type PipelineFixture,
   type SpawnedWorker,
-  startPipelineFixture,
-} from "./test-support";
+} from "@/test/worker-fixture";
 
 /**
  * Issue 4 "Two workers over 200 requests": two real worker processes on the same database and chain (one-second
@@ -21,13 +21,13 @@ import {
 let fx: PipelineFixture;
 const workers: SpawnedWorker[] = [];
 
+setUpPipelineFixture({ blockTime: 1, relayers: 4 }, (started) => (fx = started));
+
 beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 1, relayers: 4 });
 });
 
 afterAll(async () => {
   for (const w of workers) await stopSpawned(w);
-  await fx?.stop();
 });
 
 describe("two workers at once", () => {

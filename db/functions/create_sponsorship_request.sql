@@ -1,7 +1,7 @@
 -- create_sponsorship_request: POST /sponsorship/request's rules, run inside PostgreSQL in one round trip.
 -- This file is the function's one current source: db/migrate.ts applies every file of db/functions/ after the
 -- migrations (CREATE OR REPLACE), so a change is made here, not in a new migration. lib/sponsorship/ holds the map
--- of the rules (create-request.ts) and points here.
+-- of the rules (rules.ts, create-request.ts, replay.ts) and points here.
 --
 -- Order of checks (decisions.md, "Order of checks at creation"): pause (503), administrator IP block (403), global
 -- budget (429 budget_exhausted), then IP block/limit, wallet registered, replay, wallet block/limit, open request

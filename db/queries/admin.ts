@@ -1,6 +1,6 @@
 import { type SQL, and, asc, count, desc, eq, gt, gte, isNull, min, notInArray } from "drizzle-orm";
 import type { Database } from "@/db/client";
-import type { Executor } from "./executor";
+import type { Executor } from "@/db/sql/run";
 import { adminActions, adminSessions, rateLimitHits, type AdminAction, type AdminSession, type RateLimitScope } from "@/db/schema";
 
 /** Administration: sessions, the audit log of administrator actions, and the sign-in attempt counter. */

@@ -1,6 +1,6 @@
 import { and, desc, eq, gt, isNull, or, sql } from "drizzle-orm";
 import { blocks, type Block, type BlockSubject, type NewBlock } from "@/db/schema";
-import type { Executor } from "./executor";
+import type { Executor } from "@/db/sql/run";
 
 /** A block is active while it is not lifted and not expired (administrator blocks have no expiry). */
 function activeAt(subjectType: BlockSubject, subject: string, now: Date) {

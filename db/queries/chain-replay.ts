@@ -1,7 +1,5 @@
-import type { Executor } from "./executor";
-import { runStatement } from "./pipelined";
-
-type Hex = `0x${string}`;
+import type { Hex } from "viem";
+import { run, type Executor } from "@/db/sql/run";
 
 export type ConfirmedRawTransaction = { relayer: Hex; nonce: number; raw: Hex };
 
@@ -25,12 +23,12 @@ export async function listConfirmedRawTransactionsFrom(
   from: readonly { relayer: Hex; nonce: number }[],
 ): Promise<ConfirmedRawTransaction[]> {
   if (from.length === 0) return [];
-  const rows = await runStatement(db, { text: CONFIRMED_FROM, params: [from.map((f) => f.relayer.toLowerCase()), from.map((f) => f.nonce)] });
+  const rows = await run(db, { text: CONFIRMED_FROM, params: [from.map((f) => f.relayer.toLowerCase()), from.map((f) => f.nonce)] });
   return rows.map((r) => ({ relayer: r.relayer as Hex, nonce: Number(r.nonce), raw: r.raw as Hex }));
 }
 
 /** Every relayer account the workers registered. */
 export async function listRelayerAddresses(db: Executor): Promise<Hex[]> {
-  const rows = await runStatement(db, { text: "SELECT address FROM relayer_accounts ORDER BY address", params: [] });
+  const rows = await run(db, { text: "SELECT address FROM relayer_accounts ORDER BY address", params: [] });
   return rows.map((r) => r.address as Hex);
 }

@@ -1,6 +1,6 @@
-import { and, desc, eq, isNull, sql } from "drizzle-orm";
+import { and, desc, eq, isNull, sql, type SQL } from "drizzle-orm";
 import { ipBlocks, serviceState, type IpBlock, type ServiceState } from "@/db/schema";
-import type { Executor } from "./executor";
+import { run, type Executor } from "@/db/sql/run";
 
 /**
  * The operator's controls (decisions.md, "On the open internet"): the pause (service_state, one row) and
@@ -55,7 +55,8 @@ export async function listActiveIpBlocks(db: Executor, limit = 500): Promise<IpB
 /** Requests created in the rolling hour and day, as the budget counts them (db/functions/sponsorship_budget.sql). */
 export async function readBudgetUsage(db: Executor): Promise<{ hour: number; day: number }> {
   // The database's clock, as the creation function counts.
-  const rows = await db.execute<{ used_hour: string; used_day: string }>(
+  const rows = await run<{ used_hour: string; used_day: string }>(
+    db,
     sql`SELECT used_hour::text, used_day::text FROM sponsorship_budget_used(statement_timestamp())`,
   );
   return { hour: Number(rows[0]?.used_hour ?? 0), day: Number(rows[0]?.used_day ?? 0) };
@@ -65,9 +66,11 @@ export async function readBudgetUsage(db: Executor): Promise<{ hour: number; day
 export async function pruneBudgetCounts(db: Executor, now: Date): Promise<number> {
   const cutoff = new Date(now.getTime() - 25 * 3_600_000).toISOString();
   const windowsCutoff = new Date(now.getTime() - 3_600_000).toISOString();
-  const counts = await db.execute(sql`DELETE FROM sponsorship_budget_counts WHERE minute < ${cutoff}::timestamptz`);
-  const windows = await db.execute(sql`DELETE FROM sponsorship_budget_windows WHERE minute < ${windowsCutoff}::timestamptz`);
-  return counts.count + windows.count;
+  // postgres.js answers a DELETE with its row count beside the (empty) rows.
+  const deleted = async (statement: SQL) => ((await run(db, statement)) as unknown as { count: number }).count;
+  const counts = await deleted(sql`DELETE FROM sponsorship_budget_counts WHERE minute < ${cutoff}::timestamptz`);
+  const windows = await deleted(sql`DELETE FROM sponsorship_budget_windows WHERE minute < ${windowsCutoff}::timestamptz`);
+  return counts + windows;
 }
 
 /**
@@ -79,7 +82,7 @@ export async function readBudgetExhaustion(
   budget: { perHour: number; perDay: number },
 ): Promise<{ window: "hour" | "day"; retryAtMs: number } | null> {
   if (budget.perHour <= 0 && budget.perDay <= 0) return null;
-  const rows = await db.execute<{ refusal: { window: "hour" | "day"; retryAtMs: number } | null }>(sql`
+  const rows = await run<{ refusal: { window: "hour" | "day"; retryAtMs: number } | null }>(db, sql`
     SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, NULL) AS refusal`);
   const refusal = rows[0]?.refusal;
   return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs } : null;

@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, gte, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { Database } from "@/db/client";
+import { run } from "@/db/sql/run";
 import {
   relayerAccounts,
   relayTransactions,
@@ -46,7 +47,7 @@ export async function getOutcomeSeries(
 ): Promise<OutcomeBucket[]> {
   const { since, until, bucketSeconds } = options;
   const step = sql.raw(`'${Math.max(1, Math.floor(bucketSeconds))} seconds'::interval`);
-  const rows = await db.execute<{ start: Date | string; completed: number; failed: number }>(sql`
+  const rows = await run<{ start: Date | string; completed: number; failed: number }>(db, sql`
     WITH buckets AS (
       SELECT generate_series(
         date_bin(${step}, ${since.toISOString()}::timestamptz, 'epoch'::timestamptz),

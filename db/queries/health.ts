@@ -1,6 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { Executor } from "./executor";
-import { queryPrepared } from "./prepared";
+import { run, type Executor } from "@/db/sql/run";
 
 /**
  * One round trip: proves the database answers, reads the newest worker heartbeat (epoch ms, or null), and the
@@ -11,7 +10,7 @@ export async function readHealthProbe(
   db: Executor,
   freshSinceMs: number,
 ): Promise<{ lastBeatMs: number | null; relayersWithoutGas: string[]; pause: { reason: string | null } | null }> {
-  const rows = await queryPrepared<{ lastBeatMs: number | null; withoutGas: string[] | null; paused: boolean | null; pauseReason: string | null }>(db,
+  const rows = await run<{ lastBeatMs: number | null; withoutGas: string[] | null; paused: boolean | null; pauseReason: string | null }>(db,
     sql`SELECT (extract(epoch FROM max(last_beat_at)) * 1000)::float8 AS "lastBeatMs",
           (SELECT array_agg(DISTINCT r ORDER BY r) FROM worker_heartbeats f,
              jsonb_array_elements_text(coalesce(f.details->'relayers'->'withoutGas', '[]'::jsonb)) AS r

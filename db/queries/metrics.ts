@@ -1,5 +1,7 @@
 import { sql } from "drizzle-orm";
+import type { Address } from "viem";
 import type { Database } from "@/db/client";
+import { run } from "@/db/sql/run";
 import { relayStatus, requestStatus, type RelayStatus, type RequestStatus } from "@/db/schema";
 
 /**
@@ -14,14 +16,14 @@ export type ServiceSnapshot = {
   oldestOpenSeconds: Partial<Record<"pending" | "approved" | "relayed", number>>;
   relaysByStatus: Record<RelayStatus, number>;
   heartbeats: { workerId: string; ageSeconds: number }[];
-  relayers: { address: `0x${string}`; nextNonce: number }[];
+  relayers: { address: Address; nextNonce: number }[];
 };
 
 const zeroes = <K extends string>(keys: readonly K[]) => Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
 
 /** Requests per status (a scan of the table: the caller caches it). */
 export async function countRequestsByStatus(db: Database): Promise<Record<RequestStatus, number>> {
-  const rows = await db.execute<{ status: RequestStatus; n: number }>(
+  const rows = await run<{ status: RequestStatus; n: number }>(db, 
     sql`SELECT status, count(*)::int AS n FROM sponsorship_requests GROUP BY status`,
   );
   const out = zeroes(requestStatus.enumValues);
@@ -31,7 +33,7 @@ export async function countRequestsByStatus(db: Database): Promise<Record<Reques
 
 /** Age of the oldest open request per open status (uses the partial queue index: open rows only). */
 export async function measureOldestOpenRequests(db: Database): Promise<ServiceSnapshot["oldestOpenSeconds"]> {
-  const rows = await db.execute<{ status: "pending" | "approved" | "relayed"; age: number }>(sql`
+  const rows = await run<{ status: "pending" | "approved" | "relayed"; age: number }>(db, sql`
     SELECT status, extract(epoch FROM now() - min(requested_at))::float8 AS age
     FROM sponsorship_requests
     WHERE status IN ('pending', 'approved', 'relayed')
@@ -42,7 +44,7 @@ export async function measureOldestOpenRequests(db: Database): Promise<ServiceSn
 }
 
 export async function countRelayTransactionsByStatus(db: Database): Promise<Record<RelayStatus, number>> {
-  const rows = await db.execute<{ status: RelayStatus; n: number }>(
+  const rows = await run<{ status: RelayStatus; n: number }>(db, 
     sql`SELECT status, count(*)::int AS n FROM relay_transactions GROUP BY status`,
   );
   const out = zeroes(relayStatus.enumValues);
@@ -51,14 +53,14 @@ export async function countRelayTransactionsByStatus(db: Database): Promise<Reco
 }
 
 export async function listWorkerHeartbeatAges(db: Database): Promise<ServiceSnapshot["heartbeats"]> {
-  const rows = await db.execute<{ worker_id: string; age: number }>(sql`
+  const rows = await run<{ worker_id: string; age: number }>(db, sql`
     SELECT worker_id, extract(epoch FROM now() - last_beat_at)::float8 AS age
     FROM worker_heartbeats ORDER BY worker_id`);
   return rows.map((r) => ({ workerId: r.worker_id, ageSeconds: Math.max(0, Number(r.age)) }));
 }
 
 export async function listRelayerNextNonces(db: Database): Promise<ServiceSnapshot["relayers"]> {
-  const rows = await db.execute<{ address: `0x${string}`; next_nonce: number | string }>(
+  const rows = await run<{ address: Address; next_nonce: number | string }>(db, 
     sql`SELECT address, next_nonce FROM relayer_accounts ORDER BY address`,
   );
   return rows.map((r) => ({ address: r.address, nextNonce: Number(r.next_nonce) }));

@@ -1,8 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { RateLimitScope } from "@/db/schema";
-import type { Executor } from "./executor";
-import { ts } from "./sql-helpers";
-import { queryPrepared } from "./prepared";
+import { run, type Executor } from "@/db/sql/run";
+import { ts } from "@/db/sql/fragments";
 
 /**
  * Rolling-window counters: one row per counted hit in `rate_limit_hits`. A key is over its limit when its
@@ -26,7 +25,7 @@ export const insertHitsSql = (hits: readonly { scope: RateLimitScope; key: strin
 
 /** Deletes hits older than `before` (at most `batch` rows a call); returns how many went. */
 export async function pruneRateLimitHits(db: Executor, before: Date, batch = 10_000): Promise<number> {
-  const rows = await queryPrepared<{ n: number }>(db, sql`
+  const rows = await run<{ n: number }>(db, sql`
     WITH gone AS (
       DELETE FROM rate_limit_hits WHERE id IN (
         SELECT id FROM rate_limit_hits WHERE created_at < ${ts(before)} LIMIT ${batch}

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Database } from "@/db/client";
+import { run } from "@/db/sql/run";
 
 /**
  * The registry's mirror (db/schema.ts, registry_sponsored_wallets): the wallets its `WalletSponsored` events name,
@@ -9,7 +10,7 @@ import type { Database } from "@/db/client";
 
 /** The next block to read for this registry, or undefined before the first pass. */
 export async function readRegistryCursor(db: Database, registry: string): Promise<bigint | undefined> {
-  const rows = await db.execute<{ next_block: string }>(sql`
+  const rows = await run<{ next_block: string }>(db, sql`
     SELECT next_block::text FROM registry_index WHERE registry_address = ${registry.toLowerCase()}`);
   const row = rows[0];
   return row ? BigInt(row.next_block) : undefined;
@@ -38,7 +39,7 @@ export async function recordRegistryRange(
           )}
           ON CONFLICT DO NOTHING
         ) `;
-  await db.execute(sql`
+  await run(db, sql`
     ${insertWallets}INSERT INTO registry_index (registry_address, next_block, updated_at) VALUES (${address}, ${nextBlock.toString()}::bigint, now())
     ON CONFLICT (registry_address) DO UPDATE
     SET next_block = GREATEST(registry_index.next_block, EXCLUDED.next_block), updated_at = now()`);

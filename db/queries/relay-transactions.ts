@@ -1,13 +1,12 @@
 import { sql } from "drizzle-orm";
-import type { Executor } from "./executor";
+import { run, type Executor } from "@/db/sql/run";
 import type { RelaySummaryView } from "./sponsorship-requests";
-import { isoUtc } from "./sql-helpers";
-import { queryPrepared } from "./prepared";
+import { isoUtc } from "@/db/sql/fragments";
 
 export type RelayView = RelaySummaryView & { sponsorshipRequestId: string };
 
 export async function findRelayView(db: Executor, id: string): Promise<RelayView | undefined> {
-  const rows = await queryPrepared<RelayView>(db, sql`
+  const rows = await run<RelayView>(db, sql`
     SELECT t.id, t.sponsorship_request_id AS "sponsorshipRequestId", t.status, t.relay_attempt AS "relayAttempt",
       t.transaction_hash AS "transactionHash",
       ${isoUtc(sql`t.submitted_at`)} AS "submittedAt",

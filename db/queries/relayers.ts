@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
-import type { Executor, Transaction } from "./executor";
-import { runStatement, type Query } from "./pipelined";
+import type { Address } from "viem";
+import { query, run, type Executor, type Query } from "@/db/sql/run";
 
 /**
  * Relayer accounts and their nonce leases. A relayer's nonce sequence is owned by exactly one worker at a time:
@@ -8,8 +8,6 @@ import { runStatement, type Query } from "./pipelined";
  * with the heartbeat, and checked (row locked, owner compared) inside every transaction that spends a nonce, so a
  * worker that lost its lease cannot assign a nonce the new owner also assigns.
  */
-
-type Address = `0x${string}`;
 
 /** `(p1, p2, ...)` for `IN`: one parameter per item. */
 const list = (items: readonly string[]) => sql`(${sql.join(
@@ -38,17 +36,17 @@ export async function ensureRelayerAccounts(
     addresses.map((a) => sql`(${a}, ${chainId}::int)`),
     sql`, `,
   );
-  await db.execute(sql`
+  await run(db, sql`
     INSERT INTO relayer_accounts (address, chain_id) VALUES ${rows}
     ON CONFLICT (address) DO NOTHING`);
-  const others = await db.execute<{ address: string; chain_id: number }>(sql`
+  const others = await run<{ address: string; chain_id: number }>(db, sql`
     SELECT address, chain_id FROM relayer_accounts WHERE address IN ${list(addresses)} AND chain_id <> ${chainId}::int ORDER BY address`);
   return others.map((r) => ({ address: r.address as Address, chainId: Number(r.chain_id) }));
 }
 
 export async function listRelayerLeases(db: Executor, addresses: readonly Address[]): Promise<RelayerLease[]> {
   if (addresses.length === 0) return [];
-  const rows = await db.execute<{ address: string; next_nonce: string; lease_owner: string | null; lease_expires_at: Date | null }>(sql`
+  const rows = await run<{ address: string; next_nonce: string; lease_owner: string | null; lease_expires_at: Date | null }>(db, sql`
     SELECT address, next_nonce, lease_owner, lease_expires_at FROM relayer_accounts
     WHERE address IN ${list(addresses)} ORDER BY address`);
   return rows.map((r) => ({
@@ -72,7 +70,7 @@ export async function acquireRelayerLease(
   deadOwners: readonly string[],
 ): Promise<{ nextNonce: number; previousOwner: string | null } | undefined> {
   const dead = deadOwners.length > 0 ? sql`OR a.lease_owner IN ${list(deadOwners)}` : sql``;
-  const rows = await db.execute<{ next_nonce: string; previous_owner: string | null }>(sql`
+  const rows = await run<{ next_nonce: string; previous_owner: string | null }>(db, sql`
     UPDATE relayer_accounts a SET lease_owner = ${owner}, lease_expires_at = now() + ${ttlMs} * interval '1 millisecond', updated_at = now()
     FROM (SELECT address, lease_owner AS previous_owner FROM relayer_accounts WHERE address = ${address} FOR UPDATE) p
     WHERE a.address = p.address
@@ -85,7 +83,7 @@ export async function acquireRelayerLease(
 /** Extends the leases still held by `owner`; returns the addresses it still holds. */
 export async function renewRelayerLeases(db: Executor, owner: string, addresses: readonly Address[], ttlMs: number): Promise<Address[]> {
   if (addresses.length === 0) return [];
-  const rows = await db.execute<{ address: string }>(sql`
+  const rows = await run<{ address: string }>(db, sql`
     UPDATE relayer_accounts SET lease_expires_at = now() + ${ttlMs} * interval '1 millisecond'
     WHERE address IN ${list(addresses)} AND lease_owner = ${owner}
     RETURNING address`);
@@ -95,7 +93,7 @@ export async function renewRelayerLeases(db: Executor, owner: string, addresses:
 /** Gives leases back (graceful shutdown, rebalancing): another worker may take them at once. */
 export async function releaseRelayerLeases(db: Executor, owner: string, addresses: readonly Address[]): Promise<void> {
   if (addresses.length === 0) return;
-  await db.execute(sql`
+  await run(db, sql`
     UPDATE relayer_accounts SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
     WHERE address IN ${list(addresses)} AND lease_owner = ${owner}`);
 }
@@ -110,19 +108,8 @@ const LOCK_LEASED = `
     ORDER BY address
     FOR UPDATE`;
 
-/** `lockLeasedRelayers` as a statement to send with others. */
-export function lockLeasedRelayersStatement(owner: string, addresses: readonly Address[]): Query<Map<Address, number>> {
-  return {
-    text: LOCK_LEASED,
-    params: [addresses, owner],
-    parse: (rows) => new Map(rows.map((r) => [r.address as Address, Number(r.next_nonce)])),
-  };
-}
-
-export async function lockLeasedRelayers(tx: Transaction, owner: string, addresses: readonly Address[]): Promise<Map<Address, number>> {
-  if (addresses.length === 0) return new Map();
-  const q = lockLeasedRelayersStatement(owner, addresses);
-  return q.parse(await runStatement(tx, q));
+export function lockLeasedRelayers(owner: string, addresses: readonly Address[]): Query<Map<Address, number>> {
+  return query(LOCK_LEASED, [addresses, owner], (rows) => new Map(rows.map((r) => [r.address as Address, Number(r.next_nonce)])));
 }
 
 /** Records the next nonces after a transaction assigned some (only where `owner` still holds the lease). */
@@ -132,20 +119,14 @@ const SET_NEXT_NONCES = `
     WHERE a.address = v.address AND a.lease_owner = $3
     RETURNING a.address`;
 
-/** `setRelayerNextNonces` as a statement to send with others; answers the number of relayers updated. */
-export function setRelayerNextNoncesStatement(owner: string, next: ReadonlyMap<Address, number>): Query<number> {
-  return { text: SET_NEXT_NONCES, params: [[...next.keys()], [...next.values()].map(String), owner], parse: (rows) => rows.length };
-}
-
-export async function setRelayerNextNonces(tx: Executor, owner: string, next: ReadonlyMap<Address, number>): Promise<number> {
-  if (next.size === 0) return 0;
-  const q = setRelayerNextNoncesStatement(owner, next);
-  return q.parse(await runStatement(tx, q));
+/** Answers the number of relayers updated. */
+export function setRelayerNextNonces(owner: string, next: ReadonlyMap<Address, number>): Query<number> {
+  return query(SET_NEXT_NONCES, [[...next.keys()], [...next.values()].map(String), owner], (rows) => rows.length);
 }
 
 /** The highest nonce this service ever stored for the relayer (relay attempts and fills), or -1. */
 export async function findHighestStoredNonce(db: Executor, address: Address): Promise<number> {
-  const [row] = await db.execute<{ n: string | null }>(sql`
+  const [row] = await run<{ n: string | null }>(db, sql`
     SELECT GREATEST(
       (SELECT max(nonce) FROM relay_transactions WHERE relayer_address = ${address}),
       (SELECT max(nonce) FROM relayer_nonce_fills WHERE relayer_address = ${address})

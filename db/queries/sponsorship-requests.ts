@@ -2,9 +2,8 @@ import { sql, type SQL } from "drizzle-orm";
 import type { EligibilityReason, RequestStatus } from "@/db/schema";
 import type postgres from "postgres";
 import type { Database } from "@/db/client";
-import type { Executor } from "./executor";
-import { blockActive, isoUtc } from "./sql-helpers";
-import { queryPrepared } from "./prepared";
+import { run, type Executor } from "@/db/sql/run";
+import { blockActive, isoUtc } from "@/db/sql/fragments";
 
 /* ------------------------------------------------------------------ views */
 
@@ -93,13 +92,13 @@ function detailQuery(where: SQL, now: Date): SQL {
 }
 
 export async function findRequestDetail(db: Executor, id: string, now: Date): Promise<RequestDetailView | undefined> {
-  const rows = await queryPrepared<RequestDetailView>(db, detailQuery(sql`r.id = ${id}`, now));
+  const rows = await run<RequestDetailView>(db, detailQuery(sql`r.id = ${id}`, now));
   return rows[0];
 }
 
 /** The request that owns the relay transaction with this hash (stored lowercase). */
 export async function findRequestDetailByTransactionHash(db: Executor, hash: string, now: Date): Promise<RequestDetailView | undefined> {
-  const rows = await queryPrepared<RequestDetailView>(db, 
+  const rows = await run<RequestDetailView>(db, 
     detailQuery(sql`r.id = (SELECT t.sponsorship_request_id FROM relay_transactions t WHERE t.transaction_hash = ${hash.toLowerCase()})`, now),
   );
   return rows[0];
@@ -118,7 +117,7 @@ export async function findHistoryAnchor(
   address: string,
   cursor: string | undefined,
 ): Promise<{ walletId: string; cursorValid: boolean } | undefined> {
-  const rows = await queryPrepared<{ walletId: string; cursorValid: boolean }>(db, sql`
+  const rows = await run<{ walletId: string; cursorValid: boolean }>(db, sql`
     SELECT w.id AS "walletId",
       ${cursor === undefined ? sql`true` : sql`EXISTS (SELECT 1 FROM sponsorship_requests c WHERE c.id = ${cursor} AND c.wallet_id = w.id)`} AS "cursorValid"
     FROM wallets w WHERE w.wallet_address = ${address}`);
@@ -130,7 +129,7 @@ export async function listHistoryPage(db: Executor, walletId: string, cursor: st
   const after = cursor === undefined
     ? sql``
     : sql`AND (r.requested_at, r.id) < (SELECT c.requested_at, c.id FROM sponsorship_requests c WHERE c.id = ${cursor})`;
-  const rows = await queryPrepared<HistoryItemView>(db, sql`
+  const rows = await run<HistoryItemView>(db, sql`
     SELECT r.id, r.wallet_id AS "walletId", r.status,
       ${isoUtc(sql`r.requested_at`)} AS "requestedAt",
       ${isoUtc(sql`r.approved_at`)} AS "approvedAt",

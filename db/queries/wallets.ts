@@ -1,11 +1,10 @@
 import { sql } from "drizzle-orm";
 import type { Database } from "@/db/client";
-import { lockKeysSql } from "./advisory-locks";
-import type { Executor } from "./executor";
+import { lockKeysSql } from "@/db/sql/advisory-locks";
+import { run, type Executor } from "@/db/sql/run";
 import { insertHitsSql, limitReachedAtMs } from "./rate-limits";
-import { twoStepTransaction } from "./two-step-transaction";
-import { blockActive, isoUtc, ts } from "./sql-helpers";
-import { queryPrepared } from "./prepared";
+import { twoStepTransaction } from "@/db/sql/transaction";
+import { blockActive, isoUtc, ts } from "@/db/sql/fragments";
 
 /** A wallet as the API shows it, timestamps already in the wire format. */
 export type WalletView = {
@@ -29,7 +28,7 @@ const walletViewColumns = (now: Date) => sql`
   ) AS "isBlocked"`;
 
 export async function findWalletView(db: Executor, address: string, now: Date): Promise<WalletView | undefined> {
-  const rows = await queryPrepared<WalletView>(db, sql`SELECT ${walletViewColumns(now)} FROM wallets w WHERE w.wallet_address = ${address}`);
+  const rows = await run<WalletView>(db, sql`SELECT ${walletViewColumns(now)} FROM wallets w WHERE w.wallet_address = ${address}`);
   return rows[0];
 }
 
@@ -49,7 +48,7 @@ export type RegistrationAttempt =
   | { admitted: true; wallet: WalletView; created: boolean };
 
 /**
- * A registration in two round trips (two-step-transaction.ts): BEGIN, the IP's lock and its registration count
+ * A registration in two round trips (db/sql/transaction.ts): BEGIN, the IP's lock and its registration count
  * leave together; `admit` (the domain's rule) sees when the IP reached its limit; if admitted, the counted hit,
  * the upsert and COMMIT leave together.
  */

@@ -1,9 +1,7 @@
-import { BaseError, ContractFunctionRevertedError, encodeAbiParameters, keccak256, parseEventLogs, type AccessList, type Log, type PublicClient } from "viem";
+import { BaseError, ContractFunctionRevertedError, encodeAbiParameters, keccak256, parseEventLogs, type AccessList, type Address, type Hex, type Log, type PublicClient } from "viem";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 
 /** Reads of the SponsorshipTreasury and of account balances, for the worker, health and the dashboard. */
-
-type Address = `0x${string}`;
 export type TreasuryReader = Pick<PublicClient, "readContract" | "getBalance">;
 
 export type TreasuryState = {
@@ -39,22 +37,28 @@ export async function readIsRelayer(client: Pick<PublicClient, "readContract">, 
 }
 
 /**
- * The treasury's custom error behind a failed call or simulation (`"AlreadySponsored"`, `"TreasuryPaused"`,
- * `"InsufficientBalance"`, ...), or undefined when the failure was not a revert with a known error.
+ * The revert in a viem error from a treasury call or simulation: its custom error (`"AlreadySponsored"`,
+ * `"TreasuryPaused"`, `"InsufficientBalance"`, ...) and arguments when the contract gave one, a plain revert
+ * otherwise; undefined when the error is not a revert (the node could not be asked).
  */
-export function treasuryErrorName(error: unknown): string | undefined {
+export function describeRevert(error: unknown): { errorName?: string; text: string } | undefined {
   if (!(error instanceof BaseError)) return undefined;
   const revert = error.walk((e) => e instanceof ContractFunctionRevertedError);
-  return revert instanceof ContractFunctionRevertedError ? revert.data?.errorName : undefined;
+  if (!(revert instanceof ContractFunctionRevertedError)) return undefined;
+  if (revert.data?.errorName) {
+    const args = (revert.data.args ?? []).map((a) => String(a)).join(", ");
+    return { errorName: revert.data.errorName, text: `reverted: ${revert.data.errorName}(${args})` };
+  }
+  return { text: `reverted: ${revert.reason ?? "no reason given"}` };
 }
 
 export type SponsoredEvent = {
   wallet: Address;
   /** keccak256 of the request's 16-byte UUID (`requestIdHash` in lib/chain/ids.ts); the id itself is never on-chain. */
-  requestIdHash: `0x${string}`;
+  requestIdHash: Hex;
   amount: bigint;
   relayer: Address;
-  transactionHash: `0x${string}` | null;
+  transactionHash: Hex | null;
   logIndex: number | null;
 };
 

@@ -1,6 +1,6 @@
-import { lockKeys } from "@/db/queries/advisory-locks";
+import { lockKeys } from "@/db/sql/advisory-locks";
 import { findActiveBlocks, hasActiveBlock, insertBlock, liftActiveBlocks, listBlocksOf } from "@/db/queries/blocks";
-import type { Executor } from "@/db/queries/executor";
+import type { Executor } from "@/db/sql/run";
 import type { Block } from "@/db/schema";
 import { normalizeAddress, type Address } from "./address";
 import { now as clockNow } from "./clock";

@@ -10,6 +10,7 @@ import { clientIdentity, clientNetwork } from "./client-identity";
 import { PAUSED_RETRY_AFTER_SECONDS } from "./faucet-gate";
 import { SponsorshipError } from "./errors";
 import { rateWindowStart, secondsUntil } from "./rate-limits";
+import { replayWindowStart } from "./replay";
 
 /**
  * POST /sponsorship/request (interface-spec 4.4, decisions.md). The order of checks is the decisions': body
@@ -17,7 +18,7 @@ import { rateWindowStart, secondsUntil } from "./rate-limits";
  * then IP block/limit, wallet registered, replay, wallet block/limit, open request (409), already sponsored (422:
  * a completed request, or the registry's mirror).
  *
- * Where each rule runs: all of them inside PostgreSQL, in one prepared round trip to the function
+ * Where each rule runs (the map of every rule: rules.ts): all of them inside PostgreSQL, in one prepared round trip to the function
  * `create_sponsorship_request` (db/functions/create_sponsorship_request.sql), under two advisory locks (the client
  * identity's and the wallet's), so counters, blocks, the replay window and "one open request per wallet" hold under
  * any concurrency and across app instances; the partial unique index on open requests is the database's own
@@ -72,7 +73,7 @@ export async function createSponsorshipRequest(
       ipLimit: config.rateLimitIpPerHour,
       walletLimit: config.rateLimitWalletPerHour,
       windowStart: rateWindowStart(at),
-      replayStart: new Date(at.getTime() - config.replayWindowMs),
+      replayStart: replayWindowStart(at, config.replayWindowMs),
       autoBlockMinutes: config.autoBlockMinutes,
       ipBlockReason: `more than ${config.rateLimitIpPerHour} sponsorship requests within an hour`,
       walletBlockReason: `more than ${config.rateLimitWalletPerHour} sponsorship requests within an hour`,

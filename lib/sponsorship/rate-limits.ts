@@ -8,8 +8,10 @@
  *   still full then (the limit keeps holding after a block ends).
  * - A request that meets a full window with no active block starts a new block.
  *
- * For sponsorship requests these rules run inside the database, in the PL/pgSQL function
- * `create_sponsorship_request` (db/migrations/0004_create-request-function.sql, as revised by 0006), under the IP and wallet locks.
+ * Where they run: for sponsorship requests inside the database, in the PL/pgSQL function
+ * `create_sponsorship_request` (db/functions/create_sponsorship_request.sql, blocks "IP block / limit" and
+ * "Wallet block / limit"), under the IP and wallet locks; for registrations in db/queries/wallets.ts. This file
+ * holds only the window arithmetic both callers share (rules.ts maps every rule).
  */
 
 export const RATE_LIMIT_WINDOW_MS = 60 * 60 * 1000;

@@ -1,4 +1,4 @@
-import type { Executor } from "@/db/queries/executor";
+import type { Executor } from "@/db/sql/run";
 import { findRelayView, type RelayView } from "@/db/queries/relay-transactions";
 import {
   findHistoryAnchor,

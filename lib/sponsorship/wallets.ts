@@ -1,5 +1,5 @@
 import type { Database } from "@/db/client";
-import type { Executor } from "@/db/queries/executor";
+import type { Executor } from "@/db/sql/run";
 import { attemptRegistration, findWalletView, type WalletView } from "@/db/queries/wallets";
 import type { Config } from "@/lib/config";
 import type { Address } from "./address";

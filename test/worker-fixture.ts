@@ -3,7 +3,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { asc, eq, sql } from "drizzle-orm";
-import { getAbiItem, type Hash } from "viem";
+import { afterAll, beforeAll } from "vitest";
+import { getAbiItem, type Address, type Hash, type Hex } from "viem";
 import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
 import type { Anvil } from "@/contracts/anvil";
 import { deployContracts, type DeployResult } from "@/contracts/deploy-lib";
@@ -15,17 +16,17 @@ import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig, resetConfigForTest
 import { createLogger } from "@/lib/log";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
 import { registerWallet } from "@/lib/sponsorship/wallets";
-import type { Address } from "@/lib/sponsorship/address";
 import { startTestChain } from "@/test/chain";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import type { WorkerSettings } from "./context";
-import { startWorker, type RunningWorker } from "./worker";
+import type { WorkerSettings } from "@/worker/context";
+import { startWorker, type RunningWorker } from "@/worker/worker";
 
 /**
  * Shared by the worker's integration tests: a real PostgreSQL database (test/db.ts), a real anvil (test/chain.ts)
  * with the contracts deployed (contracts/deploy-lib.ts), requests created through the API's own domain functions,
  * and workers either in this process or as real `tsx worker/index.ts` processes (for kill -9 and two workers).
- * Waiting is always polling for a condition with a deadline.
+ * Waiting is always polling for a condition with a deadline. A test file takes its fixture with
+ * `setUpPipelineFixture` (started before its tests, stopped after them).
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -36,7 +37,7 @@ export type PipelineFixture = {
   anvil: Anvil;
   deployment: DeployResult;
   clients: ChainClients;
-  relayerKeys: `0x${string}`[];
+  relayerKeys: Hex[];
   dataDir: string;
   /** Environment for a worker (process or in-process config). */
   env: (overrides?: Record<string, string>) => Record<string, string>;
@@ -49,7 +50,7 @@ export async function startPipelineFixture(
 ): Promise<PipelineFixture> {
   const database = await createTestDatabase();
   const anvil = await startTestChain({ blockTime: options.blockTime ?? 0 });
-  const relayerKeys = LOCAL_RELAYER_KEYS.slice(0, options.relayers ?? 1) as `0x${string}`[];
+  const relayerKeys = LOCAL_RELAYER_KEYS.slice(0, options.relayers ?? 1) as Hex[];
   const deployment = await deployContracts({
     rpcUrl: anvil.rpcUrl,
     deployerKey: LOCAL_DEPLOYER_KEY,
@@ -93,6 +94,21 @@ export async function startPipelineFixture(
       await rm(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The worker test files' one setup: a fixture started before the file's tests (`onStart` receives it) and stopped
+ * after them, once every later-registered `afterAll` of the file has run (Vitest runs after-hooks as a stack).
+ */
+export function setUpPipelineFixture(options: Parameters<typeof startPipelineFixture>[0], onStart: (fx: PipelineFixture) => void): void {
+  let fx: PipelineFixture | undefined;
+  beforeAll(async () => {
+    fx = await startPipelineFixture(options);
+    onStart(fx);
+  });
+  afterAll(async () => {
+    await fx?.stop();
+  });
 }
 
 export function randomWallet(): Address {
@@ -269,6 +285,6 @@ export async function chainNonces(fx: PipelineFixture, relayer: Address): Promis
   return { latest, pending };
 }
 
-export function relayerAddress(key: `0x${string}`): Address {
+export function relayerAddress(key: Hex): Address {
   return privateKeyToAccount(key).address.toLowerCase() as Address;
 }

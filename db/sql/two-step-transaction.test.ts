@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rateLimitHits, wallets } from "@/db/schema";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { lockKeysSql } from "./advisory-locks";
-import { twoStepTransaction } from "./two-step-transaction";
+import { twoStepTransaction } from "./transaction";
 
 let t: TestDatabase;
 beforeAll(async () => {

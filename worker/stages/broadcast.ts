@@ -1,9 +1,11 @@
-import { parseTransaction, type Hash, type Hex } from "viem";
-import { failNonceFillsStatement, failRelaysStatement, markFillsSubmittedStatement, markRelaysSubmittedStatement } from "@/db/queries/pipeline";
-import { pipelinedTransaction, type Statement } from "@/db/queries/pipelined";
-import { INSUFFICIENT_FUNDS, type BroadcastOutcome } from "./chain";
-import type { WorkerContext } from "./context";
-import { metrics } from "./metrics";
+import { parseTransaction, type Address, type Hash, type Hex } from "viem";
+import { failNonceFills, markFillsSubmitted } from "@/db/queries/nonce-fills";
+import { failRelays, markRelaysSubmitted } from "@/db/queries/relay-outcomes";
+import type { Statement } from "@/db/sql/run";
+import { pipelinedTransaction } from "@/db/sql/transaction";
+import { INSUFFICIENT_FUNDS, type BroadcastOutcome } from "../chain-answers";
+import type { WorkerContext } from "../context";
+import { metrics } from "../metrics";
 
 /**
  * Broadcast of transactions already stored (hash and raw bytes in the database): the only way anything reaches the
@@ -37,12 +39,12 @@ async function recheckRefusals(ctx: WorkerContext, txs: readonly StoredTransacti
   const unfunded = new Set<string>();
   const refused = txs.map((tx, i) => ({ tx, i })).filter(({ i }) => outcomes[i]!.kind === "rejected");
   if (refused.length === 0) return unfunded;
-  const balances = await ctx.chain.balances([...new Set(refused.map(({ tx }) => tx.relayer as `0x${string}`))]).catch(() => undefined);
+  const balances = await ctx.chain.balances([...new Set(refused.map(({ tx }) => tx.relayer as Address))]).catch(() => undefined);
   if (!balances) return unfunded;
   for (const { tx, i } of refused) {
     const outcome = outcomes[i]!;
     const cost = maxCost(tx.raw);
-    const balance = balances.get(tx.relayer as `0x${string}`);
+    const balance = balances.get(tx.relayer as Address);
     if (outcome.kind !== "rejected" || cost === undefined || balance === undefined || balance >= cost) continue;
     outcomes[i] = { kind: "unavailable", message: `relayer balance ${balance} wei is below the transaction's maximum cost ${cost} wei (${outcome.message})` };
     unfunded.add(tx.relayer);
@@ -121,10 +123,10 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
   // One round trip: BEGIN, the statements that have rows, COMMIT.
   const writes: Statement[] = [];
   const acceptedRelays = accepted.filter((h) => !acceptedFills.includes(h));
-  if (acceptedRelays.length > 0) writes.push(markRelaysSubmittedStatement(acceptedRelays));
-  if (acceptedFills.length > 0) writes.push(markFillsSubmittedStatement(acceptedFills));
-  if (rejectedRelays.length > 0) writes.push(failRelaysStatement(rejectedRelays));
-  if (rejectedFills.length > 0) writes.push(failNonceFillsStatement(rejectedFills));
+  if (acceptedRelays.length > 0) writes.push(markRelaysSubmitted(acceptedRelays));
+  if (acceptedFills.length > 0) writes.push(markFillsSubmitted(acceptedFills));
+  if (rejectedRelays.length > 0) writes.push(failRelays(rejectedRelays));
+  if (rejectedFills.length > 0) writes.push(failNonceFills(rejectedFills));
   if (writes.length > 0) {
     await pipelinedTransaction(ctx.db, (tx) => tx.commit(writes));
     ctx.status.totals.failedAttempts += rejectedRelays.length;

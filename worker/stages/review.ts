@@ -1,10 +1,10 @@
-import { applyReviewDecisionsStatement, claimPendingRequestsStatement, type ReviewDecision } from "@/db/queries/pipeline";
-import { pipelinedTransaction, sendQueries } from "@/db/queries/pipelined";
+import { applyReviewDecisions, claimPendingRequests, type ReviewDecision } from "@/db/queries/review-queue";
+import { pipelinedTransaction } from "@/db/sql/transaction";
 import { now } from "@/lib/sponsorship/clock";
 import type { Address } from "viem";
-import { ChainUnavailableError } from "./chain";
-import type { WorkerContext } from "./context";
-import { metrics } from "./metrics";
+import { ChainUnavailableError } from "../chain-answers";
+import type { WorkerContext } from "../context";
+import { metrics } from "../metrics";
 import { SPONSOR_GAS_LIMIT } from "./transactions";
 
 /**
@@ -39,7 +39,7 @@ export const WALLET_REFUSED_REVERT = "TransferFailed";
 export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed: number }> {
   let chainError: ChainUnavailableError | undefined;
   const claimed = await pipelinedTransaction(ctx.db, async (tx) => {
-    const [claims] = await sendQueries(tx, [claimPendingRequestsStatement(ctx.settings.batchSize, now())]);
+    const [claims] = await tx.send([claimPendingRequests(ctx.settings.batchSize, now())]);
     if (claims.length === 0) return 0;
 
     const decisions: ReviewDecision[] = claims
@@ -74,7 +74,7 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
         chainError = error;
       }
     }
-    const [moved] = decisions.length > 0 ? await sendQueries(tx, [applyReviewDecisionsStatement(decisions, ctx.actor)], { commit: true }) : [[]];
+    const [moved] = decisions.length > 0 ? await tx.send([applyReviewDecisions(decisions, ctx.actor)], { commit: true }) : [[]];
     const approved = decisions.filter((d) => d.status === "approved").length;
     metrics.finished(moved.filter((r) => r.status === "rejected"));
     ctx.status.totals.reviewed += moved.length;

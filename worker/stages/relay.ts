@@ -1,22 +1,21 @@
+import type { Address } from "viem";
 import {
-  countOpenRelaysStatement,
-  failRequestStatement,
-  insertRelayAttemptsStatement,
-  lockRelayCandidatesStatement,
-  markRequestsRelayedStatement,
-  pauseStateStatement,
-  readRelayCandidatesStatement,
+  countOpenRelays,
+  failRequest,
+  insertRelayAttempts,
+  lockRelayCandidates,
+  markRequestsRelayed,
+  pauseState,
+  readRelayCandidates,
   type NewRelayAttempt,
-} from "@/db/queries/pipeline";
-import { pipelinedTransaction, sendQueries } from "@/db/queries/pipelined";
-import { lockLeasedRelayersStatement, setRelayerNextNoncesStatement } from "@/db/queries/relayers";
+} from "@/db/queries/relay-queue";
+import { pipelinedTransaction } from "@/db/sql/transaction";
+import { lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
-import { currentFees, type WorkerContext } from "./context";
-import { metrics } from "./metrics";
-import { LeaseLostError } from "./relayers";
-import { SPONSOR_GAS_LIMIT, signSponsorTransaction } from "./transactions";
-
-type Address = `0x${string}`;
+import { currentFees, type WorkerContext } from "../context";
+import { metrics } from "../metrics";
+import { LeaseLostError } from "../relayers";
+import { signAttempt, storedAttempt } from "./attempts";
 
 export type RelayOutcome = {
   sent: number;
@@ -47,15 +46,14 @@ export type RelayOutcome = {
 export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
   const relayers = ctx.pool.leased;
   if (relayers.length === 0) return { sent: 0, claimed: 0, waiting: "no_relayers" };
-  const { chainId, treasuryAddress } = ctx.chain;
   const max = ctx.settings.maxRelayAttempts;
 
   const result = await pipelinedTransaction(ctx.db, async (tx) => {
     // The relayer rows first (the fence), then the requests (SKIP LOCKED), as one batch.
-    const [nonces, locked, pause] = await sendQueries(tx, [
-      lockLeasedRelayersStatement(ctx.workerId, relayers),
-      lockRelayCandidatesStatement(ctx.settings.batchSize),
-      pauseStateStatement(),
+    const [nonces, locked, pause] = await tx.send([
+      lockLeasedRelayers(ctx.workerId, relayers),
+      lockRelayCandidates(ctx.settings.batchSize),
+      pauseState(),
     ]);
     ctx.status.pause = pause.paused ? { reason: pause.reason } : undefined;
     for (const r of relayers) if (!nonces.has(r)) ctx.pool.drop(r, "lease not held at relay time");
@@ -68,7 +66,7 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
     // wait (rows untouched, locks released at commit) and no attempt is created or burned. The chain reads leave
     // together (one JSON-RPC batch) while the database answers.
     const [[candidates, openRelays], treasury, fees, authorised] = await Promise.all([
-      sendQueries(tx, [readRelayCandidatesStatement(locked), countOpenRelaysStatement()]),
+      tx.send([readRelayCandidates(locked), countOpenRelays()]),
       ctx.chain.treasuryState(),
       currentFees(ctx),
       ctx.chain.authorisedRelayers([...nonces.keys()] as Address[]),
@@ -96,58 +94,29 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
       if (c.burned >= max) {
         // The confirm stage fails a request at its last attempt; this is reached when MAX_RELAY_ATTEMPTS was lowered, or
         // when the last attempt was refused by the node (nothing of it was ever broadcast).
-        metrics.finished(await sendQueries(tx, [failRequestStatement(c.id, ctx.actor, `relay failed: all ${c.burned} attempts failed`)]));
+        metrics.finished(await tx.send([failRequest(c.id, ctx.actor, `relay failed: all ${c.burned} attempts failed`)]));
         ctx.status.totals.failed++;
         continue;
       }
       const relayer = rotation[next++ % rotation.length]! as Address;
       const nonce = nonces.get(relayer)!;
       nonces.set(relayer, nonce + 1);
-      const signed = await signSponsorTransaction(ctx.pool.account(relayer), {
-        chainId,
-        treasury: treasuryAddress,
-        nonce,
-        fees,
-        wallet: c.walletAddress,
-        requestId: c.id,
-      });
-      attempts.push({
-        sponsorshipRequestId: c.id,
-        relayAttempt: c.attempts + 1,
-        relayerAddress: relayer,
-        nonce,
-        transactionHash: signed.hash,
-        rawTransaction: signed.raw,
-        maxFeePerGas: fees.maxFeePerGas,
-        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-        gasLimit: SPONSOR_GAS_LIMIT,
-      });
+      attempts.push(await signAttempt(ctx, { requestId: c.id, attempt: c.attempts + 1, wallet: c.walletAddress, relayer, nonce, fees }));
       if (c.status === "approved") firstAttempts.push(c.id);
     }
     if (attempts.length === 0) return { stored: [], claimed: candidates.length };
 
     const used = new Map([...nonces].filter(([address]) => attempts.some((a) => a.relayerAddress === address)));
-    const [ids, , updated] = await sendQueries(tx, [
-      insertRelayAttemptsStatement(attempts),
-      markRequestsRelayedStatement(firstAttempts, ctx.actor, "relay transaction signed, stored and handed to the chain"),
-      setRelayerNextNoncesStatement(ctx.workerId, used),
+    const [ids, , updated] = await tx.send([
+      insertRelayAttempts(attempts),
+      markRequestsRelayed(firstAttempts, ctx.actor, "relay transaction signed, stored and handed to the chain"),
+      setRelayerNextNonces(ctx.workerId, used),
     ]);
     if (updated !== used.size) throw new LeaseLostError("a relayer lease was lost during the relay batch");
     await tx.commit();
     return {
       claimed: candidates.length,
-      stored: attempts.map(
-        (a): StoredTransaction => ({
-          kind: "relay",
-          id: ids.get(a.transactionHash)!,
-          hash: a.transactionHash,
-          raw: a.rawTransaction,
-          requestId: a.sponsorshipRequestId,
-          relayer: a.relayerAddress,
-          nonce: a.nonce,
-          attempt: a.relayAttempt,
-        }),
-      ),
+      stored: attempts.map((a) => storedAttempt(a, ids.get(a.transactionHash)!)),
     };
   });
 

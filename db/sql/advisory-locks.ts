@@ -1,6 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import type { Transaction } from "./executor";
-import { queryPrepared } from "./prepared";
+import { run, type Transaction } from "./run";
 
 /**
  * Serialises transactions that work on the same keys (an IP's or a wallet's counters and blocks) until the
@@ -10,10 +9,10 @@ import { queryPrepared } from "./prepared";
  */
 export async function lockKeys(tx: Transaction, keys: readonly string[]): Promise<void> {
   if (keys.length === 0) return;
-  await queryPrepared(tx, lockKeysSql(keys));
+  await run(tx, lockKeysSql(keys));
 }
 
-/** The statement of lockKeys (for a pipelined transaction, see two-step-transaction.ts). */
+/** The statement of lockKeys (for a pipelined transaction, see ./transaction.ts). */
 export function lockKeysSql(keys: readonly string[]): SQL {
   const sorted = [...new Set(keys)].sort();
   const locks = sorted.map((key) => sql`pg_advisory_xact_lock(hashtextextended(${key}, 0))`);

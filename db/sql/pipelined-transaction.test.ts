@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { pipelinedTransaction, type Statement } from "./pipelined";
+import { pipelinedTransaction, type Statement } from "./transaction";
 
 let t: TestDatabase;
 beforeAll(async () => {

@@ -1,15 +1,13 @@
-import { encodeFunctionData, keccak256, type Hash, type Hex, type PrivateKeyAccount } from "viem";
+import { encodeFunctionData, keccak256, type Address, type Hash, type Hex, type PrivateKeyAccount } from "viem";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { requestIdHash } from "@/lib/chain/ids";
 import { SPONSOR_GAS_LIMIT } from "@/lib/chain/treasury";
-import type { Fees } from "./chain";
+import type { Fees } from "../chain";
 
 /**
  * Transactions are signed locally with everything explicit (nonce, gas, fees), so the worker knows the hash and
  * holds the raw bytes before anything leaves the process: both are stored, then broadcast.
  */
-
-type Address = `0x${string}`;
 
 /** Gas limit of `sponsor` (lib/chain/treasury: about 90,000 measured, the rest headroom for contract wallets). */
 export { SPONSOR_GAS_LIMIT };

@@ -1,0 +1,127 @@
+import type { RelayStatus, RequestStatus } from "@/db/schema";
+import { query, type Query } from "@/db/sql/run";
+import { none, TIMES, toTimes, type RequestTimes } from "./request-times";
+import { SERVICE_STATE_FAILURE } from "./relay-queue";
+
+/**
+ * How relay attempts end (broadcast, confirm): submitted, confirmed, failed; their requests completed; the locks
+ * the confirm stage takes before it decides. Guarded by `WHERE status IN (<from>)` like every status change.
+ */
+
+const LOCK_REQUEST = `SELECT status FROM sponsorship_requests WHERE id = $1::uuid FOR UPDATE`;
+const BURNED_ATTEMPTS = `
+    SELECT count(*)::int AS attempts FROM relay_transactions
+    WHERE sponsorship_request_id = $1::uuid AND NOT (status = 'failed' AND failure_reason LIKE $2)`;
+
+/**
+ * Locks a request (every transaction that adds an attempt or a fill for a request holds it), then counts its
+ * attempts that count against MAX_RELAY_ATTEMPTS (see RelayCandidate.burned): two statements, in this order, the
+ * second a later statement that sees everything committed before the lock was granted. Send them together.
+ */
+export function lockRequest(id: string): [Query<RequestStatus | undefined>, Query<number>] {
+  return [
+    query(LOCK_REQUEST, [id], (rows) => rows[0]?.status as RequestStatus | undefined),
+    query(BURNED_ATTEMPTS, [id, `${SERVICE_STATE_FAILURE}%`], (rows) => (rows[0]?.attempts as number | undefined) ?? 0),
+  ];
+}
+
+const LOCK_OPEN_RELAY = `SELECT 1 FROM relay_transactions WHERE id = $1::uuid AND status IN ('queued', 'submitted') FOR UPDATE`;
+const LOCK_OPEN_FILL = `SELECT 1 FROM relayer_nonce_fills WHERE id = $1::uuid AND status IN ('queued', 'submitted') FOR UPDATE`;
+
+/** Whether a stored transaction (relay attempt or fill) is still queued or submitted; locks its row. */
+export function lockIfOpen(kind: "relay" | "fill", id: string): Query<boolean> {
+  return query(kind === "relay" ? LOCK_OPEN_RELAY : LOCK_OPEN_FILL, [id], (rows) => rows.length > 0);
+}
+
+const COUNT_OPEN_ATTEMPTS = `
+    SELECT count(*)::int AS n FROM relay_transactions WHERE sponsorship_request_id = $1::uuid AND status IN ('queued', 'submitted')`;
+
+/** Attempts of a request still queued or submitted: each of them could still be mined and pay the wallet. */
+export function countOpenAttempts(id: string): Query<number> {
+  return query(COUNT_OPEN_ATTEMPTS, [id], (rows) => (rows[0]?.n as number | undefined) ?? 0);
+}
+
+const RELAYS_SUBMITTED = `
+    UPDATE relay_transactions SET status = 'submitted', submitted_at = COALESCE(submitted_at, now())
+    WHERE transaction_hash = ANY($1::text[]) AND status = 'queued'`;
+
+/** queued -> submitted (first broadcast accepted) for relay attempts, by hash. */
+export function markRelaysSubmitted(hashes: readonly string[]): Query<undefined> {
+  return query(RELAYS_SUBMITTED, [hashes], none);
+}
+
+
+export type MinedRelay = { id: string; blockNumber: bigint; gasUsed: bigint };
+
+/**
+ * A mined attempt becomes confirmed (from submitted, from queued when the worker died before recording the
+ * broadcast, or from failed when it had been given up as stuck and replaced: whichever hash is mined wins).
+ */
+const RELAYS_SUBMITTED_BY_ID = `
+    UPDATE relay_transactions SET status = 'submitted', submitted_at = COALESCE(submitted_at, now())
+    WHERE id = ANY($1::uuid[]) AND status = 'queued'`;
+const CONFIRM_RELAYS = `
+    UPDATE relay_transactions t SET status = 'confirmed', confirmed_at = now(), block_number = v.block, gas_used = v.gas::numeric
+    FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS v(id, block, gas)
+    WHERE t.id = v.id AND t.status IN ('submitted', 'failed')
+    RETURNING t.sponsorship_request_id`;
+
+/**
+ * Two statements to send together: the first records the broadcast of attempts still queued (the trigger allows
+ * queued -> submitted -> confirmed, not queued -> confirmed); the second answers the requests of the attempts it
+ * confirmed.
+ */
+export function confirmRelays(mined: readonly MinedRelay[]): [Query<undefined>, Query<string[]>] {
+  return [
+    query(RELAYS_SUBMITTED_BY_ID, [mined.map((m) => m.id)], none),
+    query(CONFIRM_RELAYS, [mined.map((m) => m.id), mined.map((m) => m.blockNumber.toString()), mined.map((m) => m.gasUsed.toString())], (rows) =>
+      rows.map((r) => r.sponsorship_request_id as string),
+    ),
+  ];
+}
+
+export type RelayFailure = { id: string; reason: string };
+
+/** queued/submitted -> failed with a readable reason. */
+const FAIL_RELAYS = `
+    UPDATE relay_transactions t SET status = 'failed', failed_at = now(), failure_reason = v.reason
+    FROM unnest($1::uuid[], $2::text[]) AS v(id, reason)
+    WHERE t.id = v.id AND t.status IN ('queued', 'submitted')
+    RETURNING t.id`;
+
+export function failRelays(failures: readonly RelayFailure[]): Query<number> {
+  return query(FAIL_RELAYS, [failures.map((f) => f.id), failures.map((f) => f.reason)], (rows) => rows.length);
+}
+
+/** relayed -> completed. Returns the requests moved. */
+const COMPLETE_REQUESTS = `
+    UPDATE sponsorship_requests r SET status = 'completed', completed_at = now(), status_actor = $2, status_reason = $3
+    WHERE r.id = ANY($1::uuid[]) AND r.status = 'relayed'
+    RETURNING ${TIMES}`;
+const COMPLETE_REQUESTS_OF_CONFIRMED = `
+    UPDATE sponsorship_requests r SET status = 'completed', completed_at = now(), status_actor = $2, status_reason = $3
+    WHERE r.id IN (SELECT t.sponsorship_request_id FROM relay_transactions t WHERE t.id = ANY($1::uuid[]) AND t.status = 'confirmed')
+      AND r.status = 'relayed'
+    RETURNING ${TIMES}`;
+
+export function completeRequests(ids: readonly string[], actor: string, reason: string): Query<RequestTimes[]> {
+  return query(COMPLETE_REQUESTS, [ids, actor, reason], (rows) => rows.map(toTimes));
+}
+
+/**
+ * relayed -> completed for the requests of the given attempts that are confirmed: sent behind
+ * `confirmRelays` in the same transaction, it completes exactly the requests whose attempt that
+ * statement confirmed (or had confirmed before), without waiting for its answer.
+ */
+export function completeRequestsOfConfirmed(relayIds: readonly string[], actor: string, reason: string): Query<RequestTimes[]> {
+  return query(COMPLETE_REQUESTS_OF_CONFIRMED, [relayIds, actor, reason], (rows) => rows.map(toTimes));
+}
+
+const RELAY_BY_HASH = `SELECT id, sponsorship_request_id, status FROM relay_transactions WHERE transaction_hash = $1`;
+
+/** The relay attempt that sent `hash` (any status), with its request. */
+export function findRelayByHash(hash: string): Query<{ id: string; sponsorshipRequestId: string; status: RelayStatus } | undefined> {
+  return query(RELAY_BY_HASH, [hash.toLowerCase()], ([row]) =>
+    row ? { id: row.id as string, sponsorshipRequestId: row.sponsorship_request_id as string, status: row.status as RelayStatus } : undefined,
+  );
+}

@@ -1,0 +1,61 @@
+import type { Address } from "viem";
+import type { EligibilityReason } from "@/db/schema";
+import { query, type Query } from "@/db/sql/run";
+import { TIMES, toTimes, type RequestTimes } from "./request-times";
+
+/**
+ * The review stage's queue operations (decisions.md "Pipeline"): claim pending requests, apply the decisions. Each
+ * status change sets status_actor and status_reason (the audit trigger copies them) and is guarded by
+ * `WHERE status = <from>`; the triggers of migration 0001 refuse any illegal move anyway.
+ */
+
+export type PendingRequestClaim = {
+  id: string;
+  walletAddress: Address;
+  /** An administrator or automatic block is active for the wallet at `now`. */
+  blocked: boolean;
+};
+
+/**
+ * Claims up to `limit` pending requests that are due, oldest first, locking them until the transaction ends
+ * (`FOR UPDATE SKIP LOCKED`: another worker skips them instead of waiting). The block check rides along.
+ */
+const CLAIM_PENDING = `
+    SELECT r.id, r.wallet_address,
+      EXISTS (
+        SELECT 1 FROM blocks b
+        WHERE b.subject_type = 'wallet' AND b.subject = r.wallet_address AND b.lifted_at IS NULL
+          AND (b.expires_at IS NULL OR b.expires_at > $1::timestamptz)
+      ) AS blocked
+    FROM sponsorship_requests r
+    WHERE r.status = 'pending' AND r.available_at <= now()
+    ORDER BY r.requested_at, r.id
+    LIMIT $2::int
+    FOR UPDATE OF r SKIP LOCKED`;
+
+export function claimPendingRequests(limit: number, now: Date): Query<PendingRequestClaim[]> {
+  return query(CLAIM_PENDING, [now.toISOString(), limit], (rows) =>
+    (rows as { id: string; wallet_address: string; blocked: boolean }[]).map((r) => ({ id: r.id, walletAddress: r.wallet_address as Address, blocked: r.blocked })),
+  );
+}
+
+
+export type ReviewDecision = { id: string; status: "approved" | "rejected"; reason: EligibilityReason };
+
+/** pending -> approved | rejected, with the eligibility reason. Returns the requests moved. */
+const APPLY_REVIEW = `
+    UPDATE sponsorship_requests r SET
+      status = v.status::request_status,
+      eligibility_reason = v.reason::eligibility_reason,
+      approved_at = CASE WHEN v.status = 'approved' THEN now() ELSE r.approved_at END,
+      rejected_at = CASE WHEN v.status = 'rejected' THEN now() ELSE r.rejected_at END,
+      status_actor = $4,
+      status_reason = v.reason
+    FROM unnest($1::uuid[], $2::text[], $3::text[]) AS v(id, status, reason)
+    WHERE r.id = v.id AND r.status = 'pending'
+    RETURNING ${TIMES}`;
+
+export function applyReviewDecisions(decisions: readonly ReviewDecision[], actor: string): Query<RequestTimes[]> {
+  return query(APPLY_REVIEW, [decisions.map((d) => d.id), decisions.map((d) => d.status), decisions.map((d) => d.reason), actor], (rows) => rows.map(toTimes));
+}
+

@@ -1,0 +1,242 @@
+import { completeRequests, completeRequestsOfConfirmed, confirmRelays, countOpenAttempts, failRelays, findRelayByHash, lockRequest } from "@/db/queries/relay-outcomes";
+import type { MinedRelay, RelayFailure } from "@/db/queries/relay-outcomes";
+import { confirmNonceFill, failNonceFills } from "@/db/queries/nonce-fills";
+import type { OpenNonceTransaction } from "@/db/queries/nonce-groups";
+import { failRequest, SERVICE_STATE_FAILURE } from "@/db/queries/relay-queue";
+import { run } from "@/db/sql/run";
+import { pipelinedTransaction, type PipelinedTransaction } from "@/db/sql/transaction";
+import type { MinedReceipt } from "../../chain";
+import type { WorkerContext } from "../../context";
+import { metrics } from "../../metrics";
+import { SERVICE_STATE_REVERTS, WALLET_REFUSED_REVERT } from "../review";
+import { isOpen, key, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "./state";
+
+/**
+ * Settling (the confirm stage's status decisions): a nonce group whose nonce the chain consumed deep enough is
+ * settled from the receipts of all its hashes (one batched request), which say which one won:
+ * - a sponsor attempt mined with success: that attempt is confirmed (a replaced one too: it stays open until its
+ *   nonce settles; failed -> confirmed when found by its Sponsored event), the others fail as superseded, the
+ *   request is completed;
+ * - mined and reverted: the attempt fails with the decoded reason; the request fails at its last attempt,
+ *   otherwise the relay stage makes the next attempt (new nonce); AlreadySponsored is checked against the
+ *   treasury's Sponsored events, found by the hash of the request id they carry (was it this request, through a
+ *   transaction hash we sent? then it is completed);
+ * - a fill mined: the attempts at that nonce are cancelled; the request fails if that was its last attempt;
+ * - no receipt for any of our hashes (seen twice): the nonce was used elsewhere, the attempts are dropped.
+ * Every write runs in a pipelined transaction (db/sql/transaction.ts), like the other stages'.
+ */
+
+type Settled = { group: Group; winner: OpenNonceTransaction; receipt: MinedReceipt };
+
+/** Settles the consumed groups; answers how many were settled. */
+export async function settle(ctx: WorkerContext, state: ConfirmState, consumed: Group[]): Promise<number> {
+  if (consumed.length === 0) return 0;
+  const receipts = await ctx.chain.receipts(consumed.flatMap((g) => g.rows.map((r) => r.transactionHash)));
+  const successes: Settled[] = [];
+  const reverts: Settled[] = [];
+  const fills: Settled[] = [];
+  const dropped: Group[] = [];
+  const now = Date.now();
+  for (const group of consumed) {
+    const k = key(group.relayer, group.nonce);
+    const winner = group.rows.find((r) => receipts.get(r.transactionHash));
+    if (!winner) {
+      const since = state.noReceiptSince.get(k);
+      if (since === undefined) state.noReceiptSince.set(k, now);
+      else if (now - since >= SUSPECT_CONFIRM_MS) dropped.push(group);
+      continue;
+    }
+    state.noReceiptSince.delete(k);
+    const receipt = receipts.get(winner.transactionHash)!;
+    if (winner.kind === "fill") fills.push({ group, winner, receipt });
+    else if (receipt.status === "success") successes.push({ group, winner, receipt });
+    else reverts.push({ group, winner, receipt });
+  }
+
+  let settled = 0;
+  if (successes.length > 0) settled += await settleSuccesses(ctx, state, successes);
+  for (const r of reverts) settled += await settleRevert(ctx, state, r);
+  for (const f of fills) settled += await settleFill(ctx, state, f);
+  if (dropped.length > 0) settled += await settleDropped(ctx, state, dropped);
+  return settled;
+}
+
+async function settleSuccesses(ctx: WorkerContext, state: ConfirmState, items: Settled[]): Promise<number> {
+  const mined: MinedRelay[] = items.map((i) => ({ id: i.winner.id, blockNumber: i.receipt.blockNumber, gasUsed: i.receipt.gasUsed }));
+  const losers: RelayFailure[] = [];
+  const loserFills: RelayFailure[] = [];
+  for (const { group, winner } of items) {
+    const reason = `superseded: attempt ${winner.relayAttempt} (${winner.transactionHash}) was mined at nonce ${group.nonce}`;
+    for (const r of group.rows) {
+      if (r.id === winner.id || !isOpen(r)) continue;
+      (r.kind === "relay" ? losers : loserFills).push({ id: r.id, reason });
+    }
+  }
+  // One round trip: BEGIN, the attempts confirmed, the losers failed, the requests of the confirmed attempts
+  // completed, COMMIT (each statement sees what the previous ones did).
+  const completed = await pipelinedTransaction(ctx.db, async (tx) => {
+    const writes = [...confirmRelays(mined), ...(losers.length > 0 ? [failRelays(losers)] : []), ...(loserFills.length > 0 ? [failNonceFills(loserFills)] : [])];
+    const complete = completeRequestsOfConfirmed(
+      mined.map((m) => m.id),
+      ctx.actor,
+      "relay transaction mined and confirmed",
+    );
+    const answers = await tx.commit([...writes, complete]);
+    return complete.parse(answers[answers.length - 1]!);
+  });
+  ctx.status.totals.completed += completed.length;
+  metrics.finished(completed);
+  for (const { winner, receipt } of items) {
+    metrics.confirmed(winner.relayerAddress);
+    ctx.log.info("request completed", {
+      requestId: winner.sponsorshipRequestId,
+      hash: winner.transactionHash,
+      attempt: winner.relayAttempt,
+      relayer: winner.relayerAddress,
+      nonce: winner.nonce,
+      block: receipt.blockNumber,
+    });
+    state.noteSettled(winner);
+  }
+  return items.length;
+}
+
+/** Closes the attempts of a group that were not mined, and fails their requests that have no attempt left. */
+async function closeGroup(
+  ctx: WorkerContext,
+  tx: PipelinedTransaction,
+  group: Group,
+  winnerId: string | undefined,
+  reason: string,
+  requestFailure: (attempts: number) => string | undefined,
+): Promise<void> {
+  const requestIds = [...new Set(group.rows.filter((r) => r.kind === "relay" && isOpen(r)).map((r) => r.sponsorshipRequestId!))];
+  const winner = group.rows.find((r) => r.id === winnerId);
+  if (winner?.kind === "relay" && winner.sponsorshipRequestId && !requestIds.includes(winner.sponsorshipRequestId)) {
+    requestIds.push(winner.sponsorshipRequestId);
+  }
+  for (const requestId of requestIds.sort()) {
+    const failures = group.rows
+      .filter((r) => r.kind === "relay" && r.sponsorshipRequestId === requestId && r.id !== winnerId && isOpen(r))
+      .map((r) => ({ id: r.id, reason }));
+    // The request locked and its burned attempts counted, its unmined attempts here failed, then what is still open
+    // counted: one batch, each statement seeing what the previous ones did.
+    const lock = lockRequest(requestId);
+    const count = countOpenAttempts(requestId);
+    const answers = await tx.run([...lock, ...(failures.length > 0 ? [failRelays(failures)] : []), count]);
+    const status = lock[0].parse(answers[0]!);
+    const attempts = lock[1].parse(answers[1]!);
+    const open = count.parse(answers[answers.length - 1]!);
+    if (status !== "relayed") continue;
+    // Another attempt still open (at another nonce: made by a worker that took the relayer over while this one
+    // was paused on what it had read) could still be mined: only its own settlement may fail the request.
+    if (open > 0) continue;
+    const failure = requestFailure(attempts);
+    const [failed] = failure ? await tx.send([failRequest(requestId, ctx.actor, failure)]) : [undefined];
+    if (failed) {
+      metrics.finished([failed]);
+      ctx.status.totals.failed++;
+      ctx.log.warn("request failed", { requestId, attempts, reason: failure });
+    }
+  }
+  const fillFailures = group.rows.filter((r) => r.kind === "fill" && r.id !== winnerId && isOpen(r)).map((r) => ({ id: r.id, reason }));
+  if (fillFailures.length > 0) await tx.send([failNonceFills(fillFailures)]);
+}
+
+async function settleRevert(ctx: WorkerContext, state: ConfirmState, { group, winner, receipt }: Settled): Promise<number> {
+  const requestId = winner.sponsorshipRequestId!;
+  const explained = await ctx.chain.explainSponsorRevert(winner.relayerAddress, winner.walletAddress!, requestId);
+  const reason = `${explained.text} (block ${receipt.blockNumber})`;
+  const superseded = `superseded: attempt ${winner.relayAttempt} at nonce ${group.nonce} was mined and reverted`;
+
+  // AlreadySponsored: did one of this request's own transactions pay it (a hash we sent at another nonce)?
+  if (explained.errorName === "AlreadySponsored") {
+    const events = await ctx.chain.findSponsoredEvents([requestId], { throughBlock: state.settledAt });
+    const event = events.get(requestId);
+    const ours = event ? await run(ctx.db, findRelayByHash(event.transactionHash)) : undefined;
+    if (event && ours) {
+      const [paid] = (await ctx.chain.receipts([event.transactionHash])).values();
+      await pipelinedTransaction(ctx.db, async (tx) => {
+        await tx.send([...lockRequest(requestId), failRelays([{ id: winner.id, reason }])]);
+        await closeGroup(ctx, tx, group, winner.id, superseded, () => undefined);
+        const [, ids] = await tx.send(confirmRelays([{ id: ours.id, blockNumber: event.blockNumber, gasUsed: paid?.gasUsed ?? 0n }]));
+        if (ids.length > 0) metrics.finished((await tx.send([completeRequests(ids, ctx.actor, `relay transaction ${event.transactionHash} mined and confirmed`)]))[0]);
+      });
+      ctx.status.totals.completed++;
+      ctx.log.info("request completed (found by its Sponsored event)", { requestId, hash: event.transactionHash });
+      return 1;
+    }
+  }
+
+  // A revert of the service's own making (treasury paused or short, relayer not authorised) burns no attempt:
+  // the relay is failed with SERVICE_STATE_FAILURE and the request waits (the relay stage checks all three
+  // before it sends again).
+  const serviceState = explained.errorName !== undefined && SERVICE_STATE_REVERTS.has(explained.errorName);
+  const relayReason = serviceState ? `${SERVICE_STATE_FAILURE} ${reason}` : reason;
+  await pipelinedTransaction(ctx.db, async (tx) => {
+    await tx.send([...lockRequest(requestId), failRelays([{ id: winner.id, reason: relayReason }])]);
+    await closeGroup(ctx, tx, group, winner.id, superseded, (attempts) => {
+      if (serviceState) return undefined;
+      if (explained.errorName === "AlreadySponsored") return "relay failed: the wallet was already sponsored on-chain by another transaction";
+      // A revert of the wallet's own making (it refused the transfer): no retry can cure it, so the request fails
+      // at once (decisions.md, "Wallets that cannot be paid").
+      if (explained.errorName === WALLET_REFUSED_REVERT) {
+        return `payment_refused: the wallet refused the payment (${reason})`;
+      }
+      return attempts >= ctx.settings.maxRelayAttempts ? `relay failed after ${attempts} attempts; last: ${reason}` : undefined;
+    });
+  });
+  ctx.status.totals.failedAttempts++;
+  metrics.failure(winner.relayerAddress, "reverted");
+  ctx.log.warn("relay attempt reverted", {
+    requestId,
+    attempt: winner.relayAttempt,
+    hash: winner.transactionHash,
+    relayer: winner.relayerAddress,
+    nonce: winner.nonce,
+    reason,
+  });
+  state.noteSettled(winner);
+  return 1;
+}
+
+async function settleFill(ctx: WorkerContext, state: ConfirmState, { group, winner, receipt }: Settled): Promise<number> {
+  const reason = `cancelled: nonce ${group.nonce} was filled by ${winner.transactionHash} (block ${receipt.blockNumber})`;
+  await pipelinedTransaction(ctx.db, async (tx) => {
+    await closeGroup(ctx, tx, group, winner.id, reason, (attempts) =>
+      attempts >= ctx.settings.maxRelayAttempts ? `relay failed after ${attempts} attempts: none was mined within the relay timeout; the last was cancelled` : undefined,
+    );
+    await tx.send(confirmNonceFill(winner.id, receipt.blockNumber));
+  });
+  ctx.log.info("nonce fill mined", { relayer: group.relayer, nonce: group.nonce, hash: winner.transactionHash, requestId: winner.sponsorshipRequestId });
+  state.noteSettled(winner);
+  return 1;
+}
+
+async function settleDropped(ctx: WorkerContext, state: ConfirmState, groups: Group[]): Promise<number> {
+  const requestIds = [...new Set(groups.flatMap((g) => g.rows.filter((r) => r.kind === "relay").map((r) => r.sponsorshipRequestId!)))];
+  const events = await ctx.chain.findSponsoredEvents(requestIds, { throughBlock: state.settledAt });
+  let settled = 0;
+  for (const group of groups) {
+    // The chain's own record first: a Sponsored event naming one of this group's hashes means it was mined.
+    const paidBy = group.rows.find((r) => r.kind === "relay" && events.get(r.sponsorshipRequestId!)?.transactionHash.toLowerCase() === r.transactionHash);
+    if (paidBy) {
+      const event = events.get(paidBy.sponsorshipRequestId!)!;
+      await settleSuccesses(ctx, state, [{ group, winner: paidBy, receipt: { status: "success", blockNumber: event.blockNumber, gasUsed: 0n } }]);
+      settled++;
+      continue;
+    }
+    const reason = `dropped: nonce ${group.nonce} of ${group.relayer} was used by a transaction this service did not send`;
+    await pipelinedTransaction(ctx.db, async (tx) => {
+      await closeGroup(ctx, tx, group, undefined, reason, (attempts) =>
+        attempts >= ctx.settings.maxRelayAttempts ? `relay failed after ${attempts} attempts; last: ${reason}` : undefined,
+      );
+    });
+    ctx.status.totals.failedAttempts++;
+    metrics.failure(group.relayer, "dropped");
+    ctx.log.warn("relay attempt dropped", { relayer: group.relayer, nonce: group.nonce, hashes: group.rows.map((r) => r.transactionHash) });
+    state.noReceiptSince.delete(key(group.relayer, group.nonce));
+    settled++;
+  }
+  return settled;
+}

@@ -1,0 +1,54 @@
+import type { Address } from "viem";
+import { readRawTransactions, type OpenNonceTransaction } from "@/db/queries/nonce-groups";
+import { run } from "@/db/sql/run";
+import type { RelayerNonces } from "../../chain";
+import type { WorkerContext } from "../../context";
+import { broadcastStored } from "../broadcast";
+import { replace } from "./replace";
+import { isOpen, key, toStored, type ConfirmState, type Group } from "./state";
+
+const REBROADCAST_EVERY_MS = 3_000;
+
+/**
+ * Watching the groups not settled yet: a stored transaction the node does not hold (queued after a crash or an
+ * outage, or lost: pending nonce below it) is broadcast again from its stored bytes; one unmined for
+ * RELAY_TIMEOUT_MS (counted only while the chain was reachable) is handed to ./replace.ts.
+ */
+export async function watch(ctx: WorkerContext, state: ConfirmState, groups: Group[], nonces: Map<Address, RelayerNonces>): Promise<void> {
+  const now = Date.now();
+  const resend: OpenNonceTransaction[] = [];
+  const stuck: Group[] = [];
+  const reachableFor = ctx.chain.health.reachableForMs();
+  for (const group of groups) {
+    const open = group.rows.filter(isOpen);
+    if (open.length === 0) continue;
+    // The newest open transaction is the one the node should hold (a refused replacement is closed, so the one it
+    // was to replace is the newest open again).
+    const latestOpen = open[open.length - 1]!;
+    const pending = nonces.get(group.relayer)?.pending ?? 0;
+    // Never accepted by the node yet (queued: crash or outage before the broadcast was recorded), or lost by it
+    // (the node's pending nonce stops below this nonce): send the stored bytes again.
+    const notHeld = latestOpen.status === "queued" || group.nonce >= pending;
+    if (notHeld && now - (state.lastSent.get(latestOpen.transactionHash) ?? 0) >= REBROADCAST_EVERY_MS) resend.push(latestOpen);
+    if (latestOpen.status === "submitted" && latestOpen.submittedAgeMs !== null) {
+      // Time spent mined (waiting to be deep enough) is not time unmined: after a reorg the clock starts again.
+      const droppedAt = state.droppedByReorgAt.get(key(group.relayer, group.nonce));
+      // A replacement the node refused (stored after it, now closed) restarts the clock too: one try per timeout.
+      const newest = group.rows[group.rows.length - 1]!;
+      const sinceReplacement = newest.id === latestOpen.id ? Number.POSITIVE_INFINITY : newest.createdAgeMs;
+      const age = Math.min(latestOpen.submittedAgeMs, reachableFor, droppedAt === undefined ? Number.POSITIVE_INFINITY : now - droppedAt, sinceReplacement);
+      if (age >= ctx.settings.relayTimeoutMs) stuck.push(group);
+    }
+  }
+  if (resend.length > 0) {
+    const raws = await run(ctx.db, readRawTransactions(resend.map((r) => r.transactionHash)));
+    const summary = await broadcastStored(
+      ctx,
+      resend.filter((r) => raws.has(r.transactionHash)).map((r) => toStored(r, raws.get(r.transactionHash)!)),
+      "again",
+    );
+    state.noteSent(resend.map((r) => r.transactionHash));
+    if (summary.accepted > 0) ctx.log.info("stored transactions broadcast again", { count: summary.accepted, nonces: resend.slice(0, 20).map((r) => `${r.relayerAddress}:${r.nonce}`) });
+  }
+  for (const group of stuck.slice(0, ctx.settings.batchSize)) await replace(ctx, state, group);
+}
