@@ -1,3 +1,5 @@
+import { renderEndToEnd, type EndToEndResult } from "./end-to-end";
+import { renderComparison, type TreeComparison } from "./compare";
 import type { CeilingResult } from "./ceiling";
 import type { ChainMemoryResult } from "./chain-memory";
 import type { GrowthLevel } from "./growth";
@@ -45,6 +47,8 @@ export type BenchReport = {
   scaleOut?: ScaleOutResult;
   budget?: BudgetResult;
   chainMemory?: ChainMemoryResult;
+  compare?: TreeComparison;
+  endToEnd?: EndToEndResult;
   targets: Target[];
   notes: string[];
 };
@@ -244,6 +248,9 @@ export function renderMarkdown(report: BenchReport): string {
       "",
     );
   }
+
+  if (report.endToEnd) out.push(renderEndToEnd(report.endToEnd));
+  if (report.compare) out.push(renderComparison(report.compare));
 
   if (report.chainMemory) {
     const m = report.chainMemory;

@@ -6,6 +6,8 @@ import postgres from "postgres";
 import { anvilBinary } from "@/contracts/anvil";
 import { closeApiConnections } from "./api";
 import { measureCeiling } from "./ceiling";
+import { compareTrees } from "./compare";
+import { runEndToEnd } from "./end-to-end";
 import { runChainMemoryPhase } from "./chain-memory";
 import { timeBudgetCheck } from "./budget-check";
 import { measureGrowth } from "./growth";
@@ -23,19 +25,20 @@ import { freePort } from "@/test/ports";
  * blocks against the chain's own ceiling, read latency as the tables grow, and two instances against one, all
  * in one run so the ratios hold on a noisy machine; prints a table and writes bench/results/.
  *
- * Settings (environment): BENCH_PHASES (default "http,budget,pipeline1,pipeline0,growth,scaleout,chainmemory"), BENCH_REQUESTS
+ * Settings (environment): BENCH_PHASES (default "http,budget,pipeline1,e2e,pipeline0,growth,scaleout,chainmemory"), BENCH_REQUESTS
  * (1000), BENCH_PACED_RATE (200), BENCH_SECONDS (5) x BENCH_ROUNDS (3), BENCH_CONNECTIONS (32), BENCH_BURST_CONCURRENCY
  * (256 requests in flight in the pipeline's all-at-once run), BENCH_GROWTH
  * ("1000,100000,1000000"), BENCH_CHAIN_MEMORY ("3000,30,60": sponsor calls, per second, idle seconds after them: the
  * local chain's resident memory, issue 11 item 10), BENCH_URL (+ BENCH_DATABASE_URL, BENCH_RPC_URL, BENCH_DATA_DIR)
- * for a running stack.
+ * for a running stack. The "compare" phase (not in the default list) runs this tree beside the checkouts in
+ * BENCH_COMPARE_ROOTS (comma-separated), with BENCH_PROFILE=1 a --cpu-prof web server of each (bench/compare.ts).
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const env = process.env;
 const int = (v: string | undefined, d: number) => (v && /^\d+$/.test(v) ? Number(v) : d);
 const settings = {
-  phases: (env.BENCH_PHASES ?? "http,budget,pipeline1,pipeline0,growth,scaleout,chainmemory").split(",").map((s) => s.trim()),
+  phases: (env.BENCH_PHASES ?? "http,budget,pipeline1,e2e,pipeline0,growth,scaleout,chainmemory").split(",").map((s) => s.trim()),
   requests: int(env.BENCH_REQUESTS, 1000),
   pacedRate: int(env.BENCH_PACED_RATE, 200),
   seconds: int(env.BENCH_SECONDS, 5),
@@ -440,12 +443,35 @@ async function main(): Promise<void> {
         }
         await stopAll();
       }
+      if (has("e2e")) {
+        report.endToEnd = await runEndToEnd({
+          logDir: outDir,
+          requests: settings.requests,
+          clients: int(env.BENCH_E2E_CLIENTS, 32),
+          idleSeconds: int(env.BENCH_IDLE_SECONDS, 60),
+        });
+        save();
+      }
       if (has("pipeline0")) {
         const stack = await startStack({ name: "block0", blockTime: 0, logDir: outDir });
         stacks.push(stack);
         report.chains.push(await runChain(stack, 0));
         save();
         await stopAll();
+      }
+      if (has("compare")) {
+        const otherRoots = (env.BENCH_COMPARE_ROOTS ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+        if (otherRoots.length === 0) throw new Error("BENCH_PHASES=compare needs BENCH_COMPARE_ROOTS (other checkouts to run beside this one)");
+        report.compare = await compareTrees({
+          otherRoots,
+          thisRoot: ROOT,
+          logDir: outDir,
+          seconds: settings.seconds,
+          rounds: settings.rounds,
+          connections: settings.connections,
+          profile: env.BENCH_PROFILE === "1",
+        });
+        save();
       }
       if (has("chainmemory")) {
         // Its own chain, nothing else running: anvil's resident memory under sponsorships (issue 11, item 10).

@@ -20,6 +20,8 @@ const ROOT = path.resolve(import.meta.dirname, "..");
 
 export type Stack = {
   name: string;
+  /** The checkout the stack runs from (this tree, or another one in the trees comparison). */
+  root: string;
   url: string;
   /** Undefined when attached to a running stack without BENCH_DATABASE_URL. */
   databaseUrl: string | undefined;
@@ -73,7 +75,10 @@ export async function startStack(options: {
   blockTime: number;
   logDir: string;
   env?: Record<string, string>;
+  /** Another checkout to run (`BENCH_COMPARE_ROOT`: the tree before a change, measured in the same run). */
+  root?: string;
 }): Promise<Stack> {
+  const root = options.root ?? ROOT;
   const dataDir = await mkdtemp(path.join(tmpdir(), `sponsorship-bench-${options.name}-`));
   const [port, pgPort, chainPort] = [await freePort(), await freePort(), await freePort()];
   const adminToken = randomBytes(24).toString("base64url");
@@ -94,8 +99,8 @@ export async function startStack(options: {
   const url = `http://127.0.0.1:${port}`;
   note(`starting stack "${options.name}" (LOCAL_BLOCK_TIME=${options.blockTime}) on ${url}, DATA_DIR ${dataDir}`);
   const log = createWriteStream(path.join(options.logDir, `stack-${options.name}.log`), { flags: "a" });
-  const supervisor: ChildProcess = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "scripts", "start.ts")], {
-    cwd: ROOT,
+  const supervisor: ChildProcess = spawn(process.execPath, ["--import", "tsx", path.join(root, "scripts", "start.ts")], {
+    cwd: root,
     env,
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -151,7 +156,10 @@ export async function startStack(options: {
       registryAddress: Address;
       treasuryAddress: Address;
     };
-    const databaseUrl = embeddedServiceUrl(dataDir, pgPort);
+    // Trees before issue 11 ran the embedded PostgreSQL as postgres/postgres and connected as that superuser.
+    const legacy = !readFileSync(path.join(root, "db", "embedded.ts"), "utf8").includes("embeddedSuperuserUrl");
+    const legacyUrl = `postgres://postgres:postgres@127.0.0.1:${pgPort}/sponsorship`;
+    const databaseUrl = legacy ? legacyUrl : embeddedServiceUrl(dataDir, pgPort);
     await waitFor("the worker's pid", () => (pids().worker ? true : undefined), { timeoutMs: 60_000 });
     const childEnv: NodeJS.ProcessEnv = {
       ...env,
@@ -168,10 +176,11 @@ export async function startStack(options: {
     note(`stack "${options.name}" is up`);
     return {
       name: options.name,
+      root,
       url,
       // The bench seeds with triggers bypassed (session_replication_role), which takes the superuser; the service's
       // own processes (childEnv) keep the service role.
-      databaseUrl: embeddedSuperuserUrl(dataDir, pgPort),
+      databaseUrl: legacy ? legacyUrl : embeddedSuperuserUrl(dataDir, pgPort),
       rpcUrl: deployment.rpcUrl,
       chainId: deployment.chainId,
       registryAddress: deployment.registryAddress,
@@ -201,6 +210,7 @@ export async function attachStack(env: NodeJS.ProcessEnv): Promise<Stack> {
   }
   return {
     name: "attached",
+    root: ROOT,
     url,
     databaseUrl: env.BENCH_DATABASE_URL,
     rpcUrl: env.BENCH_RPC_URL,
@@ -219,12 +229,19 @@ export async function attachStack(env: NodeJS.ProcessEnv): Promise<Stack> {
 }
 
 /** An extra web server or worker against the stack's database and chain (the scale-out run). */
-export function spawnInstance(stack: Stack, kind: "web" | "worker", env: Record<string, string>, logDir: string): { pid: number; stop(): Promise<void> } {
+export function spawnInstance(
+  stack: Stack,
+  kind: "web" | "worker",
+  env: Record<string, string>,
+  logDir: string,
+  options: { nodeArgs?: readonly string[] } = {},
+): { pid: number; stop(): Promise<void> } {
   if (!stack.childEnv) throw new Error("extra instances need a stack the bench started");
   const entry = kind === "web" ? "server.ts" : path.join("worker", "index.ts");
   const log = createWriteStream(path.join(logDir, `${stack.name}-${kind}-${env.PORT ?? process.hrtime.bigint()}.log`));
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, entry)], {
-    cwd: ROOT,
+  // nodeArgs: e.g. --cpu-prof (refused in NODE_OPTIONS, so given on the command line); the profile is written at exit.
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", path.join(stack.root, entry)], {
+    cwd: stack.root,
     env: { ...stack.childEnv, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
