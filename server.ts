@@ -9,7 +9,7 @@ import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { verifyAdministratorToken } from "@/lib/admin/session";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, resolveClientIp, resolveClientProto } from "@/lib/http/client-ip";
-import { createNonce, securityHeaders } from "@/lib/http/security-headers";
+import { applySecurityHeaders } from "@/lib/http/security-headers";
 import { corsHeaders, corsVerdict } from "@/lib/http/cors";
 import { problemBody, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
@@ -147,10 +147,7 @@ async function main(): Promise<void> {
     req.headers[CLIENT_PROTO_HEADER] = proto;
     req.headers["x-forwarded-proto"] = proto;
     // Next takes the nonce for its scripts from the request's policy; the client's own header is replaced.
-    const nonce = createNonce();
-    const security = securityHeaders({ nonce, https: proto === "https" });
-    req.headers["content-security-policy"] = security["Content-Security-Policy"];
-    for (const [name, value] of Object.entries(security)) res.setHeader(name, value);
+    applySecurityHeaders(req, res, proto === "https");
     const incoming = req.headers[REQUEST_ID_HEADER];
     const requestId = requestIdFor(typeof incoming === "string" ? incoming : undefined);
     req.headers[REQUEST_ID_HEADER] = requestId;
