@@ -23,7 +23,8 @@ export type CompareEndpoint = { name: string; path: string; trees: TreeFigures[]
 export type TreeComparison = {
   trees: { name: string; root: string; commit: string }[];
   endpoints: CompareEndpoint[];
-  profiles?: { tree: string; summary: ProfileSummary }[];
+  /** Each tree's profiled web server under GET /health: the profile's busy time over the requests it served. */
+  profiles?: { tree: string; requests: number; busyMsPerRequest: number; summary: ProfileSummary }[];
 };
 
 function commitOf(root: string): string {
@@ -132,17 +133,21 @@ export async function compareTrees(options: {
         const web = spawnInstance(s, "web", { PORT: String(port) }, options.logDir, { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`] });
         const url = `http://127.0.0.1:${port}`;
         let loadFromMs = 0;
+        let requests = 0;
         try {
           await waitFor(`the profiled web server of "${names[i]}"`, async () => ((await healthy(url)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
           // Warmed up first; the profile is read from the measured load on (GET /health: the floor every request pays).
           await runEndpoint(url, endpoints[i]![0]!, { ...opts, seconds: 5, warmupSeconds: 0 });
           loadFromMs = Date.now() - spawned;
           const load = await runEndpoint(url, endpoints[i]![0]!, { ...opts, seconds: 10, warmupSeconds: 0 });
+          requests = load.requests;
           note(`profiled "${names[i]}": ${load.requests} requests of GET /health`);
         } finally {
           await web.stop();
         }
-        for (const summary of summariseProfiles(dir, s.root, 25, loadFromMs)) result.profiles.push({ tree: names[i]!, summary });
+        for (const summary of summariseProfiles(dir, s.root, 25, loadFromMs)) {
+          result.profiles.push({ tree: names[i]!, requests, busyMsPerRequest: round(summary.busyMs / Math.max(1, requests), 3), summary });
+        }
       }
     }
     for (const s of stacks) s.resumeWorker();
@@ -171,6 +176,16 @@ export function renderComparison(c: TreeComparison): string {
     }
   }
   lines.push("", `Ratios are against ${base.name} (${base.commit}).`, "");
+  if (c.profiles?.length) {
+    lines.push(
+      "Under `node --cpu-prof`, GET /health for 10 s after a 5-s warm-up (the profiler's own cost included, alike for every tree):",
+      "",
+      "| Tree | requests | busy ms per request | vs this tree |",
+      "|---|---:|---:|---:|",
+      ...c.profiles.map((p) => `| ${p.tree} | ${p.requests} | ${p.busyMsPerRequest} | ${Math.round((p.busyMsPerRequest / c.profiles![0]!.busyMsPerRequest) * 1000) / 10}% |`),
+      "",
+    );
+  }
   for (const p of c.profiles ?? []) lines.push(renderProfileSummary(p.summary, `web server of ${p.tree}`));
   return lines.join("\n");
 }

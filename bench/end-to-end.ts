@@ -10,20 +10,22 @@ import { sponsoredTopic } from "./ceiling";
 import { cpuBetween, snapshotCpu, withExtraPids } from "./cpu";
 import { renderProfileSummary, summariseProfiles, type ProfileSummary } from "./profile";
 import { rpc } from "./rpc";
-import { healthy, spawnInstance, startStack } from "./stack";
+import { healthy, spawnInstance, startStack, type Stack } from "./stack";
 import { note, percentile, randomAddress, round, waitFor, type Address } from "./util";
 
 /**
  * The end-to-end burst (issue 15 items 1 and 3, issue 12 item 6), `BENCH_PHASES=e2e`: the shape PoWFaucet was
- * measured with. A stack at 1-s blocks; its own worker is paused (SIGSTOP) and replaced by one under
- * `node --cpu-prof` whose JSON-RPC goes through a counting proxy (test/rpc-proxy.ts), and the clients talk to a
- * second web server, also profiled, with its own counting proxy. `BENCH_E2E_CLIENTS` clients (32) each take a
+ * measured with. A stack at 1-s blocks; its own worker is paused (SIGSTOP) and replaced by one whose JSON-RPC goes
+ * through a counting proxy (test/rpc-proxy.ts), and the clients talk to a second web server with its own counting
+ * proxy. `BENCH_E2E_CLIENTS` clients (32) each take a
  * fresh wallet, register it, then request its sponsorship, until `BENCH_REQUESTS` (1,000) are requested; the clock
  * runs from the first registration to the last completion. Reported: completed/s, request -> completed
  * percentiles, CPU ms per completed sponsorship of every process (register + request + relay + confirm), JSON-RPC
  * calls per completed sponsorship by method, then the calls of an idle minute (no requests), the chain's word (one
- * Sponsored event per request, no wallet paid twice), and the profiles' top items. The profiles are written into the
- * run's results folder (`profiles/e2e-web`, `profiles/e2e-worker`).
+ * Sponsored event per request, no wallet paid twice). Then the same burst again with both processes under
+ * `node --cpu-prof` (the profiler's own CPU would distort the first burst's figures): the profiles are written into the
+ * run's results folder (`profiles/e2e-web`, `profiles/e2e-worker`) and their top items, from the burst's start on,
+ * reported.
  */
 
 export type EndToEndResult = {
@@ -43,152 +45,195 @@ export type EndToEndResult = {
     web: { calls: number; perCompleted: number; byMethod: Record<string, number> };
     idle: { seconds: number; worker: number; perMinute: number; byMethod: Record<string, number> };
   };
+  /** The second burst, under the profiler (its figures are not the service's). */
+  profiled: { completedPerSecond: number; walletsPaidTwice: number };
   profiles: { process: string; summary: ProfileSummary }[];
 };
 
 const diffCounts = (after: Record<string, number>, before: Record<string, number>): Record<string, number> =>
   Object.fromEntries(Object.entries(after).flatMap(([k, v]) => (v - (before[k] ?? 0) > 0 ? [[k, v - (before[k] ?? 0)] as const] : [])));
 
-export async function runEndToEnd(options: { logDir: string; requests: number; clients: number; idleSeconds: number }): Promise<EndToEndResult> {
-  const stack = await startStack({ name: "e2e", blockTime: 1, logDir: options.logDir });
-  const proxies: CountingRpcProxy[] = [];
-  const instances: { stop(): Promise<void> }[] = [];
+type Pass = {
+  seconds: number;
+  completed: number;
+  latencies: number[];
+  statuses: Record<string, number>;
+  relayAttempts: number;
+  onChain: { sponsoredEvents: number; walletsPaidTwice: number };
+  cpuMs: Record<string, number>;
+  rpc: { worker: Record<string, number>; web: Record<string, number> };
+  idle?: Record<string, number>;
+  profiles: { process: string; summary: ProfileSummary }[];
+};
+
+/**
+ * One burst on a web server and a worker started for it (their JSON-RPC through the counting proxies). With
+ * `profileDir`, both run under --cpu-prof and the profiles are summarised from the burst's start on (the
+ * start-up's module loading left out); without, the figures are the processes' own (the profiler costs CPU too).
+ */
+async function burst(
+  stack: Stack,
+  proxies: { worker: CountingRpcProxy; web: CountingRpcProxy },
+  options: { logDir: string; requests: number; clients: number; idleSeconds: number; profileDir?: string },
+): Promise<Pass> {
+  const dirs = options.profileDir ? { web: path.join(options.profileDir, "e2e-web"), worker: path.join(options.profileDir, "e2e-worker") } : undefined;
+  for (const dir of Object.values(dirs ?? {})) mkdirSync(dir, { recursive: true });
+  const prof = (dir: string | undefined) => (dir ? { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`] } : {});
+  const port = await freePort();
+  const spawned = Date.now();
+  const web = spawnInstance(stack, "web", { PORT: String(port), RPC_URL: proxies.web.url }, options.logDir, prof(dirs?.web));
+  const worker = spawnInstance(stack, "worker", { RPC_URL: proxies.worker.url }, options.logDir, prof(dirs?.worker));
+  const instances = [web, worker];
+  const url = `http://127.0.0.1:${port}`;
+  const sql = postgres(stack.databaseUrl!, { max: 2, onnotice: () => {} });
   try {
-    const workerProxy = await startCountingRpcProxy(stack.rpcUrl!);
-    const webProxy = await startCountingRpcProxy(stack.rpcUrl!);
-    proxies.push(workerProxy, webProxy);
-    const profiles = { web: path.join(options.logDir, "profiles", "e2e-web"), worker: path.join(options.logDir, "profiles", "e2e-worker") };
-    for (const dir of Object.values(profiles)) mkdirSync(dir, { recursive: true });
-    const prof = (dir: string) => ({ nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`] });
+    await waitFor("the burst's web server", async () => ((await healthy(url)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
+    note(`e2e: waiting for the burst's worker (pid ${worker.pid}) to hold every relayer`);
+    await waitFor(
+      "the burst's worker to lease every relayer",
+      async () => {
+        const rows = await sql<{ mine: number; total: number }[]>`
+          SELECT count(*) FILTER (WHERE lease_owner LIKE ${`%:${worker.pid}:%`} AND lease_expires_at > now())::int AS mine,
+                 count(*)::int AS total FROM relayer_accounts`;
+        return rows[0] && rows[0].total > 0 && rows[0].mine === rows[0].total ? true : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
 
-    // The stack's own worker steps aside; the profiled one takes every relayer once the paused one's leases lapse.
-    stack.pauseWorker();
-    const port = await freePort();
-    const web = spawnInstance(stack, "web", { PORT: String(port), RPC_URL: webProxy.url }, options.logDir, prof(profiles.web));
-    instances.push(web);
-    const worker = spawnInstance(stack, "worker", { RPC_URL: workerProxy.url }, options.logDir, prof(profiles.worker));
-    instances.push(worker);
-    const url = `http://127.0.0.1:${port}`;
-    await waitFor("the profiled web server", async () => ((await healthy(url)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
-    const sql = postgres(stack.databaseUrl!, { max: 2, onnotice: () => {} });
-    try {
-      note(`e2e: waiting for the profiled worker (pid ${worker.pid}) to hold every relayer`);
-      await waitFor(
-        "the profiled worker to lease every relayer",
-        async () => {
-          const rows = await sql<{ mine: number; total: number }[]>`
-            SELECT count(*) FILTER (WHERE lease_owner LIKE ${`%:${worker.pid}:%`} AND lease_expires_at > now())::int AS mine,
-                   count(*)::int AS total FROM relayer_accounts`;
-          return rows[0] && rows[0].total > 0 && rows[0].mine === rows[0].total ? true : undefined;
-        },
-        { timeoutMs: 120_000, intervalMs: 500 },
-      );
+    const cpu = withExtraPids(stack.cpu!, { web: () => [web.pid], worker: () => [worker.pid] });
+    const n = options.requests;
+    const wallets = Array.from({ length: n }, () => randomAddress() as Address);
+    const startBlock = BigInt(await rpc<Hex>(stack.rpcUrl!, "eth_blockNumber"));
+    note(`e2e${dirs ? " (profiled)" : ""}: ${options.clients} clients, each registers a fresh wallet then requests, ${n} in all`);
+    const rpcBefore = { worker: proxies.worker.byMethod(), web: proxies.web.byMethod() };
+    const cpuBefore = snapshotCpu(cpu);
+    const t0 = Date.now();
+    const ids: string[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: options.clients }, async () => {
+        for (let i = next++; i < n; i = next++) {
+          await registerWallet(url, wallets[i]!);
+          ids.push(await requestSponsorship(url, wallets[i]!));
+        }
+      }),
+    );
+    await waitFor(
+      "every end-to-end request to reach a terminal status",
+      async () => {
+        const [r] = await sql<{ open: number }[]>`
+          SELECT count(*)::int AS open FROM sponsorship_requests WHERE id = ANY(${ids}::uuid[]) AND status IN ('pending', 'approved', 'relayed')`;
+        return r && r.open === 0 ? true : undefined;
+      },
+      { timeoutMs: 10 * 60_000, intervalMs: 100 },
+    );
+    const cpuMs = cpuBetween(cpuBefore, cpu);
+    const rpcAfter = { worker: proxies.worker.byMethod(), web: proxies.web.byMethod() };
+    const rows = await sql<{ status: string; requested_at: Date; completed_at: Date | null }[]>`
+      SELECT status, requested_at, completed_at FROM sponsorship_requests WHERE id = ANY(${ids}::uuid[])`;
+    const [attempts] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM relay_transactions WHERE sponsorship_request_id = ANY(${ids}::uuid[])`;
+    const completed = rows.filter((r) => r.status === "completed" && r.completed_at);
+    const last = Math.max(...completed.map((r) => r.completed_at!.getTime()));
+    const statuses: Record<string, number> = {};
+    for (const r of rows) statuses[r.status] = (statuses[r.status] ?? 0) + 1;
 
-      const cpu = withExtraPids(stack.cpu!, { web: () => [web.pid], worker: () => [worker.pid] });
-      const n = options.requests;
-      const wallets = Array.from({ length: n }, () => randomAddress() as Address);
-      const startBlock = BigInt(await rpc<Hex>(stack.rpcUrl!, "eth_blockNumber"));
-      note(`e2e: ${options.clients} clients, each registers a fresh wallet then requests, ${n} in all`);
-      const rpcBefore = { worker: workerProxy.byMethod(), web: webProxy.byMethod() };
-      const cpuBefore = snapshotCpu(cpu);
-      const t0 = Date.now();
-      const ids: string[] = [];
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: options.clients }, async () => {
-          for (let i = next++; i < n; i = next++) {
-            await registerWallet(url, wallets[i]!);
-            ids.push(await requestSponsorship(url, wallets[i]!));
-          }
-        }),
-      );
-      await waitFor(
-        "every end-to-end request to reach a terminal status",
-        async () => {
-          const [r] = await sql<{ open: number }[]>`
-            SELECT count(*)::int AS open FROM sponsorship_requests WHERE id = ANY(${ids}::uuid[]) AND status IN ('pending', 'approved', 'relayed')`;
-          return r && r.open === 0 ? true : undefined;
-        },
-        { timeoutMs: 10 * 60_000, intervalMs: 100 },
-      );
-      const cpuMs = cpuBetween(cpuBefore, cpu);
-      const rpcAfter = { worker: workerProxy.byMethod(), web: webProxy.byMethod() };
-      const rows = await sql<{ status: string; requested_at: Date; completed_at: Date | null }[]>`
-        SELECT status, requested_at, completed_at FROM sponsorship_requests WHERE id = ANY(${ids}::uuid[])`;
-      const [attempts] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM relay_transactions WHERE sponsorship_request_id = ANY(${ids}::uuid[])`;
-      const completed = rows.filter((r) => r.status === "completed" && r.completed_at);
-      const last = Math.max(...completed.map((r) => r.completed_at!.getTime()));
-      const seconds = (last - t0) / 1000;
-      const latencies = completed.map((r) => r.completed_at!.getTime() - r.requested_at.getTime());
-      const statuses: Record<string, number> = {};
-      for (const r of rows) statuses[r.status] = (statuses[r.status] ?? 0) + 1;
-
-      // The chain's word, through the node itself (not the proxies).
-      const endBlock = BigInt(await rpc<Hex>(stack.rpcUrl!, "eth_blockNumber"));
-      const logs = await rpc<{ topics: Hex[] }[]>(stack.rpcUrl!, "eth_getLogs", [
-        { address: stack.treasuryAddress, fromBlock: `0x${(startBlock + 1n).toString(16)}`, toBlock: `0x${endBlock.toString(16)}`, topics: [sponsoredTopic()] },
-      ]);
-      const wanted = new Set(ids.map((id) => requestIdHash(id).toLowerCase()));
-      const paid = new Map<string, number>();
-      let events = 0;
-      for (const log of logs) {
-        if (!wanted.has((log.topics[2] ?? "").toLowerCase())) continue;
-        events += 1;
-        const wallet = `0x${(log.topics[1] ?? "").slice(26)}`.toLowerCase();
-        paid.set(wallet, (paid.get(wallet) ?? 0) + 1);
-      }
-
-      // An idle minute: nothing requested; what the worker still asks the chain.
-      note(`e2e: ${completed.length} completed in ${round(seconds, 1)} s; counting the worker's JSON-RPC calls over ${options.idleSeconds} idle s`);
-      await new Promise((r) => setTimeout(r, 5_000));
-      const idleBefore = workerProxy.byMethod();
-      await new Promise((r) => setTimeout(r, options.idleSeconds * 1000));
-      const idleByMethod = diffCounts(workerProxy.byMethod(), idleBefore);
-      const idleCalls = Object.values(idleByMethod).reduce((a, b) => a + b, 0);
-
-      const per = (x: number) => round(x / Math.max(1, completed.length), 2);
-      const workerByMethod = diffCounts(rpcAfter.worker, rpcBefore.worker);
-      const webByMethod = diffCounts(rpcAfter.web, rpcBefore.web);
-      const sum = (m: Record<string, number>) => Object.values(m).reduce((a, b) => a + b, 0);
-      const cpuPer = Object.fromEntries(Object.entries(cpuMs).map(([k, v]) => [k, per(v)]));
-
-      // Stopping (SIGTERM) writes the profiles.
-      for (const i of instances.splice(0)) await i.stop();
-      stack.resumeWorker();
-      const summaries = [
-        ...summariseProfiles(profiles.web, stack.root).map((summary) => ({ process: "web server", summary })),
-        ...summariseProfiles(profiles.worker, stack.root).map((summary) => ({ process: "worker", summary })),
-      ];
-      return {
-        clients: options.clients,
-        requests: n,
-        blockTime: 1,
-        seconds: round(seconds, 2),
-        completedPerSecond: round(completed.length / seconds, 1),
-        latencyMs: { p50: percentile(latencies, 50), p95: percentile(latencies, 95), p99: percentile(latencies, 99), max: Math.max(...latencies) },
-        statuses,
-        relayAttempts: attempts?.n ?? 0,
-        onChain: { sponsoredEvents: events, walletsPaidTwice: [...paid.values()].filter((c) => c > 1).length },
-        cpuMsPerCompleted: cpuPer,
-        cpuMsPerCompletedTotal: round(
-          Object.entries(cpuPer)
-            .filter(([k]) => k !== "bench")
-            .reduce((a, [, v]) => a + v, 0),
-          2,
-        ),
-        rpc: {
-          worker: { calls: sum(workerByMethod), perCompleted: per(sum(workerByMethod)), byMethod: workerByMethod },
-          web: { calls: sum(webByMethod), perCompleted: per(sum(webByMethod)), byMethod: webByMethod },
-          idle: { seconds: options.idleSeconds, worker: idleCalls, perMinute: round((idleCalls * 60) / options.idleSeconds, 1), byMethod: idleByMethod },
-        },
-        profiles: summaries,
-      };
-    } finally {
-      await sql.end({ timeout: 5 });
+    // The chain's word, through the node itself (not the proxies).
+    const endBlock = BigInt(await rpc<Hex>(stack.rpcUrl!, "eth_blockNumber"));
+    const logs = await rpc<{ topics: Hex[] }[]>(stack.rpcUrl!, "eth_getLogs", [
+      { address: stack.treasuryAddress, fromBlock: `0x${(startBlock + 1n).toString(16)}`, toBlock: `0x${endBlock.toString(16)}`, topics: [sponsoredTopic()] },
+    ]);
+    const wanted = new Set(ids.map((id) => requestIdHash(id).toLowerCase()));
+    const paid = new Map<string, number>();
+    let events = 0;
+    for (const log of logs) {
+      if (!wanted.has((log.topics[2] ?? "").toLowerCase())) continue;
+      events += 1;
+      const wallet = `0x${(log.topics[1] ?? "").slice(26)}`.toLowerCase();
+      paid.set(wallet, (paid.get(wallet) ?? 0) + 1);
     }
+
+    let idle: Record<string, number> | undefined;
+    if (!dirs && options.idleSeconds > 0) {
+      // An idle minute: nothing requested; what the worker still asks the chain.
+      note(`e2e: ${completed.length} completed in ${round((last - t0) / 1000, 1)} s; counting the worker's JSON-RPC calls over ${options.idleSeconds} idle s`);
+      await new Promise((r) => setTimeout(r, 5_000));
+      const idleBefore = proxies.worker.byMethod();
+      await new Promise((r) => setTimeout(r, options.idleSeconds * 1000));
+      idle = diffCounts(proxies.worker.byMethod(), idleBefore);
+    }
+
+    // Stopping (SIGTERM) writes the profiles.
+    for (const i of instances.splice(0)) await i.stop();
+    const fromMs = t0 - spawned;
+    const profiles = dirs
+      ? [
+          ...summariseProfiles(dirs.web, stack.root, 25, fromMs).map((summary) => ({ process: "web server", summary })),
+          ...summariseProfiles(dirs.worker, stack.root, 25, fromMs).map((summary) => ({ process: "worker", summary })),
+        ]
+      : [];
+    return {
+      seconds: (last - t0) / 1000,
+      completed: completed.length,
+      latencies: completed.map((r) => r.completed_at!.getTime() - r.requested_at.getTime()),
+      statuses,
+      relayAttempts: attempts?.n ?? 0,
+      onChain: { sponsoredEvents: events, walletsPaidTwice: [...paid.values()].filter((c) => c > 1).length },
+      cpuMs,
+      rpc: { worker: diffCounts(rpcAfter.worker, rpcBefore.worker), web: diffCounts(rpcAfter.web, rpcBefore.web) },
+      ...(idle ? { idle } : {}),
+      profiles,
+    };
   } finally {
     for (const i of instances.splice(0)) await i.stop().catch(() => {});
-    for (const p of proxies) await p.close().catch(() => {});
+    await sql.end({ timeout: 5 });
+  }
+}
+
+export async function runEndToEnd(options: { logDir: string; requests: number; clients: number; idleSeconds: number }): Promise<EndToEndResult> {
+  const stack = await startStack({ name: "e2e", blockTime: 1, logDir: options.logDir });
+  const opened: CountingRpcProxy[] = [];
+  try {
+    const proxies = { worker: await startCountingRpcProxy(stack.rpcUrl!), web: await startCountingRpcProxy(stack.rpcUrl!) };
+    opened.push(proxies.worker, proxies.web);
+    // The stack's own worker steps aside; each burst's worker takes every relayer once the paused one's leases lapse.
+    stack.pauseWorker();
+    // First the figures (no profiler), then the same burst again under --cpu-prof for the profiles.
+    const measured = await burst(stack, proxies, options);
+    const profiled = await burst(stack, proxies, { ...options, idleSeconds: 0, profileDir: path.join(options.logDir, "profiles") });
+    stack.resumeWorker();
+
+    const per = (x: number) => round(x / Math.max(1, measured.completed), 2);
+    const sum = (m: Record<string, number>) => Object.values(m).reduce((a, b) => a + b, 0);
+    const cpuPer = Object.fromEntries(Object.entries(measured.cpuMs).map(([k, v]) => [k, per(v)]));
+    const idle = measured.idle ?? {};
+    const lat = measured.latencies;
+    return {
+      clients: options.clients,
+      requests: options.requests,
+      blockTime: 1,
+      seconds: round(measured.seconds, 2),
+      completedPerSecond: round(measured.completed / measured.seconds, 1),
+      latencyMs: { p50: percentile(lat, 50), p95: percentile(lat, 95), p99: percentile(lat, 99), max: Math.max(...lat) },
+      statuses: measured.statuses,
+      relayAttempts: measured.relayAttempts,
+      onChain: measured.onChain,
+      cpuMsPerCompleted: cpuPer,
+      cpuMsPerCompletedTotal: round(
+        Object.entries(cpuPer)
+          .filter(([k]) => k !== "bench")
+          .reduce((a, [, v]) => a + v, 0),
+        2,
+      ),
+      rpc: {
+        worker: { calls: sum(measured.rpc.worker), perCompleted: per(sum(measured.rpc.worker)), byMethod: measured.rpc.worker },
+        web: { calls: sum(measured.rpc.web), perCompleted: per(sum(measured.rpc.web)), byMethod: measured.rpc.web },
+        idle: { seconds: options.idleSeconds, worker: sum(idle), perMinute: round((sum(idle) * 60) / Math.max(1, options.idleSeconds), 1), byMethod: idle },
+      },
+      profiled: { completedPerSecond: round(profiled.completed / profiled.seconds, 1), walletsPaidTwice: profiled.onChain.walletsPaidTwice },
+      profiles: profiled.profiles,
+    };
+  } finally {
+    for (const p of opened) await p.close().catch(() => {});
     await stack.stop();
   }
 }
@@ -216,6 +261,7 @@ export function renderEndToEnd(e: EndToEndResult): string {
     `| CPU ms per completed sponsorship | **${e.cpuMsPerCompletedTotal}** without the load generator: ${cpu} |`,
     `| worker JSON-RPC calls per completed sponsorship | **${e.rpc.worker.perCompleted}**: ${methods(e.rpc.worker.byMethod, done)} |`,
     `| web server JSON-RPC calls per completed sponsorship | ${e.rpc.web.perCompleted}: ${methods(e.rpc.web.byMethod, done)} |`,
+    `| second burst under --cpu-prof (profiles below; its own figures are not the service's) | ${e.profiled.completedPerSecond}/s, ${e.profiled.walletsPaidTwice} wallets paid twice |`,
     `| worker JSON-RPC calls per idle minute | **${e.rpc.idle.perMinute}** (${e.rpc.idle.worker} in ${e.rpc.idle.seconds} s): ${methods(e.rpc.idle.byMethod)} |`,
     "",
     ...e.profiles.map((p) => renderProfileSummary(p.summary, p.process)),
