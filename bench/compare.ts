@@ -23,8 +23,12 @@ export type CompareEndpoint = { name: string; path: string; trees: TreeFigures[]
 export type TreeComparison = {
   trees: { name: string; root: string; commit: string }[];
   endpoints: CompareEndpoint[];
-  /** Each tree's profiled web server under GET /health: the profile's busy time over the requests it served. */
-  profiles?: { tree: string; requests: number; busyMsPerRequest: number; summary: ProfileSummary }[];
+  /**
+   * Each tree's profiled web server under GET /health: its CPU per request from /proc (the profiler's cost
+   * included, alike for every tree), and the profile's summary. (The profile's own "busy" time is wall-clock
+   * sampling: on a loaded machine it counts time the process waited for a core.)
+   */
+  profiles?: { tree: string; requests: number; cpuMsPerRequest: number; summary: ProfileSummary }[];
 };
 
 function commitOf(root: string): string {
@@ -134,19 +138,21 @@ export async function compareTrees(options: {
         const url = `http://127.0.0.1:${port}`;
         let loadFromMs = 0;
         let requests = 0;
+        let cpuMsPerRequest = 0;
         try {
           await waitFor(`the profiled web server of "${names[i]}"`, async () => ((await healthy(url)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
           // Warmed up first; the profile is read from the measured load on (GET /health: the floor every request pays).
           await runEndpoint(url, endpoints[i]![0]!, { ...opts, seconds: 5, warmupSeconds: 0 });
           loadFromMs = Date.now() - spawned;
-          const load = await runEndpoint(url, endpoints[i]![0]!, { ...opts, seconds: 10, warmupSeconds: 0 });
+          const load = await runEndpoint(url, endpoints[i]![0]!, { ...opts, seconds: 10, warmupSeconds: 0, cpu: { web: () => [web.pid] } });
           requests = load.requests;
+          cpuMsPerRequest = load.cpuMsPerRequest?.web ?? 0;
           note(`profiled "${names[i]}": ${load.requests} requests of GET /health`);
         } finally {
           await web.stop();
         }
         for (const summary of summariseProfiles(dir, s.root, 25, loadFromMs)) {
-          result.profiles.push({ tree: names[i]!, requests, busyMsPerRequest: round(summary.busyMs / Math.max(1, requests), 3), summary });
+          result.profiles.push({ tree: names[i]!, requests, cpuMsPerRequest, summary });
         }
       }
     }
@@ -180,9 +186,9 @@ export function renderComparison(c: TreeComparison): string {
     lines.push(
       "Under `node --cpu-prof`, GET /health for 10 s after a 5-s warm-up (the profiler's own cost included, alike for every tree):",
       "",
-      "| Tree | requests | busy ms per request | vs this tree |",
+      "| Tree | requests | web CPU ms per request (/proc) | vs this tree |",
       "|---|---:|---:|---:|",
-      ...c.profiles.map((p) => `| ${p.tree} | ${p.requests} | ${p.busyMsPerRequest} | ${Math.round((p.busyMsPerRequest / c.profiles![0]!.busyMsPerRequest) * 1000) / 10}% |`),
+      ...c.profiles.map((p) => `| ${p.tree} | ${p.requests} | ${p.cpuMsPerRequest} | ${Math.round((p.cpuMsPerRequest / c.profiles![0]!.cpuMsPerRequest) * 1000) / 10}% |`),
       "",
     );
   }
