@@ -213,7 +213,7 @@ export async function runEndToEnd(options: { logDir: string; requests: number; c
       blockTime: 1,
       seconds: round(measured.seconds, 2),
       completedPerSecond: round(measured.completed / measured.seconds, 1),
-      latencyMs: { p50: percentile(lat, 50), p95: percentile(lat, 95), p99: percentile(lat, 99), max: Math.max(...lat) },
+      latencyMs: { p50: Math.round(percentile(lat, 50)), p95: Math.round(percentile(lat, 95)), p99: Math.round(percentile(lat, 99)), max: Math.max(...lat) },
       statuses: measured.statuses,
       relayAttempts: measured.relayAttempts,
       onChain: measured.onChain,
