@@ -36,7 +36,7 @@ for (const [name, viewport] of Object.entries(VIEWPORTS)) {
       await expect(dashboard.signInHeading).toBeVisible();
       await expectNoAxeViolation(page, "/dashboard (sign-in)");
       await dashboard.signIn(E2E.adminToken);
-      for (const path of ["/dashboard", "/dashboard/requests", "/dashboard/wallets", "/dashboard/controls"]) {
+      for (const path of ["/dashboard", "/dashboard/requests", "/dashboard/wallets", "/dashboard/controls", "/dashboard/webhooks"]) {
         await page.goto(path);
         await expect(page.getByRole("heading", { level: 1 })).toBeVisible();
         await expectNoAxeViolation(page, path);
