@@ -118,9 +118,13 @@ describe("webhooks of request transitions", () => {
     const order = events.map((e) => e.json.type);
     expect(order.lastIndexOf("sponsorship.approved")).toBeLessThan(order.indexOf("sponsorship.relayed"));
     expect(order.lastIndexOf("sponsorship.relayed")).toBeLessThan(order.indexOf("sponsorship.completed"));
-    const rows = await fx.database.db.execute<{ type: string; status: string; attempts: number; last_status_code: number }>(sql`
-      SELECT e.type, d.status, d.attempts, d.last_status_code FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
-      WHERE e.sponsorship_request_id = ${id} AND d.endpoint = ${r.url} ORDER BY e.seq`);
+    // The receiver answered before the dispatcher recorded it: wait for the record.
+    const rows = await waitFor("the deliveries recorded", async () => {
+      const found = await fx.database.db.execute<{ type: string; status: string; attempts: number; last_status_code: number }>(sql`
+        SELECT e.type, d.status, d.attempts, d.last_status_code FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+        WHERE e.sponsorship_request_id = ${id} AND d.endpoint = ${r.url} ORDER BY e.seq`);
+      return found.every((x) => x.status !== "pending") ? found : undefined;
+    });
     expect(rows.map((x) => [x.type, x.status, x.attempts, x.last_status_code])).toEqual(TRANSITIONS.map((t) => [t, "delivered", 4, 200]));
   });
 
