@@ -36,7 +36,7 @@ beforeAll(async () => {
 afterEach(async () => {
   for (const w of workers.splice(0)) await w.stop();
   await r?.close();
-  await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false`);
+  await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE active`);
 });
 
 afterAll(async () => {

@@ -34,7 +34,7 @@ afterEach(async () => {
   for (const w of spawned.splice(0)) await stopSpawned(w);
   for (const r of receivers.splice(0)) await r.close();
   // Each test registers its own endpoints at start; earlier ones stop receiving.
-  await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false`);
+  await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE active`);
 });
 
 afterAll(async () => {
