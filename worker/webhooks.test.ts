@@ -171,6 +171,21 @@ describe("webhooks of request transitions", () => {
     expect(delivered).toEqual(TRANSITIONS);
   });
 
+  it("sends each event once when two workers deliver to the same endpoint (claims are FOR UPDATE SKIP LOCKED)", async () => {
+    const r = await receiver();
+    await worker([r.url]);
+    await worker([r.url]);
+    const ids = await Promise.all(Array.from({ length: 6 }, async () => (await createRequest(fx)).id));
+    await waitFor("every event of every request delivered", async () => ids.every((id) => eventsOf(r, id).length >= 3));
+    await waitFor("no delivery left pending", async () => {
+      const rows = await fx.database.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint = ${r.url} AND status = 'pending'`);
+      return rows[0]!.n === 0;
+    });
+    for (const id of ids) expect(eventsOf(r, id).map((e) => e.json.type)).toEqual(TRANSITIONS);
+    const ids200 = r.received.map((x) => x.headers["webhook-id"]);
+    expect(new Set(ids200).size).toBe(ids200.length);
+  });
+
   it("writes nothing to the outbox while no endpoint is configured (the cost of a transition stays one index probe)", async () => {
     await worker([], {}, { WEBHOOK_URLS: "", WEBHOOK_SECRET: "" });
     const { id } = await createRequest(fx);
