@@ -2,14 +2,14 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { Webhook } from "standardwebhooks";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { setPaused } from "@/db/queries/controls";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import type { Address } from "@/lib/sponsorship/address";
 import { startWebhookReceiver, type WebhookReceiver } from "@/test/webhook-receiver";
 import { startWorker, type RunningWorker } from "./worker";
-import { SPONSOR_AMOUNT, anvilRpc, createRequest, readRequest, startPipelineFixture, waitFor, waitTerminal, type PipelineFixture } from "./test-support";
+import { SPONSOR_AMOUNT, anvilRpc, createRequest, readRequest, setUpPipelineFixture, waitFor, waitTerminal, type PipelineFixture } from "@/test/worker-fixture";
 
 /**
  * decisions.md "Operators are told", alerts (issue 12 item 2): each is sent once when its condition starts and again
@@ -28,10 +28,8 @@ let fx: PipelineFixture;
 let r: WebhookReceiver;
 const workers: RunningWorker[] = [];
 
-beforeAll(async () => {
-  // A treasury of 12 sponsorships: below the default TREASURY_LOW_SPONSORSHIPS (100) from the start.
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 2, fundWei: 12n * SPONSOR_AMOUNT, extraRelayers: [poor] });
-}, 120_000);
+// A treasury of 12 sponsorships: below the default TREASURY_LOW_SPONSORSHIPS (100) from the start.
+setUpPipelineFixture({ blockTime: 0, relayers: 2, fundWei: 12n * SPONSOR_AMOUNT, extraRelayers: [poor] }, (started) => (fx = started));
 
 afterEach(async () => {
   for (const w of workers.splice(0)) await w.stop();
@@ -39,9 +37,6 @@ afterEach(async () => {
   await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE active`);
 });
 
-afterAll(async () => {
-  await fx?.stop();
-});
 
 async function worker(env: Record<string, string> = {}): Promise<RunningWorker> {
   const w = await startWorker({

@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { getSponsorshipRequest } from "@/lib/sponsorship/reads";
 import { startWebhookReceiver, type WebhookReceiver } from "@/test/webhook-receiver";
 import type { RunningWorker } from "./worker";
 import { startWorker } from "./worker";
 import { createLogger } from "@/lib/log";
-import { createRequest, readRequest, spawnWorker, stopSpawned, waitFor, startPipelineFixture, type PipelineFixture, type SpawnedWorker } from "./test-support";
+import { createRequest, readRequest, spawnWorker, stopSpawned, waitFor, setUpPipelineFixture, type PipelineFixture, type SpawnedWorker } from "@/test/worker-fixture";
 
 /**
  * decisions.md "Operators are told", webhooks (issue 12 items 1 and 2): every request transition reaches every
@@ -25,9 +25,7 @@ const receivers: WebhookReceiver[] = [];
 const workers: RunningWorker[] = [];
 const spawned: SpawnedWorker[] = [];
 
-beforeAll(async () => {
-  fx = await startPipelineFixture({ blockTime: 0, relayers: 1 });
-});
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
 
 afterEach(async () => {
   for (const w of workers.splice(0)) await w.stop();
@@ -37,9 +35,6 @@ afterEach(async () => {
   await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE active`);
 });
 
-afterAll(async () => {
-  await fx?.stop();
-});
 
 async function receiver(): Promise<WebhookReceiver> {
   const r = await startWebhookReceiver();

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { WebhookDeliveryStatus } from "@/db/schema";
-import type { Executor } from "./executor";
-import { isoUtc } from "./sql-helpers";
+import { run, type Executor } from "@/db/sql/run";
+import { isoUtc } from "@/db/sql/fragments";
 
 /**
  * The webhooks' outbox (decisions.md "Operators are told"): endpoints, events, deliveries and alert state. Events
@@ -13,7 +13,7 @@ import { isoUtc } from "./sql-helpers";
 /** Makes exactly `urls` the active endpoints (others stay for their history, inactive). */
 export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]): Promise<void> {
   const list = JSON.stringify(urls);
-  await db.execute(sql`
+  await run(db, sql`
     WITH wanted AS (SELECT value AS url FROM jsonb_array_elements_text(${list}::jsonb)),
     upserted AS (
       INSERT INTO webhook_endpoints (url, active) SELECT url, true FROM wanted
@@ -25,7 +25,7 @@ export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]
 
 /** Writes one event (and a delivery per active endpoint); undefined when no endpoint is active. */
 export async function enqueueWebhookEvent(db: Executor, type: string, data: Record<string, unknown>): Promise<string | undefined> {
-  const rows = await db.execute<{ id: string | null }>(sql`SELECT webhook_enqueue(${type}, ${JSON.stringify(data)}::jsonb) AS id`);
+  const rows = await run<{ id: string | null }>(db, sql`SELECT webhook_enqueue(${type}, ${JSON.stringify(data)}::jsonb) AS id`);
   return rows[0]?.id ?? undefined;
 }
 
@@ -34,7 +34,8 @@ export async function enqueueWebhookEvent(db: Executor, type: string, data: Reco
  * many workers report the condition. Returns whether this call started it.
  */
 export async function reportAlert(db: Executor, input: { key: string; type: string; active: boolean; data?: Record<string, unknown> }): Promise<boolean> {
-  const rows = await db.execute<{ started: boolean }>(
+  const rows = await run<{ started: boolean }>(
+    db,
     sql`SELECT webhook_alert(${input.key}, ${input.type}, ${input.active}, ${JSON.stringify(input.data ?? {})}::jsonb) AS started`,
   );
   return rows[0]?.started === true;
@@ -59,7 +60,7 @@ export type ClaimedDelivery = {
  * event of the same request is still pending at that endpoint, so a receiver sees a request's events in order.
  */
 export async function claimDueDeliveries(db: Executor, input: { endpoint: string; limit: number; leaseMs: number }): Promise<ClaimedDelivery[]> {
-  const rows = await db.execute<{
+  const rows = await run<{
     id: string;
     endpoint: string;
     attempts: number;
@@ -68,7 +69,7 @@ export async function claimDueDeliveries(db: Executor, input: { endpoint: string
     data: Record<string, unknown>;
     occurred_at: string;
     created_ms: string;
-  }>(sql`
+  }>(db, sql`
     WITH due AS (
       SELECT d.id FROM webhook_deliveries d
       WHERE d.endpoint = ${input.endpoint} AND d.status = 'pending' AND d.next_attempt_at <= now()
@@ -108,7 +109,7 @@ export async function settleDelivery(
   input: { id: number; attempts: number; delivered: boolean; statusCode: number | null; error: string | null; retryAt: Date | undefined },
 ): Promise<void> {
   const status: WebhookDeliveryStatus = input.delivered ? "delivered" : input.retryAt ? "pending" : "failed";
-  await db.execute(sql`
+  await run(db, sql`
     UPDATE webhook_deliveries SET
       status = ${status}::webhook_delivery_status,
       last_status_code = ${input.statusCode},
@@ -120,7 +121,7 @@ export async function settleDelivery(
 
 /** Events older than `olderThanMs` whose deliveries are all settled (their deliveries go with them). */
 export async function pruneWebhookEvents(db: Executor, olderThanMs: number): Promise<number> {
-  const rows = await db.execute(sql`
+  const rows = await run(db, sql`
     DELETE FROM webhook_events e
     WHERE e.created_at < now() - ${olderThanMs} * interval '1 millisecond'
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
@@ -147,7 +148,7 @@ export type EndpointDeliveries = { url: string; active: boolean; pending: number
 
 /** The dashboard's view: every endpoint (active first) with its pending and failed counts and latest deliveries. */
 export async function listEndpointDeliveries(db: Executor, perEndpoint: number): Promise<EndpointDeliveries[]> {
-  const rows = await db.execute<{ url: string; active: boolean; pending: number; failed: number; recent: DeliveryView[] | null }>(sql`
+  const rows = await run<{ url: string; active: boolean; pending: number; failed: number; recent: DeliveryView[] | null }>(db, sql`
     SELECT e.url, e.active,
       (SELECT count(*)::int FROM webhook_deliveries d WHERE d.endpoint = e.url AND d.status = 'pending') AS pending,
       (SELECT count(*)::int FROM webhook_deliveries d WHERE d.endpoint = e.url AND d.status = 'failed') AS failed,
@@ -164,7 +165,8 @@ export async function listEndpointDeliveries(db: Executor, perEndpoint: number):
 
 /** Age of the newest worker heartbeat in ms (database clock); undefined when no worker ever beat (or all stopped). */
 export async function newestHeartbeatAgeMs(db: Executor): Promise<number | undefined> {
-  const rows = await db.execute<{ age_ms: string | null }>(
+  const rows = await run<{ age_ms: string | null }>(
+    db,
     sql`SELECT floor(extract(epoch FROM now() - max(last_beat_at)) * 1000)::bigint::text AS age_ms FROM worker_heartbeats`,
   );
   const age = rows[0]?.age_ms;
