@@ -64,6 +64,10 @@ export default defineConfig({
       LOCAL_BLOCK_TIME: "1",
       WORKER_INTERVAL_MS: "1000",
       LOG_LEVEL: "warn",
+      // Webhooks to a port that refuses connections: /dashboard/webhooks then shows real deliveries, waiting with an
+      // error and a next retry (docs/webhooks.md), for axe and the screenshots.
+      WEBHOOK_URLS: "http://127.0.0.1:9/e2e-webhooks",
+      WEBHOOK_SECRET: "whsec_ZTJlLXdlYmhvb2stc2VjcmV0LW9mLTMyLWJ5dGVzISE=",
       // Every browser test comes from 127.0.0.1: with the default 10 sponsorship requests an hour per IP the
       // suite would lock itself out after ten submissions (and a rerun within the hour, at once). The per-wallet
       // limit keeps its default (5), so the rate-limit refusal is still shown, for one wallet.

@@ -18,6 +18,7 @@ import { log } from "@/lib/log";
 import { instrumentHttpRequest, serveWebMetrics, startProcessMetricsServer } from "@/lib/metrics";
 import { stopWhenSupervisorGone } from "@/lib/supervised";
 import { RATE_LIMIT_WINDOW_MS } from "@/lib/sponsorship/rate-limits";
+import { WorkerWatch } from "@/lib/webhooks/worker-watch";
 
 /**
  * The web process (`tsx server.ts`, spawned by `npm start`): Next.js in production mode behind a node:http server.
@@ -193,12 +194,19 @@ async function main(): Promise<void> {
   const pruneTimer = setInterval(prune, PRUNE_INTERVAL_MS);
   pruneTimer.unref();
   void prune();
+  // worker.down: no worker can report its own absence (lib/webhooks/worker-watch.ts). Only with webhooks configured.
+  const workerWatch =
+    config.webhookUrls.length > 0 && config.webhookSecret
+      ? new WorkerWatch({ db: appDb(), log: log.child({ component: "worker-watch" }), endpoints: config.webhookUrls, secret: config.webhookSecret })
+      : undefined;
+  workerWatch?.start();
 
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info("web server stopping", { signal });
     clearInterval(pruneTimer);
+    await workerWatch?.stop().catch(() => {});
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     const idleSweep = setInterval(() => server.closeIdleConnections(), 100);

@@ -434,3 +434,86 @@ export const adminActions = pgTable(
   (t) => [index("admin_actions_created_idx").on(t.createdAt.desc()), index("admin_actions_subject_idx").on(t.subject)],
 );
 export type AdminAction = typeof adminActions.$inferSelect;
+
+/* ---------------------------------------------------------------- webhooks */
+
+export const webhookDeliveryStatus = pgEnum("webhook_delivery_status", ["pending", "delivered", "failed"]);
+export type WebhookDeliveryStatus = (typeof webhookDeliveryStatus.enumValues)[number];
+
+/**
+ * Receivers of the webhooks (WEBHOOK_URLS), written by each process at start from its configuration. The outbox
+ * makes deliveries only for active endpoints, so with none configured an event costs one index probe and no row.
+ */
+export const webhookEndpoints = pgTable("webhook_endpoints", {
+  url: text("url").primaryKey(),
+  active: boolean("active").notNull().default(true),
+  createdAt: ts("created_at").notNull().defaultNow(),
+  updatedAt: ts("updated_at").notNull().defaultNow(),
+});
+export type WebhookEndpoint = typeof webhookEndpoints.$inferSelect;
+
+/**
+ * The transactional outbox (decisions.md "Operators are told"): one row per event, written in the same transaction
+ * as the change it announces (db/functions/webhooks.sql). `id` is the `webhook-id` of every delivery and retry.
+ * `data` is a snapshot taken at that moment; `seq` orders the events of one request.
+ */
+export const webhookEvents = pgTable(
+  "webhook_events",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    seq: bigint("seq", { mode: "number" }).notNull().generatedAlwaysAsIdentity(),
+    type: text("type").notNull(),
+    /** The request a `sponsorship.*` event is about (its deliveries keep its order per endpoint). */
+    sponsorshipRequestId: uuid("sponsorship_request_id"),
+    data: jsonb("data").$type<Record<string, unknown>>().notNull(),
+    createdAt: ts("created_at").notNull().defaultNow(),
+  },
+  (t) => [index("webhook_events_created_idx").on(t.createdAt)],
+);
+export type WebhookEvent = typeof webhookEvents.$inferSelect;
+
+/** One row per (event, endpoint): each endpoint is retried on its own schedule, independent of the others. */
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    eventId: uuid("event_id")
+      .notNull()
+      .references(() => webhookEvents.id, { onDelete: "cascade" }),
+    endpoint: text("endpoint").notNull(),
+    /** Copied from the event: a delivery waits while an earlier event of the same request is pending there. */
+    sponsorshipRequestId: uuid("sponsorship_request_id"),
+    eventSeq: bigint("event_seq", { mode: "number" }).notNull(),
+    status: webhookDeliveryStatus("status").notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    /** Due time of the next attempt; while an attempt is in flight, the end of its claim. */
+    nextAttemptAt: ts("next_attempt_at").notNull().defaultNow(),
+    lastAttemptAt: ts("last_attempt_at"),
+    lastStatusCode: integer("last_status_code"),
+    lastError: text("last_error"),
+    deliveredAt: ts("delivered_at"),
+    createdAt: ts("created_at").notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex("webhook_deliveries_event_endpoint_key").on(t.eventId, t.endpoint),
+    index("webhook_deliveries_due_idx").on(t.endpoint, t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
+    index("webhook_deliveries_request_order_idx").on(t.endpoint, t.sponsorshipRequestId, t.eventSeq).where(sql`${t.status} = 'pending'`),
+    index("webhook_deliveries_recent_idx").on(t.endpoint, t.createdAt.desc()),
+  ],
+);
+export type WebhookDelivery = typeof webhookDeliveries.$inferSelect;
+
+/**
+ * Alerts (treasury.low, fees.above_ceiling, ...): one row per alert key, so an alert is sent once when its condition
+ * starts and again only after it ended, however many processes watch it (db/functions/webhooks.sql, webhook_alert).
+ */
+export const alertState = pgTable("alert_state", {
+  key: text("key").primaryKey(),
+  type: text("type").notNull(),
+  active: boolean("active").notNull(),
+  since: ts("since").notNull().defaultNow(),
+  endedAt: ts("ended_at"),
+  data: jsonb("data").$type<Record<string, unknown>>().notNull().default({}),
+  updatedAt: ts("updated_at").notNull().defaultNow(),
+});
+export type AlertState = typeof alertState.$inferSelect;

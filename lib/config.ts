@@ -148,6 +148,19 @@ const gwei = z
 /** A JSON-RPC endpoint: http:// or https:// only. */
 const httpUrl = url.refine((v) => !URL.canParse(v) || /^https?:$/.test(new URL(v).protocol), "must be an http:// or https:// URL");
 
+/**
+ * WEBHOOK_SECRET (decisions.md "Operators are told"): `whsec_` followed by base64 of at least 24 bytes, the
+ * Standard Webhooks format. The HMAC key is the decoded bytes.
+ */
+export const WEBHOOK_SECRET_MIN_BYTES = 24;
+const webhookSecret = z
+  .string()
+  .trim()
+  .refine((v) => {
+    const m = /^whsec_([A-Za-z0-9+/]+={0,2})$/.exec(v);
+    return m !== null && m[1]!.length % 4 === 0 && Buffer.from(m[1]!, "base64").length >= WEBHOOK_SECRET_MIN_BYTES;
+  }, `must be whsec_ followed by base64 of at least ${WEBHOOK_SECRET_MIN_BYTES} random bytes (e.g. \`echo whsec_$(openssl rand -base64 32)\`)`);
+
 const envSchema = z.object({
   PORT: withDefault(integer(1, 65535), "3000"),
   DATABASE_URL: optional(url),
@@ -217,6 +230,10 @@ const envSchema = z.object({
   NETWORK_NAME: optional(z.string().trim().min(1).max(100)),
   /** GET /faucet says `low_funds` while the treasury holds fewer sponsorships than this (decisions: treasury.low). */
   TREASURY_LOW_SPONSORSHIPS: withDefault(integer(0, 1_000_000_000), "100"),
+  /** Receivers of the webhooks (decisions.md "Operators are told"), comma-separated; empty: none. */
+  WEBHOOK_URLS: list(httpUrl),
+  /** Signs every webhook (Standard Webhooks); required when WEBHOOK_URLS is set. */
+  WEBHOOK_SECRET: optional(webhookSecret),
   /** Set by `npm start` for its children only: they stop when that process is gone. */
   SUPERVISOR_PID: optional(integer(1, 2 ** 31)),
   LOG_LEVEL: withDefault(z.enum(["debug", "info", "warn", "error", "silent"]), "info"),
@@ -271,6 +288,10 @@ export type Config = Readonly<{
   publicRpcUrl: string | undefined;
   networkName: string | undefined;
   treasuryLowSponsorships: number;
+  /** WEBHOOK_URLS, in order, without duplicates (empty: no webhooks). */
+  webhookUrls: readonly string[];
+  /** WEBHOOK_SECRET (`whsec_...`); set whenever `webhookUrls` is not empty. */
+  webhookSecret: string | undefined;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   supervisorPid: number | undefined;
 }>;
@@ -288,6 +309,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(`Invalid configuration: ${variable} ${issue?.message ?? "is invalid"}`);
   }
   const e = result.data;
+  if (e.WEBHOOK_URLS.length > 0 && e.WEBHOOK_SECRET === undefined) {
+    throw new ConfigError("Invalid configuration: WEBHOOK_SECRET must be set when WEBHOOK_URLS is set (whsec_ followed by base64 of at least 24 random bytes)");
+  }
   const config: Config = Object.freeze({
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
@@ -327,6 +351,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     publicRpcUrl: e.PUBLIC_RPC_URL,
     networkName: e.NETWORK_NAME,
     treasuryLowSponsorships: e.TREASURY_LOW_SPONSORSHIPS,
+    webhookUrls: Object.freeze([...new Set(e.WEBHOOK_URLS)]),
+    webhookSecret: e.WEBHOOK_SECRET,
     logLevel: e.LOG_LEVEL,
     supervisorPid: e.SUPERVISOR_PID,
   });

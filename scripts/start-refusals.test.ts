@@ -84,4 +84,12 @@ describe("npm start refuses", () => {
     await expectRefused({ ADMIN_TOKEN: "sixteen-chars-ok" }, "ADMIN_TOKEN");
     await expectRefused({ ADMIN_TOKEN: "ab".repeat(20) }, "ADMIN_TOKEN");
   });
+
+  it("webhooks badly configured (issue 12): URLs without a secret, a secret not whsec_, a non-URL, a ceiling that is not a number", async () => {
+    const secret = `whsec_${Buffer.alloc(32, 9).toString("base64")}`;
+    await expectRefused({ WEBHOOK_URLS: "https://hooks.example.org/in" }, "WEBHOOK_SECRET");
+    await expectRefused({ WEBHOOK_URLS: "https://hooks.example.org/in", WEBHOOK_SECRET: "not-a-whsec-secret-0123456789abcdef" }, "WEBHOOK_SECRET");
+    await expectRefused({ WEBHOOK_URLS: "hooks.example.org", WEBHOOK_SECRET: secret }, "WEBHOOK_URLS\\.0");
+    await expectRefused({ MAX_FEE_PER_GAS_GWEI: "fifty" }, "MAX_FEE_PER_GAS_GWEI");
+  });
 });

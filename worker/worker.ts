@@ -15,6 +15,7 @@ import { FeeCeilingWatch } from "./fee-ceiling";
 import { Heartbeat } from "./heartbeat";
 import { WorkerLoop } from "./loop";
 import { RelayerPool } from "./relayers";
+import { startWorkerWebhooks, type WorkerWebhookOptions, type WorkerWebhooks } from "./webhooks";
 
 /**
  * Assembles one worker from the configuration: database, chain, relayer leases, heartbeat, LISTEN wake-ups and
@@ -30,11 +31,14 @@ export type WorkerOptions = {
   log: Logger;
   /** Overrides for tests (faster heartbeats, shorter leases). */
   settings?: Partial<WorkerSettings>;
+  /** Webhook dispatcher and alert settings (tests: short backoff). */
+  webhooks?: WorkerWebhookOptions;
 };
 
 export type RunningWorker = {
   workerId: string;
   ctx: WorkerContext;
+  webhooks: WorkerWebhooks;
   /** Resolves when the loop has ended (after `stop`). */
   done: Promise<void>;
   /** Finish the step in flight, give the leases back, remove the heartbeat, close connections. */
@@ -181,6 +185,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   };
   await listen();
   loop.onRecovered = () => void listen();
+  const webhooks = await untilReady("database", log, () => startWorkerWebhooks(ctx, config, options.webhooks), () => stopped);
 
   if (config.relayerPrivateKeys.length === 0) log.warn("no RELAYER_PRIVATE_KEYS: this worker reviews requests but relays nothing");
   log.info("worker started", {
@@ -205,6 +210,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
       stopped = true;
       log.info("worker stopping: finishing the step in flight");
       await loop.stop();
+      await webhooks.stop().catch(() => {});
       heartbeat.setState("stopping");
       try {
         await listener?.unlisten().catch(() => {});
@@ -218,5 +224,5 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
       log.info("worker stopped", { totals: ctx.status.totals });
     })());
 
-  return { workerId, ctx, done, stop };
+  return { workerId, ctx, webhooks, done, stop };
 }

@@ -7,6 +7,7 @@ import { currentAdminSession, currentClientIp, currentUserAgent, isSecureRequest
 import { ADMIN_SESSION_COOKIE, sessionCookieOptions, signInAdministrator, signOutAdministrator } from "@/lib/admin/session";
 import { blockIpAsAdministrator, pauseSponsorships, resumeSponsorships, unblockIpAsAdministrator } from "@/lib/admin/controls";
 import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
+import { sendTestWebhook } from "@/lib/admin/webhooks";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { createLogger } from "@/lib/log";
 import { isSponsorshipError } from "@/lib/sponsorship/errors";
@@ -139,4 +140,19 @@ export async function unblockIpAction(_previous: FormState, formData: FormData):
   const id = String(formData.get("id") ?? "");
   if (!/^[0-9a-f-]{36}$/i.test(id)) return { error: "That block does not exist.", message: null };
   return withSession(async (context) => ((await unblockIpAsAdministrator(appDb(), context, { id })) ? "Block lifted." : "That block was already lifted."));
+}
+
+/* ------------------------------------------------------------- webhooks */
+
+export async function sendTestWebhookAction(_previous: FormState): Promise<FormState> {
+  const session = await currentAdminSession();
+  if (!session) return { error: "Your session has ended. Sign in again.", message: null };
+  try {
+    const { eventId } = await sendTestWebhook(appDb(), { session, ipAddress: await currentClientIp() });
+    refresh();
+    if (!eventId) return { error: "No webhook endpoint is configured (WEBHOOK_URLS), or no worker has registered it yet.", message: null };
+    return { error: null, message: `Test event ${eventId} queued for every endpoint.` };
+  } catch (error) {
+    return { error: describeFailure(error), message: null };
+  }
 }

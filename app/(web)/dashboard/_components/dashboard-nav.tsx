@@ -9,6 +9,7 @@ const LINKS = [
   { href: "/dashboard/requests", label: "Requests" },
   { href: "/dashboard/wallets", label: "Wallets" },
   { href: "/dashboard/controls", label: "Controls" },
+  { href: "/dashboard/webhooks", label: "Webhooks" },
 ];
 
 export function DashboardNav() {

@@ -1,0 +1,112 @@
+-- Webhooks' transactional outbox (decisions.md "Operators are told"; docs/webhooks.md). This file is the one current
+-- source of these functions and triggers: db/migrate.ts applies it after the migrations (CREATE OR REPLACE).
+--
+-- Every event is written by webhook_enqueue in the transaction of the change it announces: a request's status
+-- change (trigger below), the pause and its end (trigger on service_state), an alert starting (webhook_alert), a
+-- test event from the dashboard. A crash after the commit loses nothing; a rollback sends nothing. With no active
+-- endpoint (WEBHOOK_URLS empty) nothing is written at all. The worker delivers (lib/webhooks/dispatcher.ts).
+
+-- Writes one event and one delivery per active endpoint; NULL (and nothing written) when no endpoint is active.
+CREATE OR REPLACE FUNCTION webhook_enqueue(p_type text, p_data jsonb, p_request_id uuid DEFAULT NULL)
+RETURNS uuid AS $$
+DECLARE
+  v_id uuid;
+  v_seq bigint;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE active) THEN
+    RETURN NULL;
+  END IF;
+  INSERT INTO webhook_events (type, sponsorship_request_id, data) VALUES (p_type, p_request_id, p_data)
+  RETURNING id, seq INTO v_id, v_seq;
+  INSERT INTO webhook_deliveries (event_id, endpoint, sponsorship_request_id, event_seq)
+  SELECT v_id, e.url, p_request_id, v_seq FROM webhook_endpoints e WHERE e.active;
+  -- Wakes the dispatchers at commit (they poll too).
+  PERFORM pg_notify('webhook_events', '');
+  RETURN v_id;
+END;
+$$ LANGUAGE plpgsql;
+
+-- An alert (treasury.low, fees.above_ceiling, ...): p_active true while its condition holds. The event is written
+-- only when the alert starts (no row, or the row is inactive); it starts again only after a call with p_active false
+-- ended it. The row lock of the upsert orders concurrent callers: two workers never both start it. Returns whether
+-- this call started it.
+CREATE OR REPLACE FUNCTION webhook_alert(p_key text, p_type text, p_active boolean, p_data jsonb)
+RETURNS boolean AS $$
+DECLARE
+  v_started boolean := false;
+BEGIN
+  IF p_active THEN
+    INSERT INTO alert_state AS a (key, type, active, since, data, updated_at)
+    VALUES (p_key, p_type, true, now(), coalesce(p_data, '{}'::jsonb), now())
+    ON CONFLICT (key) DO UPDATE SET active = true, since = now(), ended_at = NULL, data = excluded.data, updated_at = now()
+      WHERE a.active = false
+    RETURNING true INTO v_started;
+    IF coalesce(v_started, false) THEN
+      PERFORM webhook_enqueue(p_type, coalesce(p_data, '{}'::jsonb));
+      RETURN true;
+    END IF;
+    RETURN false;
+  END IF;
+  UPDATE alert_state SET active = false, ended_at = now(), updated_at = now() WHERE key = p_key AND active;
+  RETURN false;
+END;
+$$ LANGUAGE plpgsql;
+
+-- The five request transitions: a snapshot of the request as it is now (without ip_address, user_agent and
+-- client_key: they never enter the outbox), its wallet and its relay attempts. lib/webhooks/payload.ts turns it
+-- into the record of GET /sponsorship/:id (db/queries/webhooks.test.ts proves they agree).
+CREATE OR REPLACE FUNCTION sponsorship_requests_webhook() RETURNS trigger AS $$
+BEGIN
+  IF NEW.status NOT IN ('approved', 'rejected', 'relayed', 'completed', 'failed')
+     OR NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE active) THEN
+    RETURN NULL;
+  END IF;
+  PERFORM webhook_enqueue('sponsorship.' || NEW.status, jsonb_build_object(
+    'request', to_jsonb(NEW) - 'ip_address' - 'user_agent' - 'client_key',
+    'wallet', (
+      SELECT jsonb_build_object('id', w.id, 'walletAddress', w.wallet_address, 'sponsorshipCount', w.sponsorship_count,
+        'isBlocked', EXISTS (
+          SELECT 1 FROM blocks b WHERE b.subject_type = 'wallet' AND b.subject = w.wallet_address
+            AND b.lifted_at IS NULL AND (b.expires_at IS NULL OR b.expires_at > now())))
+      FROM wallets w WHERE w.id = NEW.wallet_id),
+    'relayTransactions', coalesce((
+      SELECT jsonb_agg(jsonb_build_object('id', t.id, 'status', t.status, 'relay_attempt', t.relay_attempt,
+        'transaction_hash', t.transaction_hash, 'submitted_at', t.submitted_at, 'confirmed_at', t.confirmed_at,
+        'failed_at', t.failed_at, 'failure_reason', t.failure_reason) ORDER BY t.relay_attempt)
+      FROM relay_transactions t WHERE t.sponsorship_request_id = NEW.id), '[]'::jsonb)
+  ), NEW.id);
+  RETURN NULL;
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE OR REPLACE TRIGGER sponsorship_requests_webhook
+  AFTER UPDATE OF status ON sponsorship_requests
+  FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+  EXECUTE FUNCTION sponsorship_requests_webhook();
+
+-- sponsorships.paused / sponsorships.resumed, in the transaction that pauses or resumes (admin routes, dashboard).
+CREATE OR REPLACE FUNCTION service_state_webhook() RETURNS trigger AS $$
+BEGIN
+  IF TG_OP = 'INSERT' AND NOT NEW.paused THEN
+    RETURN NULL;
+  END IF;
+  IF NEW.paused THEN
+    PERFORM webhook_enqueue('sponsorships.paused', jsonb_build_object(
+      'reason', NEW.pause_reason,
+      'pausedAt', to_char(NEW.paused_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')));
+  ELSE
+    PERFORM webhook_enqueue('sponsorships.resumed', jsonb_build_object(
+      'resumedAt', to_char(NEW.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')));
+  END IF;
+  RETURN NULL;
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE OR REPLACE TRIGGER service_state_webhook_update
+  AFTER UPDATE OF paused ON service_state
+  FOR EACH ROW WHEN (OLD.paused IS DISTINCT FROM NEW.paused)
+  EXECUTE FUNCTION service_state_webhook();
+
+CREATE OR REPLACE TRIGGER service_state_webhook_insert
+  AFTER INSERT ON service_state
+  FOR EACH ROW EXECUTE FUNCTION service_state_webhook();

@@ -1,0 +1,174 @@
+import { sql } from "drizzle-orm";
+import type { WebhookDeliveryStatus } from "@/db/schema";
+import { run, type Executor } from "@/db/sql/run";
+import { isoUtc } from "@/db/sql/fragments";
+
+/**
+ * The webhooks' outbox (decisions.md "Operators are told"): endpoints, events, deliveries and alert state. Events
+ * are written by the SQL functions of db/functions/webhooks.sql in the transaction of the change they announce;
+ * these queries register endpoints, claim and settle deliveries (lib/webhooks/dispatcher.ts), start and end
+ * alerts, and read deliveries for the dashboard.
+ */
+
+/** Makes exactly `urls` the active endpoints (others stay for their history, inactive). */
+export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]): Promise<void> {
+  const list = JSON.stringify(urls);
+  await run(db, sql`
+    WITH wanted AS (SELECT value AS url FROM jsonb_array_elements_text(${list}::jsonb)),
+    upserted AS (
+      INSERT INTO webhook_endpoints (url, active) SELECT url, true FROM wanted
+      ON CONFLICT (url) DO UPDATE SET active = true, updated_at = now() WHERE webhook_endpoints.active = false
+      RETURNING url)
+    UPDATE webhook_endpoints SET active = false, updated_at = now()
+    WHERE active AND url NOT IN (SELECT url FROM wanted)`);
+}
+
+/** Writes one event (and a delivery per active endpoint); undefined when no endpoint is active. */
+export async function enqueueWebhookEvent(db: Executor, type: string, data: Record<string, unknown>): Promise<string | undefined> {
+  const rows = await run<{ id: string | null }>(db, sql`SELECT webhook_enqueue(${type}, ${JSON.stringify(data)}::jsonb) AS id`);
+  return rows[0]?.id ?? undefined;
+}
+
+/**
+ * Starts (`active`) or ends an alert. The event is written only when this call starts it: once per episode, however
+ * many workers report the condition. Returns whether this call started it.
+ */
+export async function reportAlert(db: Executor, input: { key: string; type: string; active: boolean; data?: Record<string, unknown> }): Promise<boolean> {
+  const rows = await run<{ started: boolean }>(
+    db,
+    sql`SELECT webhook_alert(${input.key}, ${input.type}, ${input.active}, ${JSON.stringify(input.data ?? {})}::jsonb) AS started`,
+  );
+  return rows[0]?.started === true;
+}
+
+export type ClaimedDelivery = {
+  id: number;
+  endpoint: string;
+  attempts: number;
+  eventId: string;
+  type: string;
+  data: Record<string, unknown>;
+  /** When the event happened (ISO 8601, UTC, milliseconds). */
+  occurredAt: string;
+  /** When the first delivery of this event was due (ms since the epoch): the retry window counts from it. */
+  createdAtMs: number;
+};
+
+/**
+ * Claims up to `limit` due deliveries of one endpoint: each is leased for `leaseMs` (another dispatcher skips it
+ * while the attempt runs, and retries it if this one dies), its attempt counted. A delivery waits while an earlier
+ * event of the same request is still pending at that endpoint, so a receiver sees a request's events in order.
+ */
+export async function claimDueDeliveries(db: Executor, input: { endpoint: string; limit: number; leaseMs: number }): Promise<ClaimedDelivery[]> {
+  const rows = await run<{
+    id: string;
+    endpoint: string;
+    attempts: number;
+    event_id: string;
+    type: string;
+    data: Record<string, unknown>;
+    occurred_at: string;
+    created_ms: string;
+  }>(db, sql`
+    WITH due AS (
+      SELECT d.id FROM webhook_deliveries d
+      WHERE d.endpoint = ${input.endpoint} AND d.status = 'pending' AND d.next_attempt_at <= now()
+        AND (d.sponsorship_request_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM webhook_deliveries p
+          WHERE p.endpoint = d.endpoint AND p.sponsorship_request_id = d.sponsorship_request_id
+            AND p.status = 'pending' AND p.event_seq < d.event_seq))
+      ORDER BY d.next_attempt_at, d.event_seq
+      LIMIT ${input.limit}
+      FOR UPDATE SKIP LOCKED)
+    UPDATE webhook_deliveries d
+    SET attempts = d.attempts + 1, last_attempt_at = now(), next_attempt_at = now() + ${input.leaseMs} * interval '1 millisecond'
+    FROM due, webhook_events e
+    WHERE d.id = due.id AND e.id = d.event_id
+    RETURNING d.id::text, d.endpoint, d.attempts, e.id AS event_id, e.type, e.data,
+      ${isoUtc(sql`e.created_at`)} AS occurred_at, floor(extract(epoch FROM d.created_at) * 1000)::bigint::text AS created_ms`);
+  return rows
+    .map((r) => ({
+      id: Number(r.id),
+      endpoint: r.endpoint,
+      attempts: r.attempts,
+      eventId: r.event_id,
+      type: r.type,
+      data: r.data,
+      occurredAt: r.occurred_at,
+      createdAtMs: Number(r.created_ms),
+    }))
+    .sort((a, b) => a.id - b.id);
+}
+
+/**
+ * Settles a claimed attempt: delivered, retried at `retryAt`, or given up (`retryAt` undefined). Only the claim's
+ * own attempt is settled (a dispatcher whose lease ran out cannot overwrite a later attempt's outcome).
+ */
+export async function settleDelivery(
+  db: Executor,
+  input: { id: number; attempts: number; delivered: boolean; statusCode: number | null; error: string | null; retryAt: Date | undefined },
+): Promise<void> {
+  const status: WebhookDeliveryStatus = input.delivered ? "delivered" : input.retryAt ? "pending" : "failed";
+  await run(db, sql`
+    UPDATE webhook_deliveries SET
+      status = ${status}::webhook_delivery_status,
+      last_status_code = ${input.statusCode},
+      last_error = ${input.error},
+      delivered_at = CASE WHEN ${input.delivered} THEN now() ELSE NULL END,
+      next_attempt_at = coalesce(${input.retryAt?.toISOString() ?? null}::timestamptz, next_attempt_at)
+    WHERE id = ${input.id} AND attempts = ${input.attempts} AND status = 'pending'`);
+}
+
+/** Events older than `olderThanMs` whose deliveries are all settled (their deliveries go with them). */
+export async function pruneWebhookEvents(db: Executor, olderThanMs: number): Promise<number> {
+  const rows = await run(db, sql`
+    DELETE FROM webhook_events e
+    WHERE e.created_at < now() - ${olderThanMs} * interval '1 millisecond'
+      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
+    RETURNING e.id`);
+  return rows.length;
+}
+
+export type DeliveryView = {
+  id: number;
+  endpoint: string;
+  eventId: string;
+  type: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  nextAttemptAt: string | null;
+  lastAttemptAt: string | null;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  deliveredAt: string | null;
+  createdAt: string;
+};
+
+export type EndpointDeliveries = { url: string; active: boolean; pending: number; failed: number; recent: DeliveryView[] };
+
+/** The dashboard's view: every endpoint (active first) with its pending and failed counts and latest deliveries. */
+export async function listEndpointDeliveries(db: Executor, perEndpoint: number): Promise<EndpointDeliveries[]> {
+  const rows = await run<{ url: string; active: boolean; pending: number; failed: number; recent: DeliveryView[] | null }>(db, sql`
+    SELECT e.url, e.active,
+      (SELECT count(*)::int FROM webhook_deliveries d WHERE d.endpoint = e.url AND d.status = 'pending') AS pending,
+      (SELECT count(*)::int FROM webhook_deliveries d WHERE d.endpoint = e.url AND d.status = 'failed') AS failed,
+      (SELECT json_agg(x ORDER BY x."createdAt" DESC, x.id DESC) FROM (
+        SELECT d.id, d.endpoint, d.event_id AS "eventId", v.type, d.status, d.attempts,
+          CASE WHEN d.status = 'pending' THEN ${isoUtc(sql`d.next_attempt_at`)} END AS "nextAttemptAt",
+          ${isoUtc(sql`d.last_attempt_at`)} AS "lastAttemptAt", d.last_status_code AS "lastStatusCode", d.last_error AS "lastError",
+          ${isoUtc(sql`d.delivered_at`)} AS "deliveredAt", ${isoUtc(sql`d.created_at`)} AS "createdAt"
+        FROM webhook_deliveries d JOIN webhook_events v ON v.id = d.event_id
+        WHERE d.endpoint = e.url ORDER BY d.created_at DESC, d.id DESC LIMIT ${perEndpoint}) x) AS recent
+    FROM webhook_endpoints e ORDER BY e.active DESC, e.url`);
+  return rows.map((r) => ({ url: r.url, active: r.active, pending: r.pending, failed: r.failed, recent: r.recent ?? [] }));
+}
+
+/** Age of the newest worker heartbeat in ms (database clock); undefined when no worker ever beat (or all stopped). */
+export async function newestHeartbeatAgeMs(db: Executor): Promise<number | undefined> {
+  const rows = await run<{ age_ms: string | null }>(
+    db,
+    sql`SELECT floor(extract(epoch FROM now() - max(last_beat_at)) * 1000)::bigint::text AS age_ms FROM worker_heartbeats`,
+  );
+  const age = rows[0]?.age_ms;
+  return age === null || age === undefined ? undefined : Number(age);
+}

@@ -1,0 +1,65 @@
+import { randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
+import { Webhook } from "standardwebhooks";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { upsertHeartbeat } from "@/db/queries/heartbeats";
+import { syncWebhookEndpoints } from "@/db/queries/webhooks";
+import { createLogger } from "@/lib/log";
+import { createTestDatabase, type TestDatabase } from "@/test/db";
+import { startWebhookReceiver, type WebhookReceiver } from "@/test/webhook-receiver";
+import { WorkerWatch } from "./worker-watch";
+
+/**
+ * worker.down (decisions.md "Operators are told": no live worker heartbeat for 60 s, here shortened): noticed by the
+ * web server's watch, sent once per episode and delivered by the watch itself, since no worker is there to do it.
+ */
+
+const SECRET = `whsec_${randomBytes(32).toString("base64")}`;
+let t: TestDatabase;
+let r: WebhookReceiver;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  r = await startWebhookReceiver();
+  await syncWebhookEndpoints(t.db, [r.url]);
+});
+
+afterAll(async () => {
+  await r?.close();
+  await t?.drop();
+});
+
+async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe("worker.down", () => {
+  it("is sent once when no worker heartbeat was seen for the limit, delivered without a worker, and again only after a worker was back", async () => {
+    const watch = new WorkerWatch({ db: t.db, log: createLogger({ test: "worker-watch" }), endpoints: [r.url], secret: SECRET, downAfterMs: 300, dispatcher: { baseDelayMs: 50, maxDelayMs: 100 } });
+    // No worker has ever beaten: down once the limit has passed since the watch started.
+    await waitUntil("the watch to call the workers down", () => watch.check());
+    for (let i = 0; i < 5; i++) expect(await watch.check()).toBe(true);
+    const down = () => r.ofType("worker.down");
+    expect(down()).toHaveLength(1);
+    new Webhook(SECRET).verify(down()[0]!.body, down()[0]!.headers);
+    expect(down()[0]!.json.data).toMatchObject({ lastHeartbeatAt: null });
+
+    // A worker beats: the episode ends, nothing is sent.
+    await upsertHeartbeat(t.db, { workerId: "w1", hostname: "h", pid: 1, startedAt: new Date(), details: {} });
+    expect(await watch.check()).toBe(false);
+    const [state] = await t.db.execute<{ active: boolean }>(sql`SELECT active FROM alert_state WHERE key = 'worker.down'`);
+    expect(state!.active).toBe(false);
+
+    // It stops beating (a SIGKILLed worker leaves its row behind): once the limit has passed since the last beat
+    // the watch saw, a new episode, a second event.
+    await t.db.execute(sql`UPDATE worker_heartbeats SET last_beat_at = now() - interval '1 hour'`);
+    await waitUntil("the watch to call the workers down again", () => watch.check());
+    expect(down()).toHaveLength(2);
+    expect(down()[1]!.json.data.lastHeartbeatAt).toEqual(expect.any(String));
+    await watch.stop();
+  });
+});

@@ -1,0 +1,81 @@
+import type { Database } from "@/db/client";
+import { newestHeartbeatAgeMs, reportAlert } from "@/db/queries/webhooks";
+import type { Logger } from "@/lib/log";
+import { WebhookDispatcher, type DispatcherSettings } from "./dispatcher";
+
+/**
+ * `worker.down` (decisions.md "Operators are told": no live worker heartbeat for 60 s). No worker can report its
+ * own absence, and when the only worker is down no other is there to notice, so the web server watches
+ * (server.ts, only when WEBHOOK_URLS is set): every `intervalMs` it reads the newest heartbeat; once none has been
+ * written for `downAfterMs` (counting from this watch's start when there is none at all) the alert starts (once,
+ * through webhook_alert, however many web servers watch), and it ends when a heartbeat is seen again. While no
+ * worker lives, nobody else would deliver the outbox, so the watch delivers what is due itself (the same
+ * dispatcher and claims as the workers: no delivery is sent twice at once).
+ */
+
+export const WORKER_DOWN_AFTER_MS = 60_000;
+
+export type WorkerWatchOptions = {
+  db: Database;
+  log: Logger;
+  endpoints: readonly string[];
+  secret: string;
+  downAfterMs?: number;
+  intervalMs?: number;
+  dispatcher?: Partial<DispatcherSettings>;
+};
+
+export class WorkerWatch {
+  private lastAliveAt: number | undefined;
+  private readonly startedAt = Date.now();
+  private timer: NodeJS.Timeout | undefined;
+  private checking: Promise<void> | undefined;
+  private readonly dispatcher: WebhookDispatcher;
+  private readonly downAfterMs: number;
+
+  constructor(private readonly options: WorkerWatchOptions) {
+    this.downAfterMs = options.downAfterMs ?? WORKER_DOWN_AFTER_MS;
+    this.dispatcher = new WebhookDispatcher({ db: options.db, endpoints: options.endpoints, secret: options.secret, log: options.log, settings: options.dispatcher });
+  }
+
+  /** One look: starts or ends `worker.down`; while down, delivers what is due. Returns whether the workers are down. */
+  check(): Promise<boolean> {
+    const run = (async () => {
+      const { db, log } = this.options;
+      const age = await newestHeartbeatAgeMs(db);
+      const now = Date.now();
+      if (age !== undefined) this.lastAliveAt = Math.max(this.lastAliveAt ?? 0, now - age);
+      const since = this.lastAliveAt ?? this.startedAt;
+      const down = now - since >= this.downAfterMs;
+      const started = await reportAlert(db, {
+        key: "worker.down",
+        type: "worker.down",
+        active: down,
+        data: { lastHeartbeatAt: this.lastAliveAt === undefined ? null : new Date(this.lastAliveAt).toISOString(), silentForMs: now - since },
+      });
+      if (started) log.error("alert: no live worker heartbeat", { silentForMs: now - since });
+      if (down) for (const endpoint of this.options.endpoints) await this.dispatcher.deliverDue(endpoint);
+      return down;
+    })();
+    return run;
+  }
+
+  start(): void {
+    this.timer = setInterval(() => {
+      if (this.checking) return; // the last look is still running (a slow receiver)
+      this.checking = this.check()
+        .then(
+          () => undefined,
+          (error: unknown) => this.options.log.warn("worker watch failed", { error: error instanceof Error ? error.message : String(error) }),
+        )
+        .finally(() => (this.checking = undefined));
+    }, this.options.intervalMs ?? 15_000);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.checking;
+    await this.dispatcher.stop();
+  }
+}

@@ -1,0 +1,117 @@
+import { readBudgetExhaustion } from "@/db/queries/controls";
+import { pruneWebhookEvents, reportAlert, syncWebhookEndpoints } from "@/db/queries/webhooks";
+import type { Config } from "@/lib/config";
+import { WebhookDispatcher, type DispatcherSettings } from "@/lib/webhooks/dispatcher";
+import type { AlertEventType } from "@/lib/webhooks/events";
+import type { WorkerContext } from "./context";
+
+/**
+ * The worker's part of the webhooks (docs/webhooks.md): it registers WEBHOOK_URLS as the active endpoints, runs the
+ * dispatcher (its own loops, beside the relay pipeline, never blocking it) and watches the alerts it can see:
+ * `treasury.low`, `relayer.out_of_gas` (per relayer it holds), `fees.above_ceiling`, `budget.exhausted`. Each alert
+ * goes through webhook_alert (db/functions/webhooks.sql): sent once when it starts, again only after it ended, however
+ * many workers report it. `sponsorship.*` and `sponsorships.paused/resumed` are written by triggers; `worker.down`
+ * by the web server (lib/webhooks/worker-watch.ts), since no worker can report its own absence.
+ */
+
+export const WEBHOOK_WAKEUP_CHANNEL = "webhook_events";
+/** Settled events are kept this long for the dashboard, then pruned with their deliveries. */
+const EVENT_RETENTION_MS = 7 * 24 * 3_600_000;
+const PRUNE_INTERVAL_MS = 3_600_000;
+
+export type WorkerWebhookOptions = {
+  dispatcher?: Partial<DispatcherSettings>;
+  /** How often the alerts are evaluated (default 5 s). */
+  alertIntervalMs?: number;
+};
+
+export type WorkerWebhooks = { evaluateAlerts: () => Promise<void>; stop: () => Promise<void> };
+
+export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, options: WorkerWebhookOptions = {}): Promise<WorkerWebhooks> {
+  const { db, log } = ctx;
+  // Also with none configured: endpoints removed from WEBHOOK_URLS stop receiving new events.
+  await syncWebhookEndpoints(db, config.webhookUrls);
+  const dispatcher =
+    config.webhookUrls.length > 0 && config.webhookSecret
+      ? new WebhookDispatcher({ db, endpoints: config.webhookUrls, secret: config.webhookSecret, log: log.child({ component: "webhooks" }), settings: options.dispatcher })
+      : undefined;
+  let listener: { unlisten: () => Promise<void> } | undefined;
+  if (dispatcher) {
+    dispatcher.start();
+    listener = await db.$client.listen(WEBHOOK_WAKEUP_CHANNEL, () => dispatcher.wake()).catch(() => undefined);
+    log.info("webhooks enabled", { endpoints: config.webhookUrls.map((u) => new URL(u).origin) });
+  }
+
+  const report = async (key: string, type: AlertEventType, active: boolean, data: Record<string, unknown> = {}) => {
+    if (await reportAlert(db, { key, type, active, data })) log.warn("alert", { type, ...data });
+  };
+
+  let evaluating: Promise<void> | undefined;
+  let lastPrune = 0;
+  const evaluate = async () => {
+    const treasury = ctx.status.treasury;
+    if (treasury) {
+      const left = treasury.amount > 0n ? treasury.balance / treasury.amount : 0n;
+      await report("treasury.low", "treasury.low", left < BigInt(config.treasuryLowSponsorships), {
+        treasuryAddress: ctx.chain.treasuryAddress,
+        balanceWei: treasury.balance.toString(),
+        amountWei: treasury.amount.toString(),
+        sponsorshipsLeft: Number(left),
+        threshold: config.treasuryLowSponsorships,
+      });
+    }
+    for (const relayer of ctx.pool.leased) {
+      const key = relayer.toLowerCase();
+      await report(`relayer.out_of_gas:${key}`, "relayer.out_of_gas", ctx.status.relayersWithoutGas.has(key) || ctx.status.relayersWithoutGas.has(relayer), {
+        relayerAddress: key,
+      });
+    }
+    const fees = ctx.feeCeiling?.state;
+    if (fees?.checkedAt) {
+      await report("fees.above_ceiling", "fees.above_ceiling", fees.aboveCeiling, {
+        ceilingWei: fees.ceilingWei.toString(),
+        baseFeeWei: fees.baseFeeWei?.toString() ?? null,
+        since: fees.since?.toISOString() ?? null,
+      });
+    }
+    if (config.sponsorBudgetPerHour > 0 || config.sponsorBudgetPerDay > 0) {
+      const refusal = await readBudgetExhaustion(db, { perHour: config.sponsorBudgetPerHour, perDay: config.sponsorBudgetPerDay });
+      await report("budget.exhausted", "budget.exhausted", refusal !== null, {
+        window: refusal?.window ?? null,
+        retryAt: refusal ? new Date(refusal.retryAtMs).toISOString() : null,
+        budgetPerHour: config.sponsorBudgetPerHour,
+        budgetPerDay: config.sponsorBudgetPerDay,
+      });
+    }
+    if (Date.now() - lastPrune >= PRUNE_INTERVAL_MS) {
+      lastPrune = Date.now();
+      await pruneWebhookEvents(db, EVENT_RETENTION_MS);
+    }
+  };
+  const evaluateAlerts = () =>
+    (evaluating ??= evaluate()
+      .catch((error: unknown) => log.warn("alert evaluation failed", { error: error instanceof Error ? error.message : String(error) }))
+      .finally(() => (evaluating = undefined)));
+
+  // The fee ceiling's episodes are reported as they start and end, not only at the next tick.
+  const feeCeiling = ctx.feeCeiling;
+  if (feeCeiling) {
+    const previous = feeCeiling.onChange;
+    feeCeiling.onChange = (change) => {
+      previous?.(change);
+      void evaluateAlerts();
+    };
+  }
+  const timer = setInterval(() => void evaluateAlerts(), options.alertIntervalMs ?? 5_000);
+  timer.unref();
+
+  return {
+    evaluateAlerts,
+    stop: async () => {
+      clearInterval(timer);
+      await evaluating;
+      await listener?.unlisten().catch(() => {});
+      await dispatcher?.stop();
+    },
+  };
+}
