@@ -1,3 +1,4 @@
+import type { Address } from "viem";
 import type { Database } from "@/db/client";
 import type { TreasuryState } from "@/lib/chain/treasury";
 import type { Logger } from "@/lib/log";
@@ -67,6 +68,8 @@ export type WorkerContext = {
   status: WorkerStatus;
   /** Market fees capped at the ceiling, refreshed with each new block. */
   fees: { value: OfferedFees; blockNumber: bigint } | undefined;
+  /** The relay stage's chain reads at the head it last asked for (relayChainState). */
+  relayReads?: { block: bigint; relayers: string; value: RelayChainState };
   /** MAX_FEE_PER_GAS_GWEI set: whether the network asks more than it (worker/fee-ceiling.ts). */
   feeCeiling: FeeCeilingWatch | undefined;
   /** Wakes the loop (a stage produced work for another). */
@@ -99,5 +102,27 @@ export async function currentFees(ctx: WorkerContext): Promise<OfferedFees> {
   const value = capFees(await ctx.chain.marketFees(), ctx.feeCeiling?.state.ceilingWei);
   ctx.fees = { value, blockNumber: block ?? 0n };
   ctx.feeCeiling?.note(value);
+  return value;
+}
+
+export type RelayChainState = { treasury: TreasuryState; fees: OfferedFees; authorised: Set<Address> };
+
+/**
+ * What the relay stage asks the chain before it signs (the treasury's state, the fees, which relayers the treasury
+ * authorises), read once per block. The head is asked every time (one call); while it has not moved, the answers
+ * read at it are used again: the chain's state at one block is the same however often it is read, so nothing is
+ * seen later than before, and a burst of relay rounds within a block costs one call each instead of about nine
+ * (hosted providers bill per call: docs/performance.md, "JSON-RPC calls").
+ */
+export async function relayChainState(ctx: WorkerContext, relayers: readonly Address[]): Promise<RelayChainState> {
+  const block = await ctx.chain.blockNumber();
+  const key = [...relayers].sort().join(",");
+  const cached = ctx.relayReads;
+  if (cached && cached.block === block && cached.relayers === key) return cached.value;
+  // The newest head seen (an endpoint behind the others may answer an older one: it is not taken back).
+  if (ctx.status.blockNumber === undefined || block > ctx.status.blockNumber) ctx.status.blockNumber = block;
+  const [treasury, fees, authorised] = await Promise.all([ctx.chain.treasuryState(), currentFees(ctx), ctx.chain.authorisedRelayers(relayers)]);
+  const value = { treasury, fees, authorised };
+  ctx.relayReads = { block, relayers: key, value };
   return value;
 }

@@ -12,7 +12,7 @@ import {
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import { lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
-import { currentFees, type WorkerContext } from "../context";
+import { relayChainState, type WorkerContext } from "../context";
 import { metrics } from "../metrics";
 import { LeaseLostError } from "../relayers";
 import { signAttempt, storedAttempt } from "./attempts";
@@ -63,13 +63,11 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
 
     // The locked requests re-read in a later statement (it sees every attempt committed before the locks were
     // granted). The treasury must cover what is already in flight plus each new attempt; otherwise the requests
-    // wait (rows untouched, locks released at commit) and no attempt is created or burned. The chain reads leave
-    // together (one JSON-RPC batch) while the database answers.
-    const [[candidates, openRelays], treasury, fees, authorised] = await Promise.all([
+    // wait (rows untouched, locks released at commit) and no attempt is created or burned. The chain is asked
+    // while the database answers, once per block (relayChainState).
+    const [[candidates, openRelays], { treasury, fees, authorised }] = await Promise.all([
       tx.send([readRelayCandidates(locked), countOpenRelays()]),
-      ctx.chain.treasuryState(),
-      currentFees(ctx),
-      ctx.chain.authorisedRelayers([...nonces.keys()] as Address[]),
+      relayChainState(ctx, [...nonces.keys()] as Address[]),
     ]);
     if (candidates.length === 0) return { stored: [], claimed: 0 };
     const underfunded = treasury.balance < treasury.amount;
