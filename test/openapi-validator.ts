@@ -2,7 +2,7 @@
  * Test support: checks an API response against the OpenAPI document the service serves, with an independent
  * JSON Schema validator (Ajv, 2020-12 dialect, OpenAPI 3.1's), so a status, a media type or a body field the
  * document does not describe fails the test that met it. Used by the Vitest client over the route handlers
- * (lib/http/test-client.ts) and by the Playwright API spec over HTTP (e2e/api.spec.ts).
+ * (test/api-client.ts) and by the Playwright API spec over HTTP (e2e/api.spec.ts).
  *
  * The document is generated from the same zod schemas the handlers use; checking it with zod again would prove
  * nothing, hence Ajv over the served JSON.

@@ -3,7 +3,7 @@ import fc from "fast-check";
 import type { z } from "zod";
 import { sponsorshipRequests, wallets } from "@/db/schema";
 import { PROBLEMS, isProblemCode } from "@/lib/http/problem";
-import { callApi, setupApiTestContext, TEST_HOST, type ApiAnswer, type ApiCall } from "@/lib/http/test-client";
+import { callApi, setupApiTestContext, TEST_HOST, type ApiAnswer, type ApiCall } from "@/test/api-client";
 import {
   healthResponse,
   historyResponse,

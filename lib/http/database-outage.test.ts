@@ -6,7 +6,7 @@ import { healthResponse, sponsorshipRequestResponse } from "@/lib/sponsorship/sc
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
 import { setAppContextForTests, WEB_POOL_LIMITS } from "./app-context";
-import { callApi, expectProblem, randomAddress } from "./test-client";
+import { callApi, expectProblem, randomAddress } from "@/test/api-client";
 import { unavailableResponse } from "./route";
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { wallets } from "@/db/schema";
-import { callApi, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "./test-client";
+import { callApi, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/test/api-client";
 import { defineRoute } from "./route";
 
 const ctx = setupApiTestContext({ CORS_ORIGINS: "https://wallet.example, http://localhost:5173" });

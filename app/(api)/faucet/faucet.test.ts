@@ -10,7 +10,7 @@ import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { FAUCET_RETRY_SECONDS, FAUCET_SNAPSHOT_MS, faucetStatus } from "@/lib/faucet-status";
 import { pauseSponsorships, resumeSponsorships } from "@/lib/admin/controls";
 import type { AdminSession } from "@/db/schema";
-import { callApi, expectProblem, reconfigure, setupApiTestContext } from "@/lib/http/test-client";
+import { callApi, expectProblem, reconfigure, setupApiTestContext } from "@/test/api-client";
 import { faucetStatusResponse, type FaucetStatusResponse } from "@/lib/sponsorship/schemas";
 import { startTestChain } from "@/test/chain";
 import { freePort } from "@/test/ports";

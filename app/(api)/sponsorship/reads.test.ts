@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { relayTransactions, sponsorshipRequests } from "@/db/schema";
-import { callApi, expectProblem, randomAddress, setupApiTestContext } from "@/lib/http/test-client";
+import { callApi, expectProblem, randomAddress, setupApiTestContext } from "@/test/api-client";
 import { blockWallet } from "@/lib/sponsorship/blocks";
 import {
   relayTransactionResponse,

@@ -1,7 +1,7 @@
 import { and, eq, sql } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import { rateLimitHits, sponsorshipRequests, wallets } from "@/db/schema";
-import { callApi, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/lib/http/test-client";
+import { callApi, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/test/api-client";
 import { blockWallet } from "@/lib/sponsorship/blocks";
 import { setClockForTests } from "@/lib/sponsorship/clock";
 import { sponsorshipRequestResponse, walletResponse } from "@/lib/sponsorship/schemas";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { sponsorshipRequests, wallets } from "@/db/schema";
-import { callApi, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/lib/http/test-client";
+import { callApi, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/test/api-client";
 import { blockWallet } from "@/lib/sponsorship/blocks";
 import { setClockForTests } from "@/lib/sponsorship/clock";
 import { historyResponse, walletResponse } from "@/lib/sponsorship/schemas";

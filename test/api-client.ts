@@ -1,32 +1,34 @@
 /**
- * Test support (not shipped behaviour): calls the API's route handlers directly, the way Next would, with a
- * router that mirrors app/(api) (static segments before dynamic ones, then the catch-all). Used by the route
- * tests and the property-based test. Every answer is checked against the OpenAPI document GET /openapi.json
- * serves (test/openapi-validator.ts): an undocumented status, media type or field fails the test that met it.
+ * Test support: calls the API's route handlers directly, the way Next would, through the route table generated
+ * from app/(api) (test/routes.generated.ts: static segments before dynamic ones, then the catch-all; admin routes
+ * included). `callRoute` answers the raw Response; `callApi` also checks every answer against the OpenAPI document
+ * GET /openapi.json serves (test/openapi-validator.ts): an undocumented status, media type or field fails the test
+ * that met it.
  */
 import { afterAll, beforeAll, expect } from "vitest";
+import type { Address } from "viem";
 import { problemResponseSchema, type ProblemResponse } from "@/lib/sponsorship/schemas";
 import { parseConfig, type Config } from "@/lib/config";
-import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { createResponseValidator, type ResponseValidator } from "@/test/openapi-validator";
-import { setAppContextForTests } from "./app-context";
-import type { NextRouteHandler, RouteParams } from "./route";
-import { CLIENT_IP_HEADER } from "./client-ip";
+import { setAppContextForTests } from "@/lib/http/app-context";
+import type { NextRouteHandler, RouteParams } from "@/lib/http/route";
+import { CLIENT_IP_HEADER } from "@/lib/http/client-ip";
+import { createTestDatabase, type TestDatabase } from "./db";
+import { createResponseValidator, type ResponseValidator } from "./openapi-validator";
+import { apiRoutes } from "./routes.generated";
 
 type RouteModule = Record<string, NextRouteHandler>;
 
-const routes: { pattern: RegExp; names: string[]; load: () => Promise<RouteModule> }[] = [
-  { pattern: /^\/health$/, names: [], load: () => import("@/app/(api)/health/route") },
-  { pattern: /^\/openapi\.json$/, names: [], load: () => import("@/app/(api)/openapi.json/route") },
-  { pattern: /^\/faucet$/, names: [], load: () => import("@/app/(api)/faucet/route") },
-  { pattern: /^\/wallets\/register$/, names: [], load: () => import("@/app/(api)/wallets/register/route") },
-  { pattern: /^\/sponsorship\/request$/, names: [], load: () => import("@/app/(api)/sponsorship/request/route") },
-  { pattern: /^\/wallets\/([^/]+)\/history$/, names: ["address"], load: () => import("@/app/(api)/wallets/[address]/history/route") },
-  { pattern: /^\/sponsorship\/tx\/([^/]+)$/, names: ["hash"], load: () => import("@/app/(api)/sponsorship/tx/[hash]/route") },
-  { pattern: /^\/wallets\/([^/]+)$/, names: ["address"], load: () => import("@/app/(api)/wallets/[address]/route") },
-  { pattern: /^\/sponsorship\/([^/]+)$/, names: ["id"], load: () => import("@/app/(api)/sponsorship/[id]/route") },
-  { pattern: /^\/relay\/([^/]+)$/, names: ["id"], load: () => import("@/app/(api)/relay/[id]/route") },
-];
+/** One entry of test/routes.generated.ts. */
+export type GeneratedRoute = {
+  /** The folder path under app/(api), e.g. `/wallets/[address]/history`. */
+  route: string;
+  pattern: RegExp;
+  /** The dynamic segments' names, in the order of the pattern's groups. */
+  names: string[];
+  /** The catch-all segment's name (`[...path]`), whose value is the whole path's segments. */
+  catchAll?: string;
+  load: () => Promise<unknown>;
+};
 
 const decode = (segment: string) => {
   try {
@@ -36,18 +38,17 @@ const decode = (segment: string) => {
   }
 };
 
-async function resolve(pathname: string): Promise<{ module: RouteModule; params: RouteParams }> {
+export async function resolveRoute(pathname: string): Promise<{ module: RouteModule; params: RouteParams }> {
   const path = pathname.length > 1 ? pathname.replace(/\/+$/, "") : pathname;
-  for (const route of routes) {
+  for (const route of apiRoutes) {
     const match = route.pattern.exec(path);
-    if (match) {
-      const params: RouteParams = {};
-      route.names.forEach((name, i) => (params[name] = decode(match[i + 1]!)));
-      return { module: await route.load(), params };
-    }
+    if (!match) continue;
+    const params: RouteParams = {};
+    route.names.forEach((name, i) => (params[name] = decode(match[i + 1]!)));
+    if (route.catchAll) params[route.catchAll] = path.split("/").filter(Boolean).map(decode);
+    return { module: (await route.load()) as RouteModule, params };
   }
-  const catchAll = (await import("@/app/(api)/[...path]/route")) as RouteModule;
-  return { module: catchAll, params: { path: path.split("/").filter(Boolean).map(decode) } };
+  throw new Error(`no route serves ${pathname}`);
 }
 
 export type ApiCall = {
@@ -83,8 +84,11 @@ function servedDocumentValidator(): Promise<ResponseValidator> {
   return documentValidator;
 }
 
-export async function callApi(call: ApiCall): Promise<ApiAnswer> {
-  const method = (call.method ?? (call.body !== undefined || call.rawBody !== undefined ? "POST" : "GET")).toUpperCase();
+const methodOf = (call: ApiCall) => (call.method ?? (call.body !== undefined || call.rawBody !== undefined ? "POST" : "GET")).toUpperCase();
+
+/** The handler's Response to `call`, as the route tree would route it (no check against the OpenAPI document). */
+export async function callRoute(call: ApiCall): Promise<Response> {
+  const method = methodOf(call);
   const headers = new Headers({ host: TEST_HOST, [CLIENT_IP_HEADER]: call.ip ?? "198.51.100.1" });
   let body: string | Uint8Array | undefined;
   if (call.rawBody !== undefined) body = call.rawBody;
@@ -95,10 +99,16 @@ export async function callApi(call: ApiCall): Promise<ApiAnswer> {
   for (const [name, value] of Object.entries(call.headers ?? {})) headers.set(name, value);
   const url = new URL(call.path, `http://${TEST_HOST}`);
   const request = new Request(url, { method, headers, body: method === "GET" || method === "HEAD" ? undefined : (body as BodyInit | undefined) });
-  const { module: routeModule, params } = await resolve(url.pathname);
+  const { module: routeModule, params } = await resolveRoute(url.pathname);
   const handler = routeModule[method];
   if (!handler) throw new Error(`route module has no ${method} export`);
-  const response = await handler(request, { params: Promise.resolve(params) });
+  return handler(request, { params: Promise.resolve(params) });
+}
+
+/** `callRoute`, with the answer read and checked against the OpenAPI document the API serves. */
+export async function callApi(call: ApiCall): Promise<ApiAnswer> {
+  const method = methodOf(call);
+  const response = await callRoute(call);
   const text = await response.text();
   let json: unknown;
   try {
@@ -118,7 +128,6 @@ export async function callApi(call: ApiCall): Promise<ApiAnswer> {
 }
 
 /* ------------------------------------------------------------ test database */
-
 
 export type ApiTestContext = { t: TestDatabase; config: Config };
 
@@ -148,7 +157,7 @@ export function reconfigure(ctx: ApiTestContext, env: Record<string, string>): C
 }
 
 export const randomAddress = () =>
-  `0x${Array.from(crypto.getRandomValues(new Uint8Array(20)), (b) => b.toString(16).padStart(2, "0")).join("")}` as `0x${string}`;
+  `0x${Array.from(crypto.getRandomValues(new Uint8Array(20)), (b) => b.toString(16).padStart(2, "0")).join("")}` as Address;
 
 /** Asserts a well-formed problem+json answer with this status and code (and the X-Request-Id in the body). */
 export function expectProblem(answer: ApiAnswer, status: number, code: string): ProblemResponse {
