@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { embeddedServiceUrl, embeddedSuperuserUrl } from "@/db/embedded";
 import { LOCAL_RELAYER_KEYS } from "@/lib/config";
+import { spawnInstance as spawnServiceInstance, stopInstance } from "@/test/instances";
 import { freePort } from "@/test/ports";
 import { stackCpuGroups, type CpuGroups } from "./cpu";
 import { note, waitFor, type Address } from "./util";
@@ -228,7 +229,7 @@ export async function attachStack(env: NodeJS.ProcessEnv): Promise<Stack> {
   };
 }
 
-/** An extra web server or worker against the stack's database and chain (the scale-out run). */
+/** An extra web server or worker against the stack's database and chain (the scale-out run), by test/instances.ts's spawner. */
 export function spawnInstance(
   stack: Stack,
   kind: "web" | "worker",
@@ -238,29 +239,12 @@ export function spawnInstance(
 ): { pid: number; stop(): Promise<void> } {
   if (!stack.childEnv) throw new Error("extra instances need a stack the bench started");
   const entry = kind === "web" ? "server.ts" : path.join("worker", "index.ts");
-  const log = createWriteStream(path.join(logDir, `${stack.name}-${kind}-${env.PORT ?? process.hrtime.bigint()}.log`));
   // nodeArgs: e.g. --cpu-prof (refused in NODE_OPTIONS, so given on the command line); the profile is written at exit.
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", path.join(stack.root, entry)], {
-    cwd: stack.root,
-    env: { ...stack.childEnv, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+  const instance = spawnServiceInstance(entry, { ...stack.childEnv, ...env }, path.join(logDir, `${stack.name}-${kind}-${env.PORT ?? process.hrtime.bigint()}.log`), {
+    nodeArgs: options.nodeArgs,
+    root: stack.root,
   });
-  child.stdout?.pipe(log, { end: false });
-  child.stderr?.pipe(log, { end: false });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  return {
-    pid: child.pid!,
-    stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill("SIGCONT");
-        child.kill("SIGTERM");
-        const t = setTimeout(() => child.kill("SIGKILL"), 20_000);
-        await exited;
-        clearTimeout(t);
-      }
-      log.end();
-    },
-  };
+  return { pid: instance.proc.pid!, stop: () => stopInstance(instance) };
 }
 
 export { healthy };

@@ -4,7 +4,7 @@ import type { Anvil } from "@/contracts/anvil";
 import { createDatabase, closeDatabase } from "@/db/client";
 import { workerHeartbeats } from "@/db/schema";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig } from "@/lib/config";
-import { callApi, setupApiTestContext } from "@/lib/http/test-client";
+import { callApi, setupApiTestContext } from "@/test/api-client";
 import { healthResponse } from "@/lib/sponsorship/schemas";
 import { startTestChain } from "@/test/chain";
 import { freePort } from "@/test/ports";

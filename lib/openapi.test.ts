@@ -2,7 +2,7 @@ import { readdirSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { PROBLEMS } from "@/lib/http/problem";
-import { callApi, setupApiTestContext } from "@/lib/http/test-client";
+import { callApi, setupApiTestContext } from "@/test/api-client";
 
 setupApiTestContext();
 

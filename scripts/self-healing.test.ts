@@ -1,12 +1,13 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createPublicClient, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { treasuryAbi } from "@/contracts/generated/treasury";
+import { alive, NpmStartStack } from "@/test/npm-start";
 import { freePort } from "@/test/ports";
 
 /**
@@ -15,37 +16,12 @@ import { freePort } from "@/test/ports";
  * each wallet is paid once on the chain.
  */
 
-const ROOT = path.resolve(import.meta.dirname, "..");
 let dataDir: string;
 let env: NodeJS.ProcessEnv;
 let port: number;
 let chainPort: number;
 let supervisor: ChildProcess | undefined;
-let output = "";
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms: number): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${ms} ms\n${output.slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-function processes(): Record<string, number> {
-  const file = path.join(dataDir, "processes.json");
-  return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Record<string, number>) : {};
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+let stack: NpmStartStack;
 
 async function post(pathname: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
   try {
@@ -102,7 +78,7 @@ async function statusOf(id: string): Promise<string | undefined> {
 }
 
 async function expectAllCompletedAndPaidOnce(accepted: Sent[]): Promise<void> {
-  await until(
+  await stack.until(
     `all ${accepted.length} accepted requests completed`,
     async () => {
       const statuses = await Promise.all(accepted.map((s) => statusOf(s.id!)));
@@ -141,21 +117,13 @@ beforeAll(async () => {
     LOG_LEVEL: "info",
   };
   for (const name of ["DATABASE_URL", "RPC_URL", "ADMIN_TOKEN", "REGISTRY_ADDRESS", "TREASURY_ADDRESS", "RELAYER_PRIVATE_KEYS"]) delete env[name];
-  supervisor = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "scripts", "start.ts")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
-  supervisor.stdout?.on("data", (c: Buffer) => (output += c.toString()));
-  supervisor.stderr?.on("data", (c: Buffer) => (output += c.toString()));
-  await until("GET /health answers 200", async () => {
-    const res = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) }).catch(() => undefined);
-    return res?.status === 200 ? true : undefined;
-  }, 600_000);
+  stack = new NpmStartStack(env, dataDir, port);
+  supervisor = stack.start();
+  await stack.healthy("GET /health answers 200", 600_000);
 }, 660_000);
 
 afterAll(async () => {
-  if (supervisor && supervisor.exitCode === null) {
-    const exited = new Promise((resolve) => supervisor!.once("exit", resolve));
-    supervisor.kill("SIGTERM");
-    await exited;
-  }
+  if (supervisor) await stack.stop(supervisor);
   await rm(dataDir, { recursive: true, force: true });
 }, 90_000);
 
@@ -163,20 +131,20 @@ describe("npm start heals itself", () => {
   it("brings a killed PostgreSQL back by itself within 30 s; every request accepted before or after completes, each wallet paid once", async () => {
     const stream = startStream();
     try {
-      await until("requests accepted before the kill", () => (stream.accepted().length >= 5 ? true : undefined), 60_000);
+      await stack.until("requests accepted before the kill", () => (stream.accepted().length >= 5 ? true : undefined), 60_000);
       const postmaster = Number(readFileSync(path.join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[0]);
       const killedAt = Date.now();
       process.kill(postmaster, "SIGKILL");
       // Back by itself: a request accepted after the kill, within 30 s.
-      const firstAfter = await until("a 201 after the kill", () => stream.accepted().find((s) => s.at > killedAt + 1000), 30_000);
+      const firstAfter = await stack.until("a 201 after the kill", () => stream.accepted().find((s) => s.at > killedAt + 1000), 30_000);
       expect(firstAfter.at - killedAt).toBeLessThan(30_000);
-      await until("more requests accepted after the recovery", () => (stream.accepted().filter((s) => s.at > firstAfter.at).length >= 5 ? true : undefined), 60_000);
+      await stack.until("more requests accepted after the recovery", () => (stream.accepted().filter((s) => s.at > firstAfter.at).length >= 5 ? true : undefined), 60_000);
       // During the outage the API said so (503 once item 2 is in; a 500 before) and accepted nothing.
       const during = stream.sent.filter((s) => s.at > killedAt && s.at < firstAfter.at);
       expect(during.some((s) => s.register >= 500 || (s.request ?? 0) >= 500 || s.register === 0)).toBe(true);
       expect(during.filter((s) => (s.register >= 400 && s.register < 500) || (s.request !== undefined && s.request < 500 && s.request !== 201))).toEqual([]);
       expect(alive(postmaster)).toBe(false);
-      expect(output).toMatch(/"msg":"exited unexpectedly; restarting","component":"supervisor","process":"postgres"/);
+      expect(stack.output).toMatch(/"msg":"exited unexpectedly; restarting","component":"supervisor","process":"postgres"/);
     } finally {
       await stream.stop();
     }
@@ -188,17 +156,17 @@ describe("npm start heals itself", () => {
     const stream = startStream();
     try {
       // Some sponsorships completed since the chain's last state dump (every 10 s): the kill loses them on the chain.
-      await until("requests accepted before the kill", () => (stream.accepted().length >= 8 ? true : undefined), 60_000);
-      await until("requests of this stream completed", async () => {
+      await stack.until("requests accepted before the kill", () => (stream.accepted().length >= 8 ? true : undefined), 60_000);
+      await stack.until("requests of this stream completed", async () => {
         const statuses = await Promise.all(stream.accepted().map((s) => statusOf(s.id!)));
         return statuses.filter((s) => s === "completed").length >= 3 ? true : undefined;
       }, 60_000);
-      const anvil = processes().chain!;
+      const anvil = stack.processes().chain!;
       expect(alive(anvil)).toBe(true);
       const killedAt = Date.now();
       process.kill(anvil, "SIGKILL");
-      const chainBack = await until("the chain answering again", async () => {
-        const pid = processes().chain;
+      const chainBack = await stack.until("the chain answering again", async () => {
+        const pid = stack.processes().chain;
         if (!pid || pid === anvil || !alive(pid)) return undefined;
         const res = await fetch(`http://127.0.0.1:${chainPort}`, {
           method: "POST",
@@ -209,10 +177,10 @@ describe("npm start heals itself", () => {
         return res?.ok ? Date.now() : undefined;
       }, 30_000);
       expect(chainBack - killedAt).toBeLessThan(30_000);
-      await until("requests accepted after the chain came back", () => (stream.accepted().filter((s) => s.at > chainBack).length >= 5 ? true : undefined), 60_000);
-      expect(output).toMatch(/"msg":"exited unexpectedly; restarting","component":"supervisor","process":"chain"/);
+      await stack.until("requests accepted after the chain came back", () => (stream.accepted().filter((s) => s.at > chainBack).length >= 5 ? true : undefined), 60_000);
+      expect(stack.output).toMatch(/"msg":"exited unexpectedly; restarting","component":"supervisor","process":"chain"/);
       // The chain came back from a dump older than its last sponsorships: they were sent again.
-      expect(output).toMatch(/lost transactions sent again/);
+      expect(stack.output).toMatch(/lost transactions sent again/);
     } finally {
       await stream.stop();
     }

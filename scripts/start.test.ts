@@ -8,6 +8,7 @@ import { createPublicClient, http, parseAbi } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { embeddedServiceUrl } from "@/db/embedded";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
+import { alive, NpmStartStack } from "@/test/npm-start";
 import { freePort } from "@/test/ports";
 
 /**
@@ -21,59 +22,7 @@ let env: NodeJS.ProcessEnv;
 let port: number;
 let pgPort: number;
 let supervisor: ChildProcess | undefined;
-let output = "";
-
-function startService(options: { ownGroup?: boolean } = {}): ChildProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "scripts", "start.ts")], {
-    cwd: ROOT,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-    // Its own process group, as a terminal gives `npm start`: the test can signal the whole group like Ctrl-C.
-    detached: options.ownGroup ?? false,
-  });
-  child.stdout?.on("data", (c: Buffer) => (output += c.toString()));
-  child.stderr?.on("data", (c: Buffer) => (output += c.toString()));
-  return child;
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms: number): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${ms} ms\n${output.slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function health(): Promise<{ status: number; body: Record<string, unknown> } | undefined> {
-  try {
-    const res = await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(2000) });
-    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-  } catch {
-    return undefined;
-  }
-}
-
-function processes(): Record<string, number> {
-  const file = path.join(dataDir, "processes.json");
-  return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Record<string, number>) : {};
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function stopService(child: ChildProcess): Promise<number | null> {
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  child.kill("SIGTERM");
-  return exited;
-}
+let stack: NpmStartStack;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), "sponsorship-start-"));
@@ -97,10 +46,11 @@ beforeAll(async () => {
   delete env.REGISTRY_ADDRESS;
   delete env.TREASURY_ADDRESS;
   delete env.RELAYER_PRIVATE_KEYS;
+  stack = new NpmStartStack(env, dataDir, port);
 });
 
 afterAll(async () => {
-  if (supervisor && supervisor.exitCode === null) await stopService(supervisor);
+  if (supervisor && supervisor.exitCode === null) await stack.stop(supervisor);
   await rm(dataDir, { recursive: true, force: true });
 }, 60_000);
 
@@ -109,10 +59,10 @@ describe("npm start", () => {
   let deployment: { registryAddress: `0x${string}`; treasuryAddress: `0x${string}` };
 
   it("brings up database, chain, web server and worker with no configuration", async () => {
-    supervisor = startService();
-    const ok = await until("GET /health answers 200", async () => ((await health())?.status === 200 ? true : undefined), 240_000);
+    supervisor = stack.start();
+    const ok = await stack.until("GET /health answers 200", async () => ((await stack.health())?.status === 200 ? true : undefined), 240_000);
     expect(ok).toBe(true);
-    expect(output).toMatch(/generated an administrator token/);
+    expect(stack.output).toMatch(/generated an administrator token/);
     const token = readFileSync(path.join(dataDir, "admin-token"), "utf8").trim();
     expect(token.length).toBeGreaterThanOrEqual(16);
 
@@ -139,7 +89,7 @@ describe("npm start", () => {
           .filter((e) => e.includes("="))
           .map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)] as const),
       );
-    const { web, worker } = processes();
+    const { web, worker } = stack.processes();
     const webEnv = environ(web!);
     expect([...webEnv.keys()].filter((name) => /PRIVATE|(^|_)KEYS?$|MNEMONIC/i.test(name))).toEqual([]);
     expect([...webEnv.values()].filter((value) => /0x[0-9a-f]{64}/i.test(value))).toEqual([]);
@@ -157,7 +107,7 @@ describe("npm start", () => {
     });
     expect(signIn.status).toBe(200);
     const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!;
-    const overview = await until("the overview listing the worker's relayers", async () => {
+    const overview = await stack.until("the overview listing the worker's relayers", async () => {
       const res = await fetch(`http://127.0.0.1:${port}/admin/overview`, { headers: { cookie } });
       const body = (await res.json()) as { relayers: { address: string; balance: string | null }[] };
       return res.status === 200 && body.relayers.length === 4 ? body : undefined;
@@ -168,15 +118,15 @@ describe("npm start", () => {
   it("restarts a worker killed with SIGKILL, which beats again", async () => {
     const sql = postgres(embeddedServiceUrl(dataDir, pgPort), { max: 1, onnotice: () => {} });
     try {
-      const before = processes().worker!;
+      const before = stack.processes().worker!;
       expect(alive(before)).toBe(true);
       process.kill(before, "SIGKILL");
-      const after = await until("a new worker pid", () => {
-        const pid = processes().worker;
+      const after = await stack.until("a new worker pid", () => {
+        const pid = stack.processes().worker;
         return pid && pid !== before && alive(pid) ? pid : undefined;
       }, 30_000);
-      expect(output).toMatch(/"process":"worker".*killed by SIGKILL|killed by SIGKILL.*"process":"worker"/);
-      await until("a heartbeat from the new worker", async () => {
+      expect(stack.output).toMatch(/"process":"worker".*killed by SIGKILL|killed by SIGKILL.*"process":"worker"/);
+      await stack.until("a heartbeat from the new worker", async () => {
         const rows = await sql`SELECT 1 FROM worker_heartbeats WHERE pid = ${after} AND last_beat_at > now() - interval '10 seconds'`;
         return rows.length > 0 ? true : undefined;
       }, 30_000);
@@ -186,12 +136,12 @@ describe("npm start", () => {
   });
 
   it("stops everything cleanly on SIGTERM", async () => {
-    const pids = processes();
-    const code = await stopService(supervisor!);
+    const pids = stack.processes();
+    const code = await stack.stop(supervisor!);
     expect(code).toBe(0);
     for (const name of ["web", "worker"]) expect(alive(pids[name]!)).toBe(false);
     expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid"))).toBe(false);
-    expect(await health()).toBeUndefined();
+    expect(await stack.health()).toBeUndefined();
     // The local chain was stopped too (its port no longer answers).
     const chain = await fetch(`http://127.0.0.1:${env.LOCAL_CHAIN_PORT}`, {
       method: "POST",
@@ -205,64 +155,63 @@ describe("npm start", () => {
   });
 
   it("reuses the data and the deployment on a second start", async () => {
-    output = "";
-    supervisor = startService();
-    await until("GET /health answers 200 again", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
+    stack.output = "";
+    supervisor = stack.start();
+    await stack.until("GET /health answers 200 again", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
     const again = JSON.parse(readFileSync(path.join(dataDir, "deployment.json"), "utf8")) as typeof deployment;
     expect(again.registryAddress).toBe(deployment.registryAddress);
     expect(again.treasuryAddress).toBe(deployment.treasuryAddress);
     const res = await fetch(`http://127.0.0.1:${port}/wallets/${wallet}`);
     expect(res.status).toBe(200);
-    expect(output).not.toMatch(/generated an administrator token/);
-    expect(await stopService(supervisor)).toBe(0);
+    expect(stack.output).not.toMatch(/generated an administrator token/);
+    expect(await stack.stop(supervisor)).toBe(0);
   });
 
   it("stops in order on Ctrl-C (SIGINT to the whole process group): children first, then the chain and PostgreSQL", async () => {
-    output = "";
-    supervisor = startService({ ownGroup: true });
-    await until("GET /health answers 200", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
-    const pids = processes();
+    stack.output = "";
+    supervisor = stack.start({ ownGroup: true });
+    await stack.until("GET /health answers 200", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
+    const pids = stack.processes();
     const exited = new Promise<number | null>((resolve) => supervisor!.once("exit", (code) => resolve(code)));
     process.kill(-supervisor!.pid!, "SIGINT");
     expect(await exited).toBe(0);
     for (const name of ["web", "worker"]) expect(alive(pids[name]!)).toBe(false);
     // Only the supervisor got the signal: the worker stopped once, cleanly, and the chain was stopped, not killed.
-    expect(output).toMatch(/"process":"worker","exit":"exited with code 0"/);
-    expect(output).not.toMatch(/second signal/);
-    expect(output).not.toMatch(/anvil exited unexpectedly/);
+    expect(stack.output).toMatch(/"process":"worker","exit":"exited with code 0"/);
+    expect(stack.output).not.toMatch(/second signal/);
+    expect(stack.output).not.toMatch(/anvil exited unexpectedly/);
     expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid"))).toBe(false);
   });
 
   it("after the supervisor itself is killed (SIGKILL), its children stop by themselves and the next start recovers", async () => {
-    output = "";
-    supervisor = startService();
-    await until("GET /health answers 200", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
-    const pids = processes();
+    stack.output = "";
+    supervisor = stack.start();
+    await stack.until("GET /health answers 200", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
+    const pids = stack.processes();
     supervisor.kill("SIGKILL");
-    await until("web server and worker to stop without their supervisor", () =>
+    await stack.until("web server and worker to stop without their supervisor", () =>
       alive(pids.web!) || alive(pids.worker!) ? undefined : true, 30_000);
     // PostgreSQL and anvil were left running; the next start stops them by their pid files and comes up.
-    output = "";
-    supervisor = startService();
-    await until("GET /health answers 200 after the crash", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
-    expect(await stopService(supervisor)).toBe(0);
+    stack.output = "";
+    supervisor = stack.start();
+    await stack.until("GET /health answers 200 after the crash", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
+    expect(await stack.stop(supervisor)).toBe(0);
     // Two starts and a crash: more than the default minute on a loaded machine (each wait above is bounded itself).
   }, 300_000);
 
   it("shuts down by itself when the process that started it dies without passing a signal on", async () => {
-    output = "";
+    stack.output = "";
     // A shell that does not exec (like `npm start` through sh), killed with SIGKILL: the supervisor is orphaned.
     const shell = spawn("bash", ["-c", `"${process.execPath}" --import tsx "${path.join(ROOT, "scripts", "start.ts")}"; true`], {
       cwd: ROOT,
       env,
       stdio: ["ignore", "pipe", "pipe"],
     });
-    shell.stdout?.on("data", (c: Buffer) => (output += c.toString()));
-    shell.stderr?.on("data", (c: Buffer) => (output += c.toString()));
-    await until("GET /health answers 200", async () => ((await health())?.status === 200 ? true : undefined), 120_000);
-    const pids = processes();
+    stack.capture(shell);
+    await stack.until("GET /health answers 200", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
+    const pids = stack.processes();
     shell.kill("SIGKILL");
-    await until("the orphaned supervisor to stop everything", () => (alive(pids.supervisor!) ? undefined : true), 60_000);
+    await stack.until("the orphaned supervisor to stop everything", () => (alive(pids.supervisor!) ? undefined : true), 60_000);
     for (const name of ["web", "worker"]) expect(alive(pids[name]!)).toBe(false);
     expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid"))).toBe(false);
   });

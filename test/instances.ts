@@ -6,15 +6,18 @@ import { waitFor } from "@/bench/util";
 
 /**
  * Real service processes for tests over real HTTP: `server.ts` (the web server as `npm start` runs it, on the
- * production build: call buildIfStale first) and `worker/index.ts`, each logging to a file of the test's.
+ * production build: call buildIfStale first) and `worker/index.ts`, each logging to a file of the test's. The one
+ * spawner for extra instances: the scale-out test and the benchmark's scale-out run (bench/stack.ts) both use it.
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
 export type Instance = { proc: ChildProcess; exited: Promise<void>; logFile: string };
 
-export function spawnInstance(entry: string, env: NodeJS.ProcessEnv, logFile: string): Instance {
-  const proc = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, entry)], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+/** `options.root`: the checkout to run (default this one); `options.nodeArgs`: node flags before the entry (e.g. --cpu-prof). */
+export function spawnInstance(entry: string, env: NodeJS.ProcessEnv, logFile: string, options: { nodeArgs?: readonly string[]; root?: string } = {}): Instance {
+  const root = options.root ?? ROOT;
+  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", path.join(root, entry)], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
   const log = createWriteStream(logFile, { flags: "a" });
   proc.stdout?.pipe(log, { end: false });
   proc.stderr?.pipe(log, { end: false });
@@ -22,9 +25,10 @@ export function spawnInstance(entry: string, env: NodeJS.ProcessEnv, logFile: st
   return { proc, exited, logFile };
 }
 
-/** SIGTERM, then SIGKILL after 20 s; by the child's own pid. */
+/** SIGTERM (after a SIGCONT, in case a bench paused it), then SIGKILL after 20 s; by the child's own pid. */
 export async function stopInstance(i: Instance | undefined): Promise<void> {
   if (!i || i.proc.exitCode !== null || i.proc.signalCode !== null) return;
+  i.proc.kill("SIGCONT");
   i.proc.kill("SIGTERM");
   const killer = setTimeout(() => i.proc.kill("SIGKILL"), 20_000);
   await i.exited;

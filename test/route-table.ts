@@ -61,13 +61,13 @@ export function renderRouteTable(folders = findRouteFolders()): string {
       })
       .join("");
     const route = "/" + segments.map((s) => s.text).join("/");
-    const module = ["@/app/(api)", ...folder, "route"].join("/");
+    const modulePath = ["@/app/(api)", ...folder, "route"].join("/");
     const fields = [
       `route: ${JSON.stringify(route)}`,
       `pattern: /^${pattern || "\\/"}$/`,
       `names: ${JSON.stringify(names)}`,
       ...(catchAll ? [`catchAll: ${JSON.stringify(catchAll)}`] : []),
-      `load: () => import(${JSON.stringify(module)})`,
+      `load: () => import(${JSON.stringify(modulePath)})`,
     ];
     return `  { ${fields.join(", ")} },`;
   });

@@ -11,9 +11,9 @@ import { startTestChain } from "@/test/chain";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { post, spawnInstance, stopInstance, waitUntilServing, type Instance } from "@/test/instances";
 import { freePort } from "@/test/ports";
-import { sponsoredTopic } from "./ceiling";
-import { rpc } from "./rpc";
-import { randomAddress, waitFor } from "./util";
+import { sponsoredTopic } from "@/bench/ceiling";
+import { rpc } from "@/bench/rpc";
+import { randomAddress, waitFor } from "@/bench/util";
 
 /**
  * Scale-out (issue 6): two web servers (`server.ts`, as `npm start` runs it) and two workers against one
