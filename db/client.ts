@@ -1,6 +1,5 @@
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
-import { getConfig } from "@/lib/config";
 import * as schema from "./schema";
 
 export type Database = PostgresJsDatabase<typeof schema> & { $client: postgres.Sql };
@@ -24,7 +23,10 @@ export type DatabaseOptions = {
   connectTimeoutSeconds?: number;
 };
 
-/** A Drizzle database over its own postgres.js pool. Close it with `closeDatabase`. */
+/**
+ * A Drizzle database over its own postgres.js pool. Close it with `closeDatabase`. The caller passes the URL: the
+ * web process's pool is lib/http/app-context.ts `appDb()`, the worker's is worker/worker.ts's, tests' test/db.ts.
+ */
 export function createDatabase(url: string, options: DatabaseOptions = {}): Database {
   const client = postgres(url, {
     max: options.max ?? 10,
@@ -43,16 +45,4 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
 
 export async function closeDatabase(db: Database): Promise<void> {
   await db.$client.end({ timeout: 5 });
-}
-
-let shared: Database | undefined;
-
-/** The process-wide database, from DATABASE_URL (set by `npm start` when the embedded server is used). */
-export function getDb(): Database {
-  if (!shared) {
-    const url = getConfig().databaseUrl;
-    if (!url) throw new Error("DATABASE_URL is not set: start the service with `npm start`, which provides it");
-    shared = createDatabase(url, { applicationName: "sponsorship-web" });
-  }
-  return shared;
 }
