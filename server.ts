@@ -10,8 +10,8 @@ import type { TLSSocket } from "node:tls";
 import { verifyAdministratorToken } from "@/lib/admin/session";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, resolveClientIp, resolveClientProto } from "@/lib/http/client-ip";
 import { applySecurityHeaders } from "@/lib/http/security-headers";
-import { corsHeaders, corsVerdict } from "@/lib/http/cors";
-import { problemBody, type ProblemCode } from "@/lib/http/problem";
+import { checkCors } from "@/lib/http/cors";
+import { problemBody, renderProblem, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
 import { ConfigError, getConfig, type Config } from "@/lib/config";
 import { log } from "@/lib/log";
@@ -89,12 +89,12 @@ function loadConfig(): Config {
   }
 }
 
+/** lib/http/problem.ts's renderer, written to Node's response (for what server.ts answers before Next). */
 function sendProblem(res: ServerResponse, code: ProblemCode, detail: string, requestId: string): void {
-  const body = problemBody(code, detail, requestId);
-  res.statusCode = body.status;
-  res.setHeader("Content-Type", "application/problem+json");
-  res.setHeader("Cache-Control", "no-store");
-  res.end(JSON.stringify(body));
+  const { status, headers, body } = renderProblem(code, detail, requestId);
+  res.statusCode = status;
+  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+  res.end(body);
 }
 
 /** Next answers a path with a malformed percent-escape (`/wallets/%ZZ`) with a bare 500; it is the client's error. */
@@ -155,16 +155,12 @@ async function main(): Promise<void> {
     res.setHeader("X-Request-Id", requestId);
     if (stopping) res.setHeader("Connection", "close");
     if (!pathDecodes(req.url)) {
-      // Answered here, before Next: the same CORS rules as the route handlers (lib/http/route.ts).
+      // Answered here, before Next, with the route handlers' CORS decision (lib/http/cors.ts checkCors).
       const header = (name: string) => (typeof req.headers[name] === "string" ? (req.headers[name] as string) : null);
-      const verdict = corsVerdict(header("origin"), header("host"), config.corsOrigins);
-      res.setHeader("Vary", "Origin");
-      if (verdict.kind === "denied") {
-        sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);
-        return;
-      }
-      if (verdict.kind === "allowed") for (const [name, value] of Object.entries(corsHeaders(verdict.origin))) res.setHeader(name, value);
-      sendProblem(res, "invalid_path", "The path contains a malformed percent-escape", requestId);
+      const cors = checkCors(header("origin"), header("host"), config.corsOrigins);
+      for (const [name, value] of Object.entries(cors.headers)) res.setHeader(name, value);
+      if (cors.refused) sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);
+      else sendProblem(res, "invalid_path", "The path contains a malformed percent-escape", requestId);
       return;
     }
     // Prometheus text format, only for the administrator's bearer credential (or on the loopback METRICS_PORT).

@@ -4,27 +4,9 @@ import { CLIENT_PROTO_HEADER } from "@/lib/http/client-ip";
 import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
 
 /**
- * The admin JSON routes' plumbing. Their refusals are RFC 9457 problem details in the same shape as the public
- * API's (lib/http/problem.ts); the codes below exist only under /admin.
+ * The admin JSON routes' plumbing. Their refusals are rendered by lib/http/problem.ts like the public API's; the
+ * codes that exist only under /admin are its ADMIN_PROBLEMS.
  */
-
-export const ADMIN_PROBLEMS = {
-  unauthorized: { status: 401, title: "Sign-in required" },
-  invalid_token: { status: 401, title: "Wrong administrator token" },
-  ip_block_not_found: { status: 404, title: "IP block not found" },
-  admin_not_configured: { status: 503, title: "Administration is not configured" },
-} as const;
-export type AdminProblemCode = keyof typeof ADMIN_PROBLEMS;
-
-export function adminProblem(code: AdminProblemCode, detail: string, requestId: string, headers: Record<string, string> = {}): Response {
-  const { status, title } = ADMIN_PROBLEMS[code];
-  const body = { type: `urn:problem-type:gas-sponsorship:${code}`, title, status, detail, code, requestId };
-  const extra: Record<string, string> = code === "unauthorized" ? { "www-authenticate": 'Cookie realm="dashboard"' } : {};
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { "content-type": "application/problem+json", "cache-control": "no-store", ...extra, ...headers },
-  });
-}
 
 /** The value of one cookie in a Cookie header. */
 export function readCookie(header: string | null, name: string): string | undefined {

@@ -1,6 +1,7 @@
 import type { AdminSession } from "@/db/schema";
 import type { Handler, HandlerInput } from "@/lib/http/route";
-import { adminProblem, adminSessionOfRequest } from "./http";
+import { problemResponse } from "@/lib/http/problem";
+import { adminSessionOfRequest } from "./http";
 
 export type AdminHandlerInput = HandlerInput & { session: AdminSession };
 
@@ -8,7 +9,7 @@ export type AdminHandlerInput = HandlerInput & { session: AdminSession };
 export function requireAdmin(handler: (input: AdminHandlerInput) => Promise<Response> | Response): Handler {
   return async (input) => {
     const session = await adminSessionOfRequest(input.request);
-    if (!session) return adminProblem("unauthorized", "Sign in with the administrator token first (POST /admin/sign-in or /dashboard)", input.requestId);
+    if (!session) return problemResponse("unauthorized", "Sign in with the administrator token first (POST /admin/sign-in or /dashboard)", input.requestId);
     return handler({ ...input, session });
   };
 }

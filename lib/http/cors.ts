@@ -4,7 +4,7 @@
  * `403 origin_not_allowed` and no CORS headers. Requests without `Origin` (servers, curl) are served normally.
  */
 
-export type CorsVerdict =
+type CorsVerdict =
   | { kind: "no-origin" }
   | { kind: "allowed"; origin: string }
   | { kind: "denied"; origin: string };
@@ -28,7 +28,7 @@ function originOf(value: string): string | undefined {
  * The app's own origin is recognised by host: the page the app served was loaded from the host the browser
  * addresses (the `Host` header), whatever scheme a TLS-terminating proxy in front of it used.
  */
-export function corsVerdict(origin: string | null, host: string | null, allowedOrigins: readonly string[]): CorsVerdict {
+function corsVerdict(origin: string | null, host: string | null, allowedOrigins: readonly string[]): CorsVerdict {
   if (origin === null) return { kind: "no-origin" };
   const normalized = originOf(origin);
   if (!normalized) return { kind: "denied", origin };
@@ -37,8 +37,22 @@ export function corsVerdict(origin: string | null, host: string | null, allowedO
   return { kind: "denied", origin };
 }
 
+/**
+ * The one CORS decision for a request, applied by the route wrapper (lib/http/route.ts) and by server.ts for what it
+ * answers before Next: refuse it (`403 origin_not_allowed`), or answer it with `headers` (always `Vary: Origin`,
+ * plus the CORS headers for an allowed origin). `allowedOrigin` is set for a preflight's extra headers.
+ */
+export type CorsCheck = { refused: boolean; headers: Record<string, string>; allowedOrigin?: string };
+
+export function checkCors(origin: string | null, host: string | null, allowedOrigins: readonly string[]): CorsCheck {
+  const verdict = corsVerdict(origin, host, allowedOrigins);
+  if (verdict.kind === "denied") return { refused: true, headers: { vary: "Origin" } };
+  if (verdict.kind === "no-origin") return { refused: false, headers: { vary: "Origin" } };
+  return { refused: false, headers: { ...corsHeaders(verdict.origin), vary: "Origin" }, allowedOrigin: verdict.origin };
+}
+
 /** Headers every response to an allowed cross-origin request carries. */
-export function corsHeaders(origin: string): Record<string, string> {
+function corsHeaders(origin: string): Record<string, string> {
   return { "access-control-allow-origin": origin, "access-control-expose-headers": CORS_EXPOSED_HEADERS };
 }
 

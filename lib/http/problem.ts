@@ -1,6 +1,8 @@
 /**
- * RFC 9457 problem details (decisions.md, "Errors"). Every error the API answers leaves through
- * `problemResponse`, so status, `code`, `title` and `requestId` are uniform and nothing internal leaks.
+ * RFC 9457 problem details (decisions.md, "Errors"). The one renderer: every error the API answers leaves through
+ * `renderProblem` (as a Response by `problemResponse` in route handlers, the admin routes included; written to Node's
+ * response by server.ts for what it answers before Next), so status, `code`, `title`, `type` and `requestId` are
+ * uniform and nothing internal leaks.
  */
 
 export type FieldError = { path: string; message: string };
@@ -39,55 +41,86 @@ export const PROBLEMS = {
 
 export type ProblemCode = keyof typeof PROBLEMS;
 
+/** Codes only the administrator's routes under /admin answer (not part of the public OpenAPI document). */
+export const ADMIN_PROBLEMS = {
+  unauthorized: { status: 401, title: "Sign-in required" },
+  invalid_token: { status: 401, title: "Wrong administrator token" },
+  ip_block_not_found: { status: 404, title: "IP block not found" },
+  admin_not_configured: { status: 503, title: "Administration is not configured" },
+} as const satisfies Record<string, { status: number; title: string }>;
+
+export type AdminProblemCode = keyof typeof ADMIN_PROBLEMS;
+/** Every code the service answers anywhere. */
+export type AnyProblemCode = ProblemCode | AdminProblemCode;
+
 export function isProblemCode(code: unknown): code is ProblemCode {
   return typeof code === "string" && Object.hasOwn(PROBLEMS, code);
 }
 
+function problemInfo(code: AnyProblemCode): { status: number; title: string } {
+  return isProblemCode(code) ? PROBLEMS[code] : ADMIN_PROBLEMS[code];
+}
+
+/** Headers a code always carries: a 401 names how to authenticate (RFC 9110 §11.6.1). */
+const CODE_HEADERS: Partial<Record<AnyProblemCode, Record<string, string>>> = {
+  unauthorized: { "www-authenticate": 'Cookie realm="dashboard"' },
+};
+
 /** The `type` URI of a code: a stable identifier (documented in docs/api.md), not a page to fetch. */
-export const problemType = (code: ProblemCode) => `urn:problem-type:gas-sponsorship:${code}`;
+export const problemType = (code: AnyProblemCode) => `urn:problem-type:gas-sponsorship:${code}`;
 
 export type ProblemBody = {
   type: string;
   title: string;
   status: number;
   detail: string;
-  code: ProblemCode;
+  code: AnyProblemCode;
   requestId: string;
   errors?: FieldError[];
 };
+
+export type ProblemOptions = { errors?: FieldError[]; headers?: Record<string, string> };
 
 /** A refusal raised anywhere below a route handler; the route wrapper renders it. */
 export class HttpProblem extends Error {
   override name = "HttpProblem";
   constructor(
-    readonly code: ProblemCode,
+    readonly code: AnyProblemCode,
     readonly detail: string,
-    readonly options: { errors?: FieldError[]; headers?: Record<string, string> } = {},
+    readonly options: ProblemOptions = {},
   ) {
     super(detail);
   }
 
   get status(): number {
-    return PROBLEMS[this.code].status;
+    return problemInfo(this.code).status;
   }
 }
 
-export function problemBody(code: ProblemCode, detail: string, requestId: string, errors?: FieldError[]): ProblemBody {
-  const { status, title } = PROBLEMS[code];
+export function problemBody(code: AnyProblemCode, detail: string, requestId: string, errors?: FieldError[]): ProblemBody {
+  const { status, title } = problemInfo(code);
   const body: ProblemBody = { type: problemType(code), title, status, detail, code, requestId };
   if (errors && errors.length > 0) body.errors = errors;
   return body;
 }
 
-export function problemResponse(
-  code: ProblemCode,
+/** A problem as status, headers (lowercase names) and serialised body: what every renderer sends. */
+export function renderProblem(
+  code: AnyProblemCode,
   detail: string,
   requestId: string,
-  options: { errors?: FieldError[]; headers?: Record<string, string> } = {},
-): Response {
+  options: ProblemOptions = {},
+): { status: number; headers: Record<string, string>; body: string } {
   const body = problemBody(code, detail, requestId, options.errors);
-  const headers = new Headers(options.headers);
-  headers.set("content-type", "application/problem+json");
-  headers.set("cache-control", "no-store");
-  return new Response(JSON.stringify(body), { status: body.status, headers });
+  const headers: Record<string, string> = { ...CODE_HEADERS[code] };
+  for (const [name, value] of Object.entries(options.headers ?? {})) headers[name.toLowerCase()] = value;
+  headers["content-type"] = "application/problem+json";
+  headers["cache-control"] = "no-store";
+  return { status: body.status, headers, body: JSON.stringify(body) };
+}
+
+/** `renderProblem` as a Response (route handlers). */
+export function problemResponse(code: AnyProblemCode, detail: string, requestId: string, options: ProblemOptions = {}): Response {
+  const { status, headers, body } = renderProblem(code, detail, requestId, options);
+  return new Response(body, { status, headers });
 }

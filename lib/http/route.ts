@@ -3,7 +3,7 @@ import { log } from "@/lib/log";
 import { isSponsorshipError } from "@/lib/sponsorship/errors";
 import { appConfig } from "./app-context";
 import { clientIpOf } from "./client-ip";
-import { corsHeaders, corsVerdict, preflightHeaders } from "./cors";
+import { checkCors, preflightHeaders } from "./cors";
 import { HttpProblem, problemResponse } from "./problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "./request-id";
 
@@ -90,19 +90,19 @@ export function defineRoute(handlers: Partial<Record<HandledMethod, Handler>>): 
   const serve = async (method: Method, request: Request, context: RouteContext): Promise<Response> => {
     const requestId = requestIdFor(request.headers.get(REQUEST_ID_HEADER));
     let response: Response;
-    let cors: Record<string, string> = {};
+    let corsHeaders: Record<string, string> = { vary: "Origin" };
     try {
-      const verdict = corsVerdict(request.headers.get("origin"), request.headers.get("host"), appConfig().corsOrigins);
-      if (verdict.kind === "denied") {
+      const cors = checkCors(request.headers.get("origin"), request.headers.get("host"), appConfig().corsOrigins);
+      corsHeaders = cors.headers;
+      if (cors.refused) {
         response = problemResponse("origin_not_allowed", "This origin may not call the API", requestId);
       } else if (method === "OPTIONS") {
         // A preflight, or a plain OPTIONS from a server: the methods of the route either way.
         response = new Response(null, {
           status: 204,
-          headers: { allow: allowHeader, ...(verdict.kind === "allowed" ? preflightHeaders(verdict.origin, allow) : {}) },
+          headers: { allow: allowHeader, ...(cors.allowedOrigin ? preflightHeaders(cors.allowedOrigin, allow) : {}) },
         });
       } else {
-        if (verdict.kind === "allowed") cors = corsHeaders(verdict.origin);
         const handler = method === "HEAD" ? handlers.GET : handlers[method as HandledMethod];
         if (!handler) {
           response = problemResponse("method_not_allowed", `${method} is not supported here; use ${allowHeader}`, requestId, {
@@ -116,7 +116,7 @@ export function defineRoute(handlers: Partial<Record<HandledMethod, Handler>>): 
     } catch (error) {
       response = errorResponse(error, requestId, request);
     }
-    response = withHeaders(response, { ...cors, vary: "Origin", [REQUEST_ID_HEADER]: requestId });
+    response = withHeaders(response, { ...corsHeaders, [REQUEST_ID_HEADER]: requestId });
     if (method === "HEAD") return new Response(null, { status: response.status, headers: response.headers });
     return response;
   };

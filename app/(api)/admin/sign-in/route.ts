@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { adminProblem, isSecure, sessionSetCookie } from "@/lib/admin/http";
+import { isSecure, sessionSetCookie } from "@/lib/admin/http";
 import { signInAdministrator } from "@/lib/admin/session";
 import { readJsonObject } from "@/lib/http/body";
 import { appConfig, appDb } from "@/lib/http/app-context";
@@ -26,13 +26,13 @@ export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
           "set-cookie": sessionSetCookie(result.secret, result.expiresAt, isSecure(request)),
         });
       case "invalid_token":
-        return adminProblem("invalid_token", "The administrator token is not right", requestId);
+        return problemResponse("invalid_token", "The administrator token is not right", requestId);
       case "rate_limited":
         return problemResponse("rate_limited", "Too many failed sign-ins from this address; wait before trying again", requestId, {
           headers: { "retry-after": String(result.retryAfterSeconds) },
         });
       case "not_configured":
-        return adminProblem("admin_not_configured", "ADMIN_TOKEN is not configured on the server", requestId);
+        return problemResponse("admin_not_configured", "ADMIN_TOKEN is not configured on the server", requestId);
     }
   },
 });

@@ -1,5 +1,5 @@
 import { unblockIpAsAdministrator } from "@/lib/admin/controls";
-import { adminProblem } from "@/lib/admin/http";
+import { problemResponse } from "@/lib/http/problem";
 import { requireAdmin } from "@/lib/admin/route-guard";
 import { appDb } from "@/lib/http/app-context";
 import { defineRoute } from "@/lib/http/route";
@@ -10,7 +10,7 @@ export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   DELETE: requireAdmin(async ({ params, session, clientIp, requestId }) => {
     const id = parseIdParam(params.id);
     const lifted = await unblockIpAsAdministrator(appDb(), { session, ipAddress: clientIp }, { id });
-    if (!lifted) return adminProblem("ip_block_not_found", `No active IP block has the id ${id}`, requestId);
+    if (!lifted) return problemResponse("ip_block_not_found", `No active IP block has the id ${id}`, requestId);
     return new Response(null, { status: 204, headers: { "cache-control": "no-store" } });
   }),
 });

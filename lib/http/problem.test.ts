@@ -1,0 +1,31 @@
+import { describe, expect, it } from "vitest";
+import { checkCors } from "./cors";
+import { ADMIN_PROBLEMS, PROBLEMS, problemResponse, renderProblem } from "./problem";
+
+describe("one problem renderer", () => {
+  it("renders the admin codes exactly like the public ones: the same type URN, media type and fields", async () => {
+    for (const code of [...Object.keys(PROBLEMS), ...Object.keys(ADMIN_PROBLEMS)] as (keyof typeof PROBLEMS | keyof typeof ADMIN_PROBLEMS)[]) {
+      const response = problemResponse(code, "detail", "req-1");
+      expect(response.headers.get("content-type")).toBe("application/problem+json");
+      expect(response.headers.get("cache-control")).toBe("no-store");
+      const body = await response.json();
+      expect(Object.keys(body).sort()).toEqual(["code", "detail", "requestId", "status", "title", "type"]);
+      expect(body).toMatchObject({ type: `urn:problem-type:gas-sponsorship:${code}`, code, status: response.status, requestId: "req-1" });
+    }
+  });
+
+  it("names the challenge on a 401 sign-in-required, and lets a caller's header win over none", () => {
+    expect(renderProblem("unauthorized", "sign in", "r").headers["www-authenticate"]).toBe('Cookie realm="dashboard"');
+    expect(renderProblem("rate_limited", "wait", "r", { headers: { "Retry-After": "3" } }).headers["retry-after"]).toBe("3");
+  });
+});
+
+describe("one CORS decision", () => {
+  it("refuses a foreign origin with Vary only, serves an allowed or the app's own origin with its headers, and a request without Origin plainly", () => {
+    expect(checkCors("https://evil.example", "api.test", [])).toEqual({ refused: true, headers: { vary: "Origin" } });
+    expect(checkCors(null, "api.test", [])).toEqual({ refused: false, headers: { vary: "Origin" } });
+    const allowed = checkCors("https://app.example", "api.test", ["https://app.example"]);
+    expect(allowed).toMatchObject({ refused: false, allowedOrigin: "https://app.example", headers: { "access-control-allow-origin": "https://app.example", vary: "Origin" } });
+    expect(checkCors("http://api.test", "api.test", []).refused).toBe(false);
+  });
+});
