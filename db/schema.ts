@@ -17,6 +17,7 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
+import { REQUEST_STATUSES } from "../lib/sponsorship/status";
 
 /**
  * The whole schema. The database holds the truth: invariants that matter are enforced here (checks, partial
@@ -33,10 +34,9 @@ const wei = (name: string) => numeric(name, { precision: 78, scale: 0, mode: "bi
 
 /* ------------------------------------------------------------------ enums */
 
-export const requestStatus = pgEnum("request_status", ["pending", "approved", "relayed", "completed", "rejected", "failed"]);
-export type RequestStatus = (typeof requestStatus.enumValues)[number];
-export const OPEN_REQUEST_STATUSES = ["pending", "approved", "relayed"] as const satisfies readonly RequestStatus[];
-export const TERMINAL_REQUEST_STATUSES = ["completed", "rejected", "failed"] as const satisfies readonly RequestStatus[];
+/** From the one status list (lib/sponsorship/status.ts), which the zod schema and the client types share. */
+export const requestStatus = pgEnum("request_status", REQUEST_STATUSES);
+export { OPEN_REQUEST_STATUSES, TERMINAL_REQUEST_STATUSES, type RequestStatus } from "@/lib/sponsorship/status";
 
 export const eligibilityReason = pgEnum("eligibility_reason", ["eligible", "wallet_blocked", "already_sponsored", "payment_refused"]);
 export type EligibilityReason = (typeof eligibilityReason.enumValues)[number];

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ADDRESS_PATTERN } from "./address";
+import { REQUEST_STATUSES } from "./status";
 
 /**
  * The wire format of every endpoint, as zod schemas. The route handlers parse their input with them, their
@@ -40,7 +41,7 @@ export const transactionHashParam = z
 const timestamp = z.iso.datetime({ precision: 3 }).meta({ example: "2026-11-22T10:00:00.000Z" });
 const nullableTimestamp = timestamp.nullable();
 
-export const requestStatus = named("RequestStatus", z.enum(["pending", "approved", "relayed", "completed", "rejected", "failed"]));
+export const requestStatus = named("RequestStatus", z.enum(REQUEST_STATUSES));
 export const eligibilityReason = named(
   "EligibilityReason",
   z

@@ -7,12 +7,14 @@
 
 import createClient from "openapi-fetch";
 import type { components, paths } from "@/lib/api/types";
+import { OPEN_REQUEST_STATUSES, TERMINAL_REQUEST_STATUSES } from "@/lib/sponsorship/status";
 
 type Schemas = components["schemas"];
 
+/** The API's status type (generated from the one list, lib/sponsorship/status.ts, through the OpenAPI document). */
 export type RequestStatus = Schemas["RequestStatus"];
-export const TERMINAL_STATUSES: readonly RequestStatus[] = ["completed", "rejected", "failed"];
-export const OPEN_STATUSES: readonly RequestStatus[] = ["pending", "approved", "relayed"];
+export const TERMINAL_STATUSES: readonly RequestStatus[] = TERMINAL_REQUEST_STATUSES;
+export const OPEN_STATUSES: readonly RequestStatus[] = OPEN_REQUEST_STATUSES;
 
 /** A relay attempt as GET /sponsorship/:id returns it. */
 export type RelayTransactionView = Schemas["RelayTransactionSummary"];
