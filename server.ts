@@ -13,6 +13,7 @@ import { applySecurityHeaders } from "@/lib/http/security-headers";
 import { checkCors } from "@/lib/http/cors";
 import { problemBody, renderProblem, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
+import { storedUserAgent } from "@/lib/http/user-agent";
 import { ConfigError, getConfig, type Config } from "@/lib/config";
 import { log } from "@/lib/log";
 import { instrumentHttpRequest, serveWebMetrics, startProcessMetricsServer } from "@/lib/metrics";
@@ -167,7 +168,7 @@ async function main(): Promise<void> {
     if (req.url === "/metrics" || req.url?.startsWith("/metrics?")) {
       // Bearer guesses share the administrator sign-in's limiter and audit (issue 11, item 4).
       const clientIp = req.headers[CLIENT_IP_HEADER] as string;
-      const userAgent = req.headers["user-agent"]?.slice(0, 512) ?? null;
+      const userAgent = storedUserAgent(req.headers["user-agent"]);
       void serveWebMetrics(req, res, log, (token) =>
         verifyAdministratorToken(appDb(), { token, adminToken: config.adminToken ?? "", ipAddress: clientIp, ipv6PrefixLength: config.ipv6PrefixLength, userAgent, channel: "metrics" }),
       );

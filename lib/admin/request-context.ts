@@ -3,6 +3,7 @@ import { cache } from "react";
 import type { AdminSession } from "@/db/schema";
 import { appDb } from "@/lib/http/app-context";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, normalizeIp, UNKNOWN_IP } from "@/lib/http/client-ip";
+import { storedUserAgent } from "@/lib/http/user-agent";
 import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
 
 /**
@@ -17,7 +18,7 @@ export async function currentClientIp(): Promise<string> {
 }
 
 export async function currentUserAgent(): Promise<string | null> {
-  return (await headers()).get("user-agent")?.slice(0, 512) ?? null;
+  return storedUserAgent((await headers()).get("user-agent"));
 }
 
 /**

@@ -3,6 +3,7 @@ import type { Database } from "@/db/client";
 import { createRequestInDatabase, type CreationCallResult, type RequestView } from "@/db/queries/sponsorship-requests";
 import { wakeWorkers } from "@/db/queries/wakeup";
 import type { Config } from "@/lib/config";
+import { storedUserAgent } from "@/lib/http/user-agent";
 import { log } from "@/lib/log";
 import type { Address } from "./address";
 import { now as clockNow } from "./clock";
@@ -33,9 +34,6 @@ import { replayWindowStart } from "./replay";
  * and a budget refusal count nothing.
  */
 
-/** User agents longer than this are cut (headers are client-controlled; the column is not a dumping ground). */
-export const MAX_USER_AGENT_LENGTH = 512;
-
 export type CreateRequestInput = { walletAddress: Address; ip: string; userAgent: string | null };
 export type CreateRequestDeps = {
   config: Config;
@@ -60,7 +58,7 @@ export async function createSponsorshipRequest(
   const { config } = deps;
   const at = deps.now ?? clockNow();
   const { walletAddress: address, ip } = input;
-  const userAgent = input.userAgent === null ? null : input.userAgent.slice(0, MAX_USER_AGENT_LENGTH);
+  const userAgent = storedUserAgent(input.userAgent);
   const requestId = randomUUID();
   let result: CreationCallResult;
   try {

@@ -5,6 +5,7 @@ import { readJsonObject } from "@/lib/http/body";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { HttpProblem, problemResponse } from "@/lib/http/problem";
 import { defineRoute, json } from "@/lib/http/route";
+import { storedUserAgent } from "@/lib/http/user-agent";
 
 const body = z.strictObject({ token: z.string().min(1).max(1024) });
 
@@ -18,7 +19,7 @@ export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
       adminToken: appConfig().adminToken,
       ipAddress: clientIp,
       ipv6PrefixLength: appConfig().ipv6PrefixLength,
-      userAgent: request.headers.get("user-agent")?.slice(0, 512) ?? null,
+      userAgent: storedUserAgent(request.headers.get("user-agent")),
     });
     switch (result.kind) {
       case "signed_in":
