@@ -2,7 +2,8 @@ import { randomBytes } from "node:crypto";
 
 /** Small helpers shared by the bench's parts. */
 
-export type Address = `0x${string}`;
+export type { Address } from "viem";
+import type { Address } from "viem";
 
 export function randomAddress(): Address {
   return `0x${randomBytes(20).toString("hex")}`;

@@ -1,3 +1,4 @@
+import type { Hex } from "viem";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import solc from "solc";
@@ -18,8 +19,8 @@ export const GENERATED_DIR = path.join(CONTRACTS_DIR, "generated");
 
 export type CompiledContract = {
   abi: readonly unknown[];
-  bytecode: `0x${string}`;
-  deployedBytecode: `0x${string}`;
+  bytecode: Hex;
+  deployedBytecode: Hex;
 };
 
 type SolcError = { severity: "error" | "warning" | "info"; formattedMessage: string };

@@ -1,4 +1,4 @@
-import { keccak256, type Hash } from "viem";
+import { keccak256, type Hash, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { treasuryAbi, treasuryBytecode } from "@/contracts/generated/treasury";
 import { createChainClients, type ChainClients, type RelayerWalletClient } from "@/lib/chain/clients";
@@ -9,11 +9,10 @@ import { createChainClients, type ChainClients, type RelayerWalletClient } from 
  * treasury's constructor creates its registry, authorises the relayers, sets the amount and takes the funding.
  */
 
-type Address = `0x${string}`;
 
 export type DeployOptions = {
   rpcUrl: string;
-  deployerKey: `0x${string}`;
+  deployerKey: Hex;
   relayers: readonly Address[];
   sponsorAmountWei: bigint;
   /** Sent with the deployment (the treasury's opening balance). Default 0. */
@@ -87,7 +86,7 @@ export type TreasuryAdmin = {
   treasury: Address;
 };
 
-export function treasuryAdmin(clients: ChainClients, ownerKey: `0x${string}`, treasury: Address): TreasuryAdmin {
+export function treasuryAdmin(clients: ChainClients, ownerKey: Hex, treasury: Address): TreasuryAdmin {
   return { clients, owner: clients.walletClient(ownerKey), treasury };
 }
 
@@ -114,12 +113,12 @@ export async function ensureSponsorAmount(admin: TreasuryAdmin, amountWei: bigin
 }
 
 /** Sends `valueWei` from `fromKey` to the treasury (its receive() emits Funded). */
-export async function fundTreasury(clients: ChainClients, fromKey: `0x${string}`, treasury: Address, valueWei: bigint): Promise<Hash> {
+export async function fundTreasury(clients: ChainClients, fromKey: Hex, treasury: Address, valueWei: bigint): Promise<Hash> {
   const hash = await clients.walletClient(fromKey).sendTransaction({ to: treasury, value: valueWei });
   await waitForSuccess(clients, hash, "treasury funding");
   return hash;
 }
 
-export function addressOfKey(key: `0x${string}`): Address {
+export function addressOfKey(key: Hex): Address {
   return privateKeyToAccount(key).address.toLowerCase() as Address;
 }

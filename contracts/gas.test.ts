@@ -1,4 +1,4 @@
-import { parseEther } from "viem";
+import { parseEther, type Address } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { treasuryAbi } from "@/contracts/generated/treasury";
@@ -15,7 +15,6 @@ import { addressOfKey, deployContracts, type DeployResult } from "./deploy-lib";
  * The bounds are regression guards: they fail when a change makes the hot path dearer.
  */
 
-type Address = `0x${string}`;
 let chain: Anvil;
 let clients: ChainClients;
 let deployment: DeployResult;

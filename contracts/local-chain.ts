@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import path from "node:path";
-import { createTestClient, http, parseEther } from "viem";
+import { createTestClient, http, parseEther, type Address } from "viem";
 import { anvilBinary, startAnvil, type Anvil } from "@/contracts/anvil";
 import {
   TREASURY_INIT_CODE_HASH,
@@ -26,7 +26,6 @@ import { processAlive } from "@/lib/process-alive";
  * chain, and redeploys when the chain was reset or the contracts changed.
  */
 
-type Address = `0x${string}`;
 
 export type LocalChain = {
   rpcUrl: string;

@@ -1,4 +1,4 @@
-import { BaseError, ContractFunctionRevertedError, parseEther, keccak256, parseEventLogs, toFunctionSelector, type Abi } from "viem";
+import { BaseError, ContractFunctionRevertedError, parseEther, keccak256, parseEventLogs, toFunctionSelector, type Abi, type Address } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registryAbi, registryBytecode } from "@/contracts/generated/registry";
@@ -13,7 +13,6 @@ import type { Anvil } from "./anvil";
 import { addressOfKey, deployContracts, type DeployResult } from "./deploy-lib";
 import { compileTestContract } from "./test-helpers";
 
-type Address = `0x${string}`;
 type Key = `0x${string}`;
 
 const AMOUNT = parseEther("0.01");

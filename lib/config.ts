@@ -1,3 +1,4 @@
+import type { Address, Hex } from "viem";
 import path from "node:path";
 import { z } from "zod";
 
@@ -13,7 +14,7 @@ export const LOCAL_DEV_KEYS = [
   "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
   "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
   "0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
-] as const satisfies readonly `0x${string}`[];
+] as const satisfies readonly Hex[];
 
 /** On the local chain, account 0 deploys and owns the contracts; accounts 1-4 relay. */
 export const LOCAL_DEPLOYER_KEY = LOCAL_DEV_KEYS[0];
@@ -23,13 +24,13 @@ const privateKey = z
   .string()
   .trim()
   .regex(/^0x[0-9a-fA-F]{64}$/, "must be 0x followed by 64 hex characters")
-  .transform((k) => k.toLowerCase() as `0x${string}`);
+  .transform((k) => k.toLowerCase() as Hex);
 
 const address = z
   .string()
   .trim()
   .regex(/^0x[0-9a-fA-F]{40}$/, "must be 0x followed by 40 hex characters")
-  .transform((a) => a.toLowerCase() as `0x${string}`);
+  .transform((a) => a.toLowerCase() as Address);
 
 const empty = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
 const optional = <T extends z.ZodType>(schema: T) => z.preprocess(empty, schema.optional());
@@ -251,10 +252,10 @@ export type Config = Readonly<{
   /** Every endpoint of RPC_URL, in order (empty when unset): reads fail over in this order, broadcasts go to all. */
   rpcUrls: readonly string[];
   chainId: number | undefined;
-  relayerPrivateKeys: readonly `0x${string}`[];
-  deployerPrivateKey: `0x${string}` | undefined;
-  registryAddress: `0x${string}` | undefined;
-  treasuryAddress: `0x${string}` | undefined;
+  relayerPrivateKeys: readonly Hex[];
+  deployerPrivateKey: Hex | undefined;
+  registryAddress: Address | undefined;
+  treasuryAddress: Address | undefined;
   sponsorAmountWei: bigint;
   workerIntervalMs: number;
   workerBatchSize: number;

@@ -4,8 +4,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
-import { createPublicClient, http, parseAbi } from "viem";
+import { createPublicClient, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { registryAbi } from "@/contracts/generated/registry";
 import { embeddedServiceUrl } from "@/db/embedded";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { alive, NpmStartStack } from "@/test/npm-start";
@@ -68,9 +69,8 @@ describe("npm start", () => {
 
     deployment = JSON.parse(readFileSync(path.join(dataDir, "deployment.json"), "utf8")) as typeof deployment;
     const client = createPublicClient({ transport: http(`http://127.0.0.1:${env.LOCAL_CHAIN_PORT}`) });
-    const abi = parseAbi(["function isSponsored(address) view returns (bool)"]);
     const fresh = `0x${"7a".repeat(20)}` as const;
-    expect(await client.readContract({ address: deployment.registryAddress, abi, functionName: "isSponsored", args: [fresh] })).toBe(false);
+    expect(await client.readContract({ address: deployment.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [fresh] })).toBe(false);
     expect(await client.getBalance({ address: deployment.treasuryAddress })).toBeGreaterThan(0n);
 
     const res = await fetch(`http://127.0.0.1:${port}/wallets/register`, {

@@ -1,3 +1,4 @@
+import type { Address } from "viem";
 import { getPublicClient } from "@/lib/chain/clients";
 import { resolveDeployment } from "@/lib/chain/deployment";
 import { readChainHealth } from "@/lib/health";
@@ -12,7 +13,7 @@ export async function loadServiceOverview(range: OverviewRange): Promise<Dashboa
   const config = appConfig();
   let chain: OverviewChain | null = null;
   if (config.rpcUrl) {
-    let treasuryAddress: `0x${string}` | null = null;
+    let treasuryAddress: Address | null = null;
     try {
       treasuryAddress = resolveDeployment(config)?.treasuryAddress ?? null;
     } catch (error) {

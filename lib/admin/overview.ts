@@ -1,4 +1,4 @@
-import type { PublicClient } from "viem";
+import type { PublicClient, Address } from "viem";
 import type { Database } from "@/db/client";
 import {
   countRequestsByStatus,
@@ -26,7 +26,6 @@ import type { HealthCheck } from "@/lib/sponsorship/schemas";
 
 const logger = createLogger({ component: "dashboard" });
 
-type Address = `0x${string}`;
 
 export const OVERVIEW_RANGES = {
   "1h": { label: "Last hour", ms: 3600_000, bucketSeconds: 120 },

@@ -1,16 +1,4 @@
-import {
-  createPublicClient,
-  createWalletClient,
-  defineChain,
-  fallback,
-  http,
-  type Account,
-  type Chain,
-  type FallbackTransport,
-  type PublicClient,
-  type Transport,
-  type WalletClient,
-} from "viem";
+import { createPublicClient, createWalletClient, defineChain, fallback, http, type Account, type Chain, type FallbackTransport, type PublicClient, type Transport, type WalletClient, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { getConfig } from "@/lib/config";
 
@@ -56,7 +44,7 @@ export type ChainClients = ChainPublicClient & {
   /** Every endpoint, in order (`rpcUrl` is the first). */
   rpcUrls: readonly string[];
   /** A wallet client signing locally with `privateKey`; needs the chain id (from options or `getChainId`). */
-  walletClient: (privateKey: `0x${string}`, chainId?: number) => RelayerWalletClient;
+  walletClient: (privateKey: Hex, chainId?: number) => RelayerWalletClient;
 };
 
 export function isLoopbackRpc(rpcUrl: string): boolean {
@@ -104,7 +92,7 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
       onEndpointResponse(url, r.status === "success" ? { ok: true } : { ok: false, error: r.error ?? new Error("unknown error") });
     });
   }
-  const walletClient = (privateKey: `0x${string}`, chainId?: number): RelayerWalletClient => {
+  const walletClient = (privateKey: Hex, chainId?: number): RelayerWalletClient => {
     const id = chainId ?? options.chainId;
     if (id === undefined) throw new Error("walletClient needs a chain id: pass it, or create the clients with chainId");
     return createWalletClient({

@@ -1,3 +1,4 @@
+import type { Address } from "viem";
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
@@ -8,7 +9,6 @@ import { ConfigError, type Config } from "@/lib/config";
  * record, `<DATA_DIR>/deployment.json`, written by contracts/local-chain.ts when `npm start` runs without RPC_URL.
  */
 
-type Address = `0x${string}`;
 
 export type Deployment = {
   /** From CHAIN_ID or the local record; undefined when only the addresses are configured (read it from the RPC). */

@@ -1,9 +1,8 @@
-import type { PublicClient } from "viem";
+import type { PublicClient, Address } from "viem";
 import { registryAbi } from "@/contracts/generated/registry";
 
 /** Reads of the SponsorshipRegistry: has a wallet ever been sponsored? */
 
-type Address = `0x${string}`;
 export type ContractReader = Pick<PublicClient, "readContract">;
 
 /** Addresses per `areSponsored` call: 1,000 cold storage reads cost about 2.2M gas, far under any call gas cap. */

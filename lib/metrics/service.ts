@@ -1,3 +1,4 @@
+import type { Address } from "viem";
 import { Counter, Gauge, type Registry } from "prom-client";
 import type { Database } from "@/db/client";
 import { readBudgetUsage } from "@/db/queries/controls";
@@ -20,17 +21,17 @@ import {
 /** What the collectors need from the chain; `createViemChainReader` (chain-reader.ts) implements it with viem. */
 export type ChainReader = {
   /** Native-token balance in wei. */
-  getBalance(address: `0x${string}`): Promise<bigint>;
+  getBalance(address: Address): Promise<bigint>;
   /** Transactions of `address` mined so far (the `latest` nonce). */
-  getMinedNonce(address: `0x${string}`): Promise<number>;
+  getMinedNonce(address: Address): Promise<number>;
   /** The treasury's amount per sponsorship, in wei. */
-  getSponsorAmount(treasury: `0x${string}`): Promise<bigint>;
+  getSponsorAmount(treasury: Address): Promise<bigint>;
 };
 
 export type ServiceSources = {
   db: Database;
   chain?: ChainReader;
-  treasuryAddress?: `0x${string}`;
+  treasuryAddress?: Address;
   /** The configured amount, used when the treasury's own `amount()` cannot be read. */
   sponsorAmountWei?: bigint;
   /** SPONSOR_BUDGET_PER_HOUR / _PER_DAY (0: none). */
@@ -89,7 +90,7 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
     return { requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers };
   }
 
-  async function readChain(sources: ServiceSources, relayers: readonly `0x${string}`[]): Promise<ChainSnapshot | undefined> {
+  async function readChain(sources: ServiceSources, relayers: readonly Address[]): Promise<ChainSnapshot | undefined> {
     const { chain, treasuryAddress: treasury, sponsorAmountWei } = sources;
     if (!chain) return undefined;
     const [treasuryBalance, sponsorAmount, perRelayer] = await Promise.all([
