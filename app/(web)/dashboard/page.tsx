@@ -13,7 +13,7 @@ import { STATUS_LABELS } from "../_lib/status-labels";
 import { AutoRefresh } from "./_components/auto-refresh";
 import { OutcomeChart } from "./_components/outcome-chart";
 import { SignInForm } from "./_components/sign-in-form";
-import { Notice, Section, TableScroll, td, th } from "./_components/ui";
+import { DataTable, Notice, Section, td } from "./_components/ui";
 
 export const metadata: Metadata = { title: "Overview" };
 
@@ -120,48 +120,25 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
         {actions.length === 0 ? (
           <p className="text-sm text-slate-700">None yet.</p>
         ) : (
-          <TableScroll label="Recent administrator actions">
-            <table className="w-full">
-              <thead>
-                <tr>
-                  <th scope="col" className={th}>
-                    Time
-                  </th>
-                  <th scope="col" className={th}>
-                    Action
-                  </th>
-                  <th scope="col" className={th}>
-                    Subject
-                  </th>
-                  <th scope="col" className={th}>
-                    Reason
-                  </th>
-                  <th scope="col" className={th}>
-                    From
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {actions.map((a) => (
-                  <tr key={a.id}>
-                    <td className={`${td} whitespace-nowrap`}>{formatDateTime(a.createdAt)}</td>
-                    <td className={td}>{a.action.replaceAll("_", " ")}</td>
-                    <td className={`${td} font-mono`}>
-                      {a.subject && /^0x[0-9a-f]{40}$/.test(a.subject) ? (
-                        <Link className={link} href={`/dashboard/wallets?address=${a.subject}`} title={a.subject}>
-                          {shortHex(a.subject)}
-                        </Link>
-                      ) : (
-                        (a.subject ?? "—")
-                      )}
-                    </td>
-                    <td className={td}>{a.reason ?? "—"}</td>
-                    <td className={`${td} font-mono`}>{a.ipAddress ?? "—"}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </TableScroll>
+          <DataTable label="Recent administrator actions" columns={["Time", "Action", "Subject", "Reason", "From"]}>
+            {actions.map((a) => (
+              <tr key={a.id}>
+                <td className={`${td} whitespace-nowrap`}>{formatDateTime(a.createdAt)}</td>
+                <td className={td}>{a.action.replaceAll("_", " ")}</td>
+                <td className={`${td} font-mono`}>
+                  {a.subject && /^0x[0-9a-f]{40}$/.test(a.subject) ? (
+                    <Link className={link} href={`/dashboard/wallets?address=${a.subject}`} title={a.subject}>
+                      {shortHex(a.subject)}
+                    </Link>
+                  ) : (
+                    (a.subject ?? "—")
+                  )}
+                </td>
+                <td className={td}>{a.reason ?? "—"}</td>
+                <td className={`${td} font-mono`}>{a.ipAddress ?? "—"}</td>
+              </tr>
+            ))}
+          </DataTable>
         )}
       </Section>
     </div>
@@ -172,38 +149,18 @@ function QueueSection({ overview }: { overview: DashboardOverview }) {
   const now = overview.generatedAt.getTime();
   return (
     <Section title="Queue depth per stage" id="queue">
-      <TableScroll label="Queue depth per stage">
-        <table className="w-full">
-          <thead>
-            <tr>
-              <th scope="col" className={th}>
-                Stage
-              </th>
-              <th scope="col" className={th}>
-                Waiting
-              </th>
-              <th scope="col" className={th}>
-                Ready now
-              </th>
-              <th scope="col" className={th}>
-                Oldest
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {overview.queue.map((q) => (
-              <tr key={q.stage}>
-                <th scope="row" className={`${td} text-left font-medium`}>
-                  {STATUS_LABELS[q.stage]}
-                </th>
-                <td className={`${td} tabular-nums`}>{formatCount(q.depth)}</td>
-                <td className={`${td} tabular-nums`}>{formatCount(q.ready)}</td>
-                <td className={td}>{q.oldestRequestedAt ? formatAge(now - q.oldestRequestedAt.getTime()) : "—"}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </TableScroll>
+      <DataTable label="Queue depth per stage" columns={["Stage", "Waiting", "Ready now", "Oldest"]}>
+        {overview.queue.map((q) => (
+          <tr key={q.stage}>
+            <th scope="row" className={`${td} text-left font-medium`}>
+              {STATUS_LABELS[q.stage]}
+            </th>
+            <td className={`${td} tabular-nums`}>{formatCount(q.depth)}</td>
+            <td className={`${td} tabular-nums`}>{formatCount(q.ready)}</td>
+            <td className={td}>{q.oldestRequestedAt ? formatAge(now - q.oldestRequestedAt.getTime()) : "—"}</td>
+          </tr>
+        ))}
+      </DataTable>
     </Section>
   );
 }
@@ -217,40 +174,20 @@ function WorkersSection({ overview }: { overview: DashboardOverview }) {
       ) : (
         <>
           {healthy === 0 && <Notice tone="error">No worker has beaten recently: the pipeline is stopped.</Notice>}
-          <TableScroll label="Workers">
-            <table className="w-full">
-              <thead>
-                <tr>
-                  <th scope="col" className={th}>
-                    Worker
-                  </th>
-                  <th scope="col" className={th}>
-                    Host / pid
-                  </th>
-                  <th scope="col" className={th}>
-                    Last beat
-                  </th>
-                  <th scope="col" className={th}>
-                    State
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {overview.heartbeats.map((h) => (
-                  <tr key={h.workerId}>
-                    <td className={`${td} font-mono`} title={h.workerId}>
-                      {shortHex(h.workerId, 14, 6)}
-                    </td>
-                    <td className={td}>
-                      {h.hostname} / {h.pid}
-                    </td>
-                    <td className={td}>{formatAge(h.ageMs)}</td>
-                    <td className={`${td} font-medium ${h.healthy ? "text-green-800" : "text-red-800"}`}>{h.healthy ? "alive" : "stale"}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </TableScroll>
+          <DataTable label="Workers" columns={["Worker", "Host / pid", "Last beat", "State"]}>
+            {overview.heartbeats.map((h) => (
+              <tr key={h.workerId}>
+                <td className={`${td} font-mono`} title={h.workerId}>
+                  {shortHex(h.workerId, 14, 6)}
+                </td>
+                <td className={td}>
+                  {h.hostname} / {h.pid}
+                </td>
+                <td className={td}>{formatAge(h.ageMs)}</td>
+                <td className={`${td} font-medium ${h.healthy ? "text-green-800" : "text-red-800"}`}>{h.healthy ? "alive" : "stale"}</td>
+              </tr>
+            ))}
+          </DataTable>
         </>
       )}
     </Section>
@@ -344,44 +281,21 @@ function RelayersSection({ overview }: { overview: DashboardOverview }) {
       {overview.relayers.length === 0 ? (
         <p className="text-sm text-slate-700">No relayer account is configured.</p>
       ) : (
-        <TableScroll label="Relayer accounts">
-          <table className="w-full">
-            <thead>
-              <tr>
-                <th scope="col" className={th}>
-                  Account
-                </th>
-                <th scope="col" className={th}>
-                  Balance
-                </th>
-                <th scope="col" className={th}>
-                  Nonce (mined / pending)
-                </th>
-                <th scope="col" className={th}>
-                  Next nonce (service)
-                </th>
-                <th scope="col" className={th}>
-                  In flight
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {overview.relayers.map((r) => (
-                <tr key={r.address}>
-                  <td className={`${td} font-mono`} title={r.address}>
-                    {shortHex(r.address)}
-                  </td>
-                  <td className={`${td} tabular-nums whitespace-nowrap`}>{formatEth(r.balance)}</td>
-                  <td className={`${td} tabular-nums`}>
-                    {r.chainNonce ?? "—"} / {r.pendingNonce ?? "—"}
-                  </td>
-                  <td className={`${td} tabular-nums`}>{r.nextNonce ?? "—"}</td>
-                  <td className={`${td} tabular-nums`}>{r.inFlight}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </TableScroll>
+        <DataTable label="Relayer accounts" columns={["Account", "Balance", "Nonce (mined / pending)", "Next nonce (service)", "In flight"]}>
+          {overview.relayers.map((r) => (
+            <tr key={r.address}>
+              <td className={`${td} font-mono`} title={r.address}>
+                {shortHex(r.address)}
+              </td>
+              <td className={`${td} tabular-nums whitespace-nowrap`}>{formatEth(r.balance)}</td>
+              <td className={`${td} tabular-nums`}>
+                {r.chainNonce ?? "—"} / {r.pendingNonce ?? "—"}
+              </td>
+              <td className={`${td} tabular-nums`}>{r.nextNonce ?? "—"}</td>
+              <td className={`${td} tabular-nums`}>{r.inFlight}</td>
+            </tr>
+          ))}
+        </DataTable>
       )}
     </Section>
   );

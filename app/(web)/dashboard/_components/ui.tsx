@@ -40,3 +40,27 @@ export function Notice({ tone = "info", children }: { tone?: "info" | "warning" 
   }[tone];
   return <p className={`rounded-md border px-3 py-2 text-sm ${styles}`}>{children}</p>;
 }
+
+/**
+ * The dashboard's data table: scrolls sideways on a phone (TableScroll), an optional caption for screen readers,
+ * one header row of column names, and the caller's rows as its body.
+ */
+export function DataTable({ label, caption, columns, children }: { label: string; caption?: string; columns: readonly ReactNode[]; children: ReactNode }) {
+  return (
+    <TableScroll label={label}>
+      <table className="w-full">
+        {caption && <caption className="sr-only">{caption}</caption>}
+        <thead>
+          <tr>
+            {columns.map((column, i) => (
+              <th key={i} scope="col" className={th}>
+                {column}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{children}</tbody>
+      </table>
+    </TableScroll>
+  );
+}

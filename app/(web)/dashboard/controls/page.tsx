@@ -6,7 +6,7 @@ import { appConfig, appDb } from "@/lib/http/app-context";
 import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
 import { IpBlockForm, LiftIpBlockButton, PauseForm } from "../_components/control-forms";
-import { Notice, Section, TableScroll, td, th } from "../_components/ui";
+import { DataTable, Notice, Section, TableScroll, td, th } from "../_components/ui";
 
 export const metadata: Metadata = { title: "Controls" };
 
@@ -39,28 +39,16 @@ export default async function ControlsPage() {
               No budget is set (SPONSOR_BUDGET_PER_HOUR and SPONSOR_BUDGET_PER_DAY are 0): only the per-client limits cap what the faucet hands out.
             </p>
           ) : (
-            <TableScroll label="Budget per window">
-              <table className="w-full">
-                <thead>
-                  <tr>
-                    <th scope="col" className={th}>Window</th>
-                    <th scope="col" className={th}>Budget</th>
-                    <th scope="col" className={th}>Used</th>
-                    <th scope="col" className={th}>Left</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {budget.map((b) => (
-                    <tr key={b.window}>
-                      <th scope="row" className={td}>Rolling {b.window}</th>
-                      <td className={td}>{b.limit.toLocaleString("en")}</td>
-                      <td className={td}>{b.used.toLocaleString("en")}</td>
-                      <td className={`${td} ${b.left === 0 ? "font-semibold text-red-800" : ""}`}>{b.left === 0 ? "0 (exhausted)" : b.left.toLocaleString("en")}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableScroll>
+            <DataTable label="Budget per window" columns={["Window", "Budget", "Used", "Left"]}>
+              {budget.map((b) => (
+                <tr key={b.window}>
+                  <th scope="row" className={td}>Rolling {b.window}</th>
+                  <td className={td}>{b.limit.toLocaleString("en")}</td>
+                  <td className={td}>{b.used.toLocaleString("en")}</td>
+                  <td className={`${td} ${b.left === 0 ? "font-semibold text-red-800" : ""}`}>{b.left === 0 ? "0 (exhausted)" : b.left.toLocaleString("en")}</td>
+                </tr>
+              ))}
+            </DataTable>
           )}
         </Section>
       </div>

@@ -9,7 +9,7 @@ import { StatusBadge } from "../../_components/status-badge";
 import { link, primaryButton, secondaryButton, textInput } from "../../_components/styles";
 import { formatDateTime, shortHex } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
-import { Notice, TableScroll, td, th } from "../_components/ui";
+import { DataTable, Notice, td } from "../_components/ui";
 
 export const metadata: Metadata = { title: "Requests" };
 
@@ -88,57 +88,30 @@ export default async function RequestsPage({ searchParams }: { searchParams: Pro
       {page.rows.length === 0 ? (
         <Notice>No request matches these filters.</Notice>
       ) : (
-        <TableScroll label="Sponsorship requests">
-          <table className="w-full">
-            <caption className="sr-only">Sponsorship requests, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col" className={th}>
-                  Requested (UTC)
-                </th>
-                <th scope="col" className={th}>
-                  Request
-                </th>
-                <th scope="col" className={th}>
-                  Wallet
-                </th>
-                <th scope="col" className={th}>
-                  Status
-                </th>
-                <th scope="col" className={th}>
-                  Transaction
-                </th>
-                <th scope="col" className={th}>
-                  Attempts
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {page.rows.map((r) => (
-                <tr key={r.id}>
-                  <td className={`${td} whitespace-nowrap tabular-nums`}>{formatDateTime(r.requestedAt).replace(" UTC", "")}</td>
-                  <td className={`${td} font-mono`}>
-                    <Link className={link} href={`/dashboard/requests/${r.id}`} aria-label={`Request ${r.id}`}>
-                      {r.id.slice(0, 8)}
-                    </Link>
-                  </td>
-                  <td className={`${td} font-mono`}>
-                    <Link className={link} href={`/dashboard/wallets?address=${r.walletAddress}`} title={r.walletAddress}>
-                      {shortHex(r.walletAddress)}
-                    </Link>
-                  </td>
-                  <td className={td}>
-                    <StatusBadge status={r.status} />
-                  </td>
-                  <td className={`${td} font-mono`} title={r.transactionHash ?? undefined}>
-                    {shortHex(r.transactionHash)}
-                  </td>
-                  <td className={`${td} tabular-nums`}>{r.relayAttempts}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </TableScroll>
+        <DataTable label="Sponsorship requests" caption="Sponsorship requests, newest first" columns={["Requested (UTC)", "Request", "Wallet", "Status", "Transaction", "Attempts"]}>
+          {page.rows.map((r) => (
+            <tr key={r.id}>
+              <td className={`${td} whitespace-nowrap tabular-nums`}>{formatDateTime(r.requestedAt).replace(" UTC", "")}</td>
+              <td className={`${td} font-mono`}>
+                <Link className={link} href={`/dashboard/requests/${r.id}`} aria-label={`Request ${r.id}`}>
+                  {r.id.slice(0, 8)}
+                </Link>
+              </td>
+              <td className={`${td} font-mono`}>
+                <Link className={link} href={`/dashboard/wallets?address=${r.walletAddress}`} title={r.walletAddress}>
+                  {shortHex(r.walletAddress)}
+                </Link>
+              </td>
+              <td className={td}>
+                <StatusBadge status={r.status} />
+              </td>
+              <td className={`${td} font-mono`} title={r.transactionHash ?? undefined}>
+                {shortHex(r.transactionHash)}
+              </td>
+              <td className={`${td} tabular-nums`}>{r.relayAttempts}</td>
+            </tr>
+          ))}
+        </DataTable>
       )}
 
       <nav aria-label="Pages" className="flex gap-3">

@@ -7,7 +7,7 @@ import { StatusBadge } from "../../_components/status-badge";
 import { link, primaryButton, textInput } from "../../_components/styles";
 import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
-import { Notice, Section, TableScroll, td, th } from "../_components/ui";
+import { DataTable, Notice, Section, td } from "../_components/ui";
 import { WalletBlockForm } from "../_components/wallet-forms";
 
 export const metadata: Metadata = { title: "Wallets" };
@@ -91,50 +91,24 @@ export default async function WalletsPage({ searchParams }: { searchParams: Prom
             {view.blockHistory.length === 0 ? (
               <p className="text-sm text-slate-700">This wallet has never been blocked.</p>
             ) : (
-              <TableScroll label="Block history">
-                <table className="w-full">
-                  <thead>
-                    <tr>
-                      <th scope="col" className={th}>
-                        Blocked (UTC)
-                      </th>
-                      <th scope="col" className={th}>
-                        Kind
-                      </th>
-                      <th scope="col" className={th}>
-                        Reason
-                      </th>
-                      <th scope="col" className={th}>
-                        By
-                      </th>
-                      <th scope="col" className={th}>
-                        Ended
-                      </th>
-                      <th scope="col" className={th}>
-                        Lift reason
-                      </th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {view.blockHistory.map((b) => (
-                      <tr key={b.id}>
-                        <td className={`${td} whitespace-nowrap`}>{formatDateTime(b.createdAt).replace(" UTC", "")}</td>
-                        <td className={td}>{b.kind === "admin" ? "administrator" : "automatic"}</td>
-                        <td className={td}>{b.reason}</td>
-                        <td className={`${td} font-mono`}>{b.createdBy}</td>
-                        <td className={`${td} whitespace-nowrap`}>
-                          {b.liftedAt
-                            ? `lifted ${formatDateTime(b.liftedAt)}`
-                            : view.activeBlocks.some((active) => active.id === b.id)
-                              ? "active"
-                              : `expired ${formatDateTime(b.expiresAt)}`}
-                        </td>
-                        <td className={td}>{b.liftReason ?? "—"}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </TableScroll>
+              <DataTable label="Block history" columns={["Blocked (UTC)", "Kind", "Reason", "By", "Ended", "Lift reason"]}>
+                {view.blockHistory.map((b) => (
+                  <tr key={b.id}>
+                    <td className={`${td} whitespace-nowrap`}>{formatDateTime(b.createdAt).replace(" UTC", "")}</td>
+                    <td className={td}>{b.kind === "admin" ? "administrator" : "automatic"}</td>
+                    <td className={td}>{b.reason}</td>
+                    <td className={`${td} font-mono`}>{b.createdBy}</td>
+                    <td className={`${td} whitespace-nowrap`}>
+                      {b.liftedAt
+                        ? `lifted ${formatDateTime(b.liftedAt)}`
+                        : view.activeBlocks.some((active) => active.id === b.id)
+                          ? "active"
+                          : `expired ${formatDateTime(b.expiresAt)}`}
+                    </td>
+                    <td className={td}>{b.liftReason ?? "—"}</td>
+                  </tr>
+                ))}
+              </DataTable>
             )}
           </Section>
 
@@ -143,38 +117,21 @@ export default async function WalletsPage({ searchParams }: { searchParams: Prom
               {view.requests.length === 0 ? (
                 <p className="text-sm text-slate-700">No request yet.</p>
               ) : (
-                <TableScroll label="Requests of this wallet">
-                  <table className="w-full">
-                    <thead>
-                      <tr>
-                        <th scope="col" className={th}>
-                          Requested (UTC)
-                        </th>
-                        <th scope="col" className={th}>
-                          Request
-                        </th>
-                        <th scope="col" className={th}>
-                          Status
-                        </th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {view.requests.map((r) => (
-                        <tr key={r.id}>
-                          <td className={`${td} whitespace-nowrap`}>{formatDateTime(r.requestedAt).replace(" UTC", "")}</td>
-                          <td className={`${td} font-mono`}>
-                            <Link className={link} href={`/dashboard/requests/${r.id}`} aria-label={`Request ${r.id}`}>
-                              {r.id.slice(0, 8)}
-                            </Link>
-                          </td>
-                          <td className={td}>
-                            <StatusBadge status={r.status} />
-                          </td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </TableScroll>
+                <DataTable label="Requests of this wallet" columns={["Requested (UTC)", "Request", "Status"]}>
+                  {view.requests.map((r) => (
+                    <tr key={r.id}>
+                      <td className={`${td} whitespace-nowrap`}>{formatDateTime(r.requestedAt).replace(" UTC", "")}</td>
+                      <td className={`${td} font-mono`}>
+                        <Link className={link} href={`/dashboard/requests/${r.id}`} aria-label={`Request ${r.id}`}>
+                          {r.id.slice(0, 8)}
+                        </Link>
+                      </td>
+                      <td className={td}>
+                        <StatusBadge status={r.status} />
+                      </td>
+                    </tr>
+                  ))}
+                </DataTable>
               )}
             </Section>
             <Section title="Administrator actions" id="wallet-actions">

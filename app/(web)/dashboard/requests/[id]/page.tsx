@@ -8,7 +8,7 @@ import { link } from "../../../_components/styles";
 import { formatDateTime, formatDuration, formatGwei } from "../../../_lib/format";
 import { getPublicSettings } from "../../../_lib/settings";
 import { SignInForm } from "../../_components/sign-in-form";
-import { Notice, Section, TableScroll, td, th } from "../../_components/ui";
+import { DataTable, Notice, Section, td } from "../../_components/ui";
 
 export const metadata: Metadata = { title: "Request" };
 
@@ -102,110 +102,58 @@ export default async function RequestDetailPage({ params }: { params: Promise<{ 
       </div>
 
       <Section title="Audit trail" id="audit">
-        <TableScroll label="Audit trail">
-          <table className="w-full">
-            <thead>
-              <tr>
-                <th scope="col" className={th}>
-                  Time (UTC)
-                </th>
-                <th scope="col" className={th}>
-                  Change
-                </th>
-                <th scope="col" className={th}>
-                  By
-                </th>
-                <th scope="col" className={th}>
-                  Reason
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {events.map((e) => (
-                <tr key={e.id}>
-                  <td className={`${td} whitespace-nowrap tabular-nums`}>{formatDateTime(e.createdAt).replace(" UTC", "")}</td>
-                  <td className={td}>
-                    {e.fromStatus ? `${e.fromStatus} → ` : "created as "}
-                    {e.toStatus}
-                  </td>
-                  <td className={`${td} font-mono`}>{e.actor}</td>
-                  <td className={td}>{e.reason ?? "—"}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </TableScroll>
+        <DataTable label="Audit trail" columns={["Time (UTC)", "Change", "By", "Reason"]}>
+          {events.map((e) => (
+            <tr key={e.id}>
+              <td className={`${td} whitespace-nowrap tabular-nums`}>{formatDateTime(e.createdAt).replace(" UTC", "")}</td>
+              <td className={td}>
+                {e.fromStatus ? `${e.fromStatus} → ` : "created as "}
+                {e.toStatus}
+              </td>
+              <td className={`${td} font-mono`}>{e.actor}</td>
+              <td className={td}>{e.reason ?? "—"}</td>
+            </tr>
+          ))}
+        </DataTable>
       </Section>
 
       <Section title={`Relay attempts (${relays.length})`} id="relays">
         {relays.length === 0 ? (
           <p className="text-sm text-slate-700">No relay transaction yet.</p>
         ) : (
-          <TableScroll label="Relay attempts">
-            <table className="w-full">
-              <thead>
-                <tr>
-                  <th scope="col" className={th}>
-                    #
-                  </th>
-                  <th scope="col" className={th}>
-                    Status
-                  </th>
-                  <th scope="col" className={th}>
-                    Transaction hash
-                  </th>
-                  <th scope="col" className={th}>
-                    Relayer / nonce
-                  </th>
-                  <th scope="col" className={th}>
-                    Submitted
-                  </th>
-                  <th scope="col" className={th}>
-                    Confirmed / failed
-                  </th>
-                  <th scope="col" className={th}>
-                    Block / gas
-                  </th>
-                  <th scope="col" className={th}>
-                    Failure
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {relays.map((r) => (
-                  <tr key={r.id}>
-                    <td className={`${td} tabular-nums`}>{r.relayAttempt}</td>
-                    <td className={td}>
-                      <StatusBadge status={r.status} />
-                    </td>
-                    <td className={`${td} font-mono break-all`}>
-                      {r.transactionHash ? (
-                        explorerUrl ? (
-                          <a className={link} href={`${explorerUrl}/tx/${r.transactionHash}`} target="_blank" rel="noreferrer">
-                            {r.transactionHash}
-                          </a>
-                        ) : (
-                          r.transactionHash
-                        )
-                      ) : (
-                        "—"
-                      )}
-                    </td>
-                    <td className={`${td} font-mono`}>
-                      <span className="break-all">{r.relayerAddress ?? "—"}</span> / {r.nonce ?? "—"}
-                    </td>
-                    <td className={`${td} whitespace-nowrap`}>{formatDateTime(r.submittedAt)}</td>
-                    <td className={`${td} whitespace-nowrap`}>{formatDateTime(r.confirmedAt ?? r.failedAt)}</td>
-                    <td className={`${td} tabular-nums`}>
-                      {r.blockNumber ?? "—"} / {r.gasUsed?.toString() ?? "—"}
-                      {r.maxFeePerGas !== null && <span className="block text-slate-700">max fee {formatGwei(r.maxFeePerGas)}</span>}
-                    </td>
-                    <td className={`${td} text-red-800`}>{r.failureReason ?? ""}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </TableScroll>
+          <DataTable label="Relay attempts" columns={["#", "Status", "Transaction hash", "Relayer / nonce", "Submitted", "Confirmed / failed", "Block / gas", "Failure"]}>
+            {relays.map((r) => (
+              <tr key={r.id}>
+                <td className={`${td} tabular-nums`}>{r.relayAttempt}</td>
+                <td className={td}>
+                  <StatusBadge status={r.status} />
+                </td>
+                <td className={`${td} font-mono break-all`}>
+                  {r.transactionHash ? (
+                    explorerUrl ? (
+                      <a className={link} href={`${explorerUrl}/tx/${r.transactionHash}`} target="_blank" rel="noreferrer">
+                        {r.transactionHash}
+                      </a>
+                    ) : (
+                      r.transactionHash
+                    )
+                  ) : (
+                    "—"
+                  )}
+                </td>
+                <td className={`${td} font-mono`}>
+                  <span className="break-all">{r.relayerAddress ?? "—"}</span> / {r.nonce ?? "—"}
+                </td>
+                <td className={`${td} whitespace-nowrap`}>{formatDateTime(r.submittedAt)}</td>
+                <td className={`${td} whitespace-nowrap`}>{formatDateTime(r.confirmedAt ?? r.failedAt)}</td>
+                <td className={`${td} tabular-nums`}>
+                  {r.blockNumber ?? "—"} / {r.gasUsed?.toString() ?? "—"}
+                  {r.maxFeePerGas !== null && <span className="block text-slate-700">max fee {formatGwei(r.maxFeePerGas)}</span>}
+                </td>
+                <td className={`${td} text-red-800`}>{r.failureReason ?? ""}</td>
+              </tr>
+            ))}
+          </DataTable>
         )}
       </Section>
     </div>
