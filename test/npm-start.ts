@@ -83,9 +83,17 @@ export class NpmStartStack {
     await this.until(what, async () => ((await this.health())?.status === 200 ? true : undefined), ms);
   }
 
-  /** The pids the supervisor wrote to DATA_DIR/processes.json. */
+  /**
+   * The pids the supervisor wrote to DATA_DIR/processes.json; `{}` while there is none, or while the supervisor is
+   * rewriting it (a poll that reads it half-written tries again).
+   */
   processes(): Record<string, number> {
     const file = path.join(this.dataDir, "processes.json");
-    return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Record<string, number>) : {};
+    if (!existsSync(file)) return {};
+    try {
+      return JSON.parse(readFileSync(file, "utf8")) as Record<string, number>;
+    } catch {
+      return {};
+    }
   }
 }
