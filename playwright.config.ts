@@ -26,11 +26,7 @@ export default defineConfig({
   retries: 0,
   timeout: 90_000,
   expect: { timeout: 30_000 },
-  reporter: [
-    ["list"],
-    ["html", { open: "never", outputFolder: "playwright-report" }],
-    ["json", { outputFile: "test-results/playwright.json" }],
-  ],
+  reporter: [["list"], ["html", { open: "never", outputFolder: "playwright-report" }], ["json", { outputFile: "test-results/playwright.json" }]],
   use: {
     baseURL: E2E.baseURL,
     trace: "retain-on-failure",

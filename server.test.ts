@@ -58,7 +58,10 @@ beforeAll(async () => {
     "the web server answers /health",
     async () => {
       if (web!.exitCode !== null) throw new Error(`server.ts exited ${web!.exitCode}: ${output}`);
-      return fetch(`${base}/health`).then((r) => (r.status === 200 ? true : undefined), () => undefined);
+      return fetch(`${base}/health`).then(
+        (r) => (r.status === 200 ? true : undefined),
+        () => undefined,
+      );
     },
     120_000,
   );

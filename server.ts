@@ -68,7 +68,13 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code !== "ECONNRESET" && socket.writable && socket.bytesWritten === 0) {
     const body =
       status === 408
-        ? JSON.stringify(problemBody("request_timeout", `Send the complete headers within ${HEADERS_TIMEOUT_MS / 1000} s and the whole request within ${REQUEST_TIMEOUT_MS / 1000} s`, requestIdFor(undefined)))
+        ? JSON.stringify(
+            problemBody(
+              "request_timeout",
+              `Send the complete headers within ${HEADERS_TIMEOUT_MS / 1000} s and the whole request within ${REQUEST_TIMEOUT_MS / 1000} s`,
+              requestIdFor(undefined),
+            ),
+          )
         : JSON.stringify({ type: "about:blank", title: status === 431 ? "Request headers too large" : "Bad request", status });
     const reason = status === 408 ? "Request Timeout" : status === 431 ? "Request Header Fields Too Large" : "Bad Request";
     socket.write(
@@ -170,7 +176,14 @@ async function main(): Promise<void> {
       const clientIp = req.headers[CLIENT_IP_HEADER] as string;
       const userAgent = storedUserAgent(req.headers["user-agent"]);
       void serveWebMetrics(req, res, log, (token) =>
-        verifyAdministratorToken(appDb(), { token, adminToken: config.adminToken ?? "", ipAddress: clientIp, ipv6PrefixLength: config.ipv6PrefixLength, userAgent, channel: "metrics" }),
+        verifyAdministratorToken(appDb(), {
+          token,
+          adminToken: config.adminToken ?? "",
+          ipAddress: clientIp,
+          ipv6PrefixLength: config.ipv6PrefixLength,
+          userAgent,
+          channel: "metrics",
+        }),
       );
       return;
     }
@@ -184,10 +197,9 @@ async function main(): Promise<void> {
   // Old counter rows are useless after their window (an hour for the limits, a day for the budget); any instance
   // may prune them.
   const prune = () =>
-    Promise.all([
-      pruneRateLimitHits(appDb(), new Date(Date.now() - RATE_LIMIT_WINDOW_MS - 60_000)),
-      pruneBudgetCounts(appDb(), new Date()),
-    ]).catch((error: unknown) => log.warn("pruning rate-limit hits or budget counters failed", { error }));
+    Promise.all([pruneRateLimitHits(appDb(), new Date(Date.now() - RATE_LIMIT_WINDOW_MS - 60_000)), pruneBudgetCounts(appDb(), new Date())]).catch(
+      (error: unknown) => log.warn("pruning rate-limit hits or budget counters failed", { error }),
+    );
   const pruneTimer = setInterval(prune, PRUNE_INTERVAL_MS);
   pruneTimer.unref();
   void prune();

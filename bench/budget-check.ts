@@ -15,10 +15,14 @@ export async function timeBudgetCheck(databaseUrl: string): Promise<{ check: num
       ON CONFLICT (shard, minute) DO NOTHING`;
     await sql`ANALYZE sponsorship_budget_counts`;
     const time = async (expression: string) => {
-      const results = (await sql.unsafe(`DO $$ DECLARE s timestamptz := clock_timestamp(); x json; BEGIN
+      const results = (await sql
+        .unsafe(
+          `DO $$ DECLARE s timestamptz := clock_timestamp(); x json; BEGIN
         FOR i IN 1..2000 LOOP SELECT ${expression} INTO x; END LOOP;
         PERFORM set_config('bench.us', (extract(epoch FROM clock_timestamp() - s) * 1e6 / 2000)::text, false); END $$;
-        SELECT current_setting('bench.us') AS us`).simple()) as unknown as { us: string }[][];
+        SELECT current_setting('bench.us') AS us`,
+        )
+        .simple()) as unknown as { us: string }[][];
       return Number(results.at(-1)![0]!.us);
     };
     const best = { check: Infinity, select1: Infinity };
@@ -31,4 +35,3 @@ export async function timeBudgetCheck(databaseUrl: string): Promise<{ check: num
     await sql.end();
   }
 }
-

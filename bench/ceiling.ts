@@ -115,7 +115,10 @@ export async function measureCeiling(options: {
 
   // Gas of a sample of receipts, and every Sponsored event in the range.
   const sample = hashes.filter((_, i) => i % Math.max(1, Math.floor(n / 50)) === 0);
-  const receipts = await rpcBatch(rpcUrl, sample.map((h) => ({ method: "eth_getTransactionReceipt", params: [h] })));
+  const receipts = await rpcBatch(
+    rpcUrl,
+    sample.map((h) => ({ method: "eth_getTransactionReceipt", params: [h] })),
+  );
   const gasUsed = receipts.map((r) => Number(BigInt((r.result as { gasUsed: Hex }).gasUsed)));
   const failed = receipts.filter((r) => (r.result as { status: Hex }).status !== "0x1").length;
   if (failed > 0) throw new Error(`${failed} sampled ceiling transactions reverted`);

@@ -72,9 +72,12 @@ export async function measureChainMemory(options: {
   const before = residentMiB(chain.pid);
   let peak = before;
   const samples: { transactions: number; rss: number }[] = [];
-  const nonces = (await rpcBatch(chain.rpcUrl, accounts.map((a) => ({ method: "eth_getTransactionCount", params: [a.address, "pending"] })))).map((r) =>
-    Number(r.result),
-  );
+  const nonces = (
+    await rpcBatch(
+      chain.rpcUrl,
+      accounts.map((a) => ({ method: "eth_getTransactionCount", params: [a.address, "pending"] })),
+    )
+  ).map((r) => Number(r.result));
   const block = await clients.getBlock({ blockTag: "latest" });
   const maxPriorityFeePerGas = 1_000_000_000n;
   const maxFeePerGas = (block.baseFeePerGas ?? 1_000_000_000n) * 20n + maxPriorityFeePerGas;
@@ -105,7 +108,10 @@ export async function measureChainMemory(options: {
         });
       }),
     );
-    const answers = await rpcBatch(chain.rpcUrl, raws.map((raw) => ({ method: "eth_sendRawTransaction", params: [raw] })));
+    const answers = await rpcBatch(
+      chain.rpcUrl,
+      raws.map((raw) => ({ method: "eth_sendRawTransaction", params: [raw] })),
+    );
     const refused = answers.find((a) => a.error);
     if (refused) throw new Error(`eth_sendRawTransaction: ${refused.error!.message}`);
     const before = Math.floor(sent / sampleEvery);
@@ -122,7 +128,10 @@ export async function measureChainMemory(options: {
   await waitFor(
     "every chain-memory transaction to be mined",
     async () => {
-      const counts = await rpcBatch(chain.rpcUrl, accounts.map((a) => ({ method: "eth_getTransactionCount", params: [a.address, "latest"] })));
+      const counts = await rpcBatch(
+        chain.rpcUrl,
+        accounts.map((a) => ({ method: "eth_getTransactionCount", params: [a.address, "latest"] })),
+      );
       return counts.every((c, k) => Number(c.result) >= nonces[k]!) ? true : undefined;
     },
     { timeoutMs: Math.max(10_000, deadline - Date.now()), intervalMs: 250 },
@@ -149,7 +158,12 @@ const quietLogger: Logger = {
  * in a temporary DATA_DIR on a free port, `transactions` sponsor calls at `rate`/s, `idleSeconds` of empty
  * blocks, then a restart from the persisted state (the deployment must be reused and the chain kept).
  */
-export async function runChainMemoryPhase(options: { transactions: number; rate: number; idleSeconds: number; blockTime?: number }): Promise<ChainMemoryResult> {
+export async function runChainMemoryPhase(options: {
+  transactions: number;
+  rate: number;
+  idleSeconds: number;
+  blockTime?: number;
+}): Promise<ChainMemoryResult> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "bench-chain-memory-"));
   const blockTime = options.blockTime ?? 1;
   const config = parseConfig({ DATA_DIR: dataDir, LOCAL_CHAIN_PORT: String(await freePort()), LOCAL_BLOCK_TIME: String(blockTime) });
@@ -167,7 +181,9 @@ export async function runChainMemoryPhase(options: { transactions: number; rate:
     const restartedHead = BigInt(await rpc<Hex>(chain.rpcUrl, "eth_blockNumber"));
     const afterRestart = residentMiB(chain.pid);
     const restartKeptDeployment = !chain.deployed && chain.treasuryAddress === under.treasury && restartedHead >= head;
-    note(`chain memory: idle ${idle.toFixed(1)} MiB after ${options.idleSeconds} s; state file ${stateFileMiB.toFixed(1)} MiB; after restart ${afterRestart.toFixed(1)} MiB (deployment kept: ${restartKeptDeployment})`);
+    note(
+      `chain memory: idle ${idle.toFixed(1)} MiB after ${options.idleSeconds} s; state file ${stateFileMiB.toFixed(1)} MiB; after restart ${afterRestart.toFixed(1)} MiB (deployment kept: ${restartKeptDeployment})`,
+    );
     return {
       ...measured,
       blockTime,

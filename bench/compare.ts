@@ -18,7 +18,14 @@ import { mapConcurrent, note, randomAddress, round, waitFor, type Address } from
  * of each tree runs under `node --cpu-prof` for one more round of each endpoint, and its profile is summarised.
  */
 
-export type TreeFigures = { tree: string; commit: string; reqPerSec: number; rounds: number[]; cpuMsPerRequest: Record<string, number>; statusCounts: Record<string, number> };
+export type TreeFigures = {
+  tree: string;
+  commit: string;
+  reqPerSec: number;
+  rounds: number[];
+  cpuMsPerRequest: Record<string, number>;
+  statusCounts: Record<string, number>;
+};
 export type CompareEndpoint = { name: string; path: string; trees: TreeFigures[] };
 export type TreeComparison = {
   trees: { name: string; root: string; commit: string }[];
@@ -140,7 +147,10 @@ export async function compareTrees(options: {
         let requests = 0;
         let cpuMsPerRequest = 0;
         try {
-          await waitFor(`the profiled web server of "${names[i]}"`, async () => ((await healthy(url)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
+          await waitFor(`the profiled web server of "${names[i]}"`, async () => ((await healthy(url)) ? true : undefined), {
+            timeoutMs: 120_000,
+            intervalMs: 250,
+          });
           // Warmed up first; the profile is read from the measured load on (GET /health: the floor every request pays).
           await runEndpoint(url, endpoints[i]![0]!, { ...opts, seconds: 5, warmupSeconds: 0 });
           loadFromMs = Date.now() - spawned;
@@ -177,7 +187,11 @@ export function renderComparison(c: TreeComparison): string {
     const mine = e.trees[0]!;
     for (const t of e.trees) {
       lines.push(
-        `| ${e.path} | ${t.tree} (${t.commit}) | ${t.reqPerSec} | ${t.rounds.join(", ")} | ${Math.round((t.reqPerSec / mine.reqPerSec) * 1000) / 10}% | ${t.cpuMsPerRequest.web ?? "?"} | ${t.cpuMsPerRequest.postgres ?? "?"} | ${Object.entries(t.statusCounts).map(([k, v]) => `${k}: ${v}`).join(", ")} |`,
+        `| ${e.path} | ${t.tree} (${t.commit}) | ${t.reqPerSec} | ${t.rounds.join(", ")} | ${Math.round((t.reqPerSec / mine.reqPerSec) * 1000) / 10}% | ${t.cpuMsPerRequest.web ?? "?"} | ${t.cpuMsPerRequest.postgres ?? "?"} | ${Object.entries(
+          t.statusCounts,
+        )
+          .map(([k, v]) => `${k}: ${v}`)
+          .join(", ")} |`,
       );
     }
   }
@@ -188,7 +202,9 @@ export function renderComparison(c: TreeComparison): string {
       "",
       "| Tree | requests | web CPU ms per request (/proc) | vs this tree |",
       "|---|---:|---:|---:|",
-      ...c.profiles.map((p) => `| ${p.tree} | ${p.requests} | ${p.cpuMsPerRequest} | ${Math.round((p.cpuMsPerRequest / c.profiles![0]!.cpuMsPerRequest) * 1000) / 10}% |`),
+      ...c.profiles.map(
+        (p) => `| ${p.tree} | ${p.requests} | ${p.cpuMsPerRequest} | ${Math.round((p.cpuMsPerRequest / c.profiles![0]!.cpuMsPerRequest) * 1000) / 10}% |`,
+      ),
       "",
     );
   }

@@ -256,7 +256,9 @@ export function renderEndToEnd(e: EndToEndResult): string {
     "|---|---|",
     `| completed/s (first registration to last completion) | **${e.completedPerSecond}** (${e.seconds} s) |`,
     `| request -> completed p50 / p95 / p99 / max ms | ${e.latencyMs.p50} / ${e.latencyMs.p95} / ${e.latencyMs.p99} / ${e.latencyMs.max} |`,
-    `| statuses | ${Object.entries(e.statuses).map(([k, v]) => `${k} ${v}`).join(", ")}; relay attempts ${e.relayAttempts} |`,
+    `| statuses | ${Object.entries(e.statuses)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}; relay attempts ${e.relayAttempts} |`,
     `| on chain | ${e.onChain.sponsoredEvents} Sponsored events, ${e.onChain.walletsPaidTwice} wallets paid twice |`,
     `| CPU ms per completed sponsorship | **${e.cpuMsPerCompletedTotal}** without the load generator: ${cpu} |`,
     `| worker JSON-RPC calls per completed sponsorship | **${e.rpc.worker.perCompleted}**: ${methods(e.rpc.worker.byMethod, done)} |`,

@@ -28,7 +28,10 @@ type Captured = { query: string; params: unknown[] };
  * statement passes through postgres.js's `unsafe` (Drizzle's execute and the prepared-statement helper alike),
  * so a client whose `unsafe` records its arguments sees them all.
  */
-async function captureReadQueries(url: string, sample: { id: string; wallet: string; hash: string | undefined }): Promise<{ name: string; queries: Captured[] }[]> {
+async function captureReadQueries(
+  url: string,
+  sample: { id: string; wallet: string; hash: string | undefined },
+): Promise<{ name: string; queries: Captured[] }[]> {
   const client = postgres(url, { max: 1, onnotice: () => {} });
   let captured: Captured[] = [];
   const unsafe = client.unsafe.bind(client);
@@ -46,9 +49,7 @@ async function captureReadQueries(url: string, sample: { id: string; wallet: str
   };
   try {
     await capture("GET /sponsorship/:id", () => reads.getSponsorshipRequest(db, sample.id));
-    await capture("GET /wallets/:address/history", () =>
-      reads.getWalletHistory(db, sample.wallet as `0x${string}`, { cursor: undefined, limit: 50 }),
-    );
+    await capture("GET /wallets/:address/history", () => reads.getWalletHistory(db, sample.wallet as `0x${string}`, { cursor: undefined, limit: 50 }));
     if (sample.hash) await capture("GET /sponsorship/tx/:hash", () => reads.getSponsorshipRequestByTransactionHash(db, sample.hash!));
   } finally {
     await client.end({ timeout: 5 });

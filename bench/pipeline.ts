@@ -114,7 +114,11 @@ export async function measurePipeline(options: {
     const first = Math.min(...rows.map((r) => r.requested_at.getTime()));
     const last = Math.max(...completed.map((r) => r.completed_at!.getTime()));
     const diff = (a: Date | null, b: Date | null) => (a && b ? b.getTime() - a.getTime() : undefined);
-    const stage = (f: (r: Row) => number | undefined) => percentile(completed.map(f).filter((v): v is number => v !== undefined), 50);
+    const stage = (f: (r: Row) => number | undefined) =>
+      percentile(
+        completed.map(f).filter((v): v is number => v !== undefined),
+        50,
+      );
     const gas = relays.map((r) => (r.gas ? Number(r.gas) : NaN)).filter((g) => Number.isFinite(g));
 
     // The chain's word: Sponsored events of this run's request ids (each event carries the hash of its id).

@@ -73,18 +73,34 @@ export function evaluateTargets(report: BenchReport): Target[] {
   const faucet = byName("faucet");
   if (id) targets.push({ name: "GET /sponsorship/:id vs /health", target: ">= 80%", value: pct(id.ratioToHealth), met: (id.ratioToHealth ?? 0) >= 0.8 });
   if (faucet) targets.push({ name: "GET /faucet vs /health", target: ">= 80%", value: pct(faucet.ratioToHealth), met: (faucet.ratioToHealth ?? 0) >= 0.8 });
-  if (post) targets.push({ name: "POST /sponsorship/request vs /health", target: ">= 50%", value: pct(post.ratioToHealth), met: (post.ratioToHealth ?? 0) >= 0.5 });
+  if (post)
+    targets.push({ name: "POST /sponsorship/request vs /health", target: ">= 50%", value: pct(post.ratioToHealth), met: (post.ratioToHealth ?? 0) >= 0.5 });
   if (report.budget) {
-    targets.push({ name: "POST /sponsorship/request with a budget set vs without", target: ">= 90%", value: pct(report.budget.ratio), met: report.budget.ratio >= 0.9 });
+    targets.push({
+      name: "POST /sponsorship/request with a budget set vs without",
+      target: ">= 90%",
+      value: pct(report.budget.ratio),
+      met: report.budget.ratio >= 0.9,
+    });
     const c = report.budget.cpuMsPerRequest;
     if (c) {
       // The same target read as CPU: within 10% of the rate is at most 1/0.9 of the CPU per request.
-      targets.push({ name: "CPU per POST /sponsorship/request (web + PostgreSQL) with a budget set vs without", target: "<= 111%", value: pct(c.with / c.without), met: c.with / c.without <= 1 / 0.9 });
+      targets.push({
+        name: "CPU per POST /sponsorship/request (web + PostgreSQL) with a budget set vs without",
+        target: "<= 111%",
+        value: pct(c.with / c.without),
+        met: c.with / c.without <= 1 / 0.9,
+      });
     }
   }
   const one = report.chains.find((c) => c.blockTime === 1);
   if (one?.paced) {
-    targets.push({ name: "pipeline p50, 1-s blocks (paced)", target: "<= 1,000 ms", value: `${f(one.paced.latencyMs.p50)} ms`, met: one.paced.latencyMs.p50 <= 1000 });
+    targets.push({
+      name: "pipeline p50, 1-s blocks (paced)",
+      target: "<= 1,000 ms",
+      value: `${f(one.paced.latencyMs.p50)} ms`,
+      met: one.paced.latencyMs.p50 <= 1000,
+    });
   }
   if (one?.burst) {
     const rate = one.burst.completedPerSecond;
@@ -162,9 +178,24 @@ export function evaluateTargets(report: BenchReport): Target[] {
 export function renderMarkdown(report: BenchReport): string {
   const out: string[] = [];
   out.push(`# Bench ${report.startedAt}`, "");
-  out.push(Object.entries(report.machine).map(([k, v]) => `${k}: ${v}`).join("; "), "");
-  out.push(Object.entries(report.versions).map(([k, v]) => `${k} ${v}`).join(", "), "");
-  out.push(Object.entries(report.settings).map(([k, v]) => `${k}=${v}`).join(" "), "");
+  out.push(
+    Object.entries(report.machine)
+      .map(([k, v]) => `${k}: ${v}`)
+      .join("; "),
+    "",
+  );
+  out.push(
+    Object.entries(report.versions)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", "),
+    "",
+  );
+  out.push(
+    Object.entries(report.settings)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(" "),
+    "",
+  );
 
   if (report.http?.length) {
     out.push(
@@ -174,7 +205,9 @@ export function renderMarkdown(report: BenchReport): string {
       "|---|---:|---:|---:|---:|---:|---|---|---:|",
     );
     for (const h of report.http) {
-      const statuses = Object.entries(h.statusCounts).map(([k, v]) => `${k}: ${v}`).join(", ");
+      const statuses = Object.entries(h.statusCounts)
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(", ");
       out.push(
         `| ${h.method} ${h.path} | ${f(h.reqPerSec)} | ${pct(h.ratioToHealth)} | ${f(h.latencyMs.p50)} | ${f(h.latencyMs.p90)} | ${f(h.latencyMs.p99)} | ${cpu(h.cpuMsPerRequest)} | ${statuses} | ${h.errors} |`,
       );
@@ -200,7 +233,11 @@ export function renderMarkdown(report: BenchReport): string {
       for (const r of runs) {
         const share = c.ceiling ? r.completedPerSecond / c.ceiling.perSecond : undefined;
         out.push(
-          `| ${r.mode} | ${r.requests} | ${r.offeredPerSecond ?? `all at once (${r.concurrency ?? "?"} in flight)`} | ${f(r.completedPerSecond)} | ${pct(share)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p95)} | ${f(r.latencyMs.p99)} | ${f(r.stageMsP50.review)} / ${f(r.stageMsP50.queue)} / ${f(r.stageMsP50.confirm)} | ${Object.entries(r.statuses).map(([k, v]) => `${k} ${v}`).join(", ")} | ${r.relayAttempts.total} | ${r.onChain.sponsoredEvents} | ${r.onChain.walletsPaidTwice} | ${cpu(r.cpuMsPerRequest)} |`,
+          `| ${r.mode} | ${r.requests} | ${r.offeredPerSecond ?? `all at once (${r.concurrency ?? "?"} in flight)`} | ${f(r.completedPerSecond)} | ${pct(share)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p95)} | ${f(r.latencyMs.p99)} | ${f(r.stageMsP50.review)} / ${f(r.stageMsP50.queue)} / ${f(r.stageMsP50.confirm)} | ${Object.entries(
+            r.statuses,
+          )
+            .map(([k, v]) => `${k} ${v}`)
+            .join(", ")} | ${r.relayAttempts.total} | ${r.onChain.sponsoredEvents} | ${r.onChain.walletsPaidTwice} | ${cpu(r.cpuMsPerRequest)} |`,
         );
       }
       const gas = runs.find((r) => r.gasUsed)?.gasUsed;
@@ -210,20 +247,33 @@ export function renderMarkdown(report: BenchReport): string {
   }
 
   if (report.growth?.length) {
-    out.push("## Growth (read latency with the tables seeded)", "", "| requests in table | endpoint | req/s | p50 ms | p99 ms | statuses |", "|---:|---|---:|---:|---:|---|");
+    out.push(
+      "## Growth (read latency with the tables seeded)",
+      "",
+      "| requests in table | endpoint | req/s | p50 ms | p99 ms | statuses |",
+      "|---:|---|---:|---:|---:|---|",
+    );
     for (const g of report.growth) {
       for (const r of g.reads) {
-        out.push(`| ${f(g.rows)} | ${r.method} ${r.path} | ${f(r.reqPerSec)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p99)} | ${Object.entries(r.statusCounts).map(([k, v]) => `${k}: ${v}`).join(", ")} |`);
+        out.push(
+          `| ${f(g.rows)} | ${r.method} ${r.path} | ${f(r.reqPerSec)} | ${f(r.latencyMs.p50)} | ${f(r.latencyMs.p99)} | ${Object.entries(r.statusCounts)
+            .map(([k, v]) => `${k}: ${v}`)
+            .join(", ")} |`,
+        );
       }
     }
     out.push("", "Database time per statement (prepared, one connection, 2,000 different rows), ms p50 / p99:", "");
     const names = report.growth[0]!.queryMs.map((q) => q.name);
     out.push(`| statement | ${report.growth.map((g) => f(g.rows)).join(" | ")} |`, `|---|${report.growth.map(() => "---:").join("|")}|`);
     for (const name of names) {
-      out.push(`| ${name} | ${report.growth.map((g) => {
-        const q = g.queryMs.find((x) => x.name === name);
-        return q ? `${q.p50} / ${q.p99}` : "-";
-      }).join(" | ")} |`);
+      out.push(
+        `| ${name} | ${report.growth
+          .map((g) => {
+            const q = g.queryMs.find((x) => x.name === name);
+            return q ? `${q.p50} / ${q.p99}` : "-";
+          })
+          .join(" | ")} |`,
+      );
     }
     const last = report.growth[report.growth.length - 1]!;
     out.push("", `Query plans at ${f(last.rows)} requests (EXPLAIN (ANALYZE, BUFFERS) of the SQL the endpoints run):`, "");
@@ -244,7 +294,9 @@ export function renderMarkdown(report: BenchReport): string {
       `| pipeline p50 / p95 ms | ${f(s.single.pipeline?.latencyMs.p50)} / ${f(s.single.pipeline?.latencyMs.p95)} | ${f(s.double.pipeline?.latencyMs.p50)} / ${f(s.double.pipeline?.latencyMs.p95)} |`,
       `| pipeline CPU ms per request | ${cpu(s.single.pipeline?.cpuMsPerRequest)} | ${cpu(s.double.pipeline?.cpuMsPerRequest)} |`,
       "",
-      `Relayer leases during the two-worker run: ${Object.entries(s.relayerLeases).map(([k, v]) => `${k}: ${v}`).join(", ")}.`,
+      `Relayer leases during the two-worker run: ${Object.entries(s.relayerLeases)
+        .map(([k, v]) => `${k}: ${v}`)
+        .join(", ")}.`,
       "",
     );
   }

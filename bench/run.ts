@@ -46,7 +46,10 @@ const settings = {
   connections: int(env.BENCH_CONNECTIONS, 32),
   /** Requests in flight in the pipeline's "all at once" run (the ceiling sends its 1,000 up front). */
   burstConcurrency: int(env.BENCH_BURST_CONCURRENCY, 256),
-  growth: (env.BENCH_GROWTH ?? "1000,100000,1000000").split(",").map(Number).filter((n) => n > 0),
+  growth: (env.BENCH_GROWTH ?? "1000,100000,1000000")
+    .split(",")
+    .map(Number)
+    .filter((n) => n > 0),
   ceilingRelayers: int(env.BENCH_CEILING_RELAYERS, 4),
   chainMemory: (() => {
     const [transactions, rate, idleSeconds] = (env.BENCH_CHAIN_MEMORY ?? "3000,30,60").split(",").map((v) => int(v.trim(), -1));
@@ -75,7 +78,10 @@ function machine(): Record<string, string | number> {
 
 function anvilVersion(): string {
   try {
-    return execFileSync(anvilBinary(), ["--version"], { encoding: "utf8" }).split("\n")[0]!.replace(/^anvil Version:\s*/i, "").trim();
+    return execFileSync(anvilBinary(), ["--version"], { encoding: "utf8" })
+      .split("\n")[0]!
+      .replace(/^anvil Version:\s*/i, "")
+      .trim();
   } catch {
     return "?";
   }
@@ -190,8 +196,14 @@ async function runBudget(stack: Stack, logDir: string): Promise<BudgetResult> {
       // Alternate which goes first, so a drift of the machine's load falls on both alike.
       const order: [string, number[], number[], number, () => number[]][] =
         round % 2 === 0
-          ? [[stack.url, without, cpuWithout, 0, stack.cpu!.web!], [url, withBudget, cpuWith, 1, () => [web.pid]]]
-          : [[url, withBudget, cpuWith, 1, () => [web.pid]], [stack.url, without, cpuWithout, 0, stack.cpu!.web!]];
+          ? [
+              [stack.url, without, cpuWithout, 0, stack.cpu!.web!],
+              [url, withBudget, cpuWith, 1, () => [web.pid]],
+            ]
+          : [
+              [url, withBudget, cpuWith, 1, () => [web.pid]],
+              [stack.url, without, cpuWithout, 0, stack.cpu!.web!],
+            ];
       for (const [base, into, cpuInto, k, pid] of order) {
         const r = await runEndpoint(base, post(round, k), { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 1, cpu: groups(pid) });
         into.push(r.reqPerSec);
@@ -286,8 +298,7 @@ async function runScaleOut(stack: Stack, logDir: string): Promise<ScaleOutResult
     stack.pauseWorker();
     process.kill(worker2.pid, "SIGSTOP");
     const data = await httpData(stack, settings.rounds * 3 * Math.max(15_000, settings.seconds * 3000));
-    const post = (wallets: readonly string[]) =>
-      standardEndpoints({ ...data, freshRegisteredWallets: wallets }).find((e) => e.name === "sponsorship-request")!;
+    const post = (wallets: readonly string[]) => standardEndpoints({ ...data, freshRegisteredWallets: wallets }).find((e) => e.name === "sponsorship-request")!;
     // Disjoint wallets for each run of each round: every request is a new one (201), never a 409.
     const chunk = Math.floor(data.freshRegisteredWallets.length / (settings.rounds * 3));
     const wallets = (round: number, k: number) => data.freshRegisteredWallets.slice((round * 3 + k) * chunk, (round * 3 + k + 1) * chunk);
@@ -302,9 +313,7 @@ async function runScaleOut(stack: Stack, logDir: string): Promise<ScaleOutResult
       single.push(one.reqPerSec);
       const half = Math.max(1, Math.floor(settings.connections / 2));
       const [a, b] = await Promise.all(
-        [stack.url, url2].map((url, k) =>
-          runEndpoint(url, post(wallets(round, 1 + k)), { connections: half, seconds: settings.seconds, warmupSeconds: 1 }),
-        ),
+        [stack.url, url2].map((url, k) => runEndpoint(url, post(wallets(round, 1 + k)), { connections: half, seconds: settings.seconds, warmupSeconds: 1 })),
       );
       double.push([a!.reqPerSec, b!.reqPerSec]);
     }
@@ -397,7 +406,13 @@ async function main(): Promise<void> {
       report.http = await runHttpSuite(stack, report.notes);
       save();
       if (stack.databaseUrl && stack.rpcUrl && stack.treasuryAddress && (has("pipeline1") || has("pipeline0"))) {
-        const common = { baseUrls: [stack.url], databaseUrl: stack.databaseUrl, rpcUrl: stack.rpcUrl, treasury: stack.treasuryAddress, requests: settings.requests };
+        const common = {
+          baseUrls: [stack.url],
+          databaseUrl: stack.databaseUrl,
+          rpcUrl: stack.rpcUrl,
+          treasury: stack.treasuryAddress,
+          requests: settings.requests,
+        };
         report.chains.push({ blockTime: -1, burst: await measurePipeline({ ...common, mode: "burst", concurrency: settings.burstConcurrency }) });
         report.notes.push("Attached to BENCH_URL: the chain's block time is whatever that stack runs (shown as -1); no ceiling.");
       }
@@ -460,7 +475,10 @@ async function main(): Promise<void> {
         await stopAll();
       }
       if (has("compare")) {
-        const otherRoots = (env.BENCH_COMPARE_ROOTS ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+        const otherRoots = (env.BENCH_COMPARE_ROOTS ?? "")
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean);
         if (otherRoots.length === 0) throw new Error("BENCH_PHASES=compare needs BENCH_COMPARE_ROOTS (other checkouts to run beside this one)");
         report.compare = await compareTrees({
           otherRoots,

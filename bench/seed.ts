@@ -77,7 +77,9 @@ export async function growRequests(sql: postgres.Sql, from: number, total: numbe
   for (const table of ["wallets", "sponsorship_requests", "relay_transactions"]) await sql.unsafe(`VACUUM ANALYZE ${table}`);
   // The bulk load's WAL is flushed now, not by a checkpoint in the middle of the measurement (seen as one p99 of
   // the 1M-row step at 2x while every statement's own time stayed flat).
-  await sql.unsafe("CHECKPOINT").catch((error: unknown) => note(`growth: CHECKPOINT not allowed here (${error instanceof Error ? error.message : String(error)}); measuring anyway`));
+  await sql
+    .unsafe("CHECKPOINT")
+    .catch((error: unknown) => note(`growth: CHECKPOINT not allowed here (${error instanceof Error ? error.message : String(error)}); measuring anyway`));
 }
 
 /** A random sample of seeded request ids, wallet addresses and transaction hashes to read back. */

@@ -240,10 +240,15 @@ export function spawnInstance(
   if (!stack.childEnv) throw new Error("extra instances need a stack the bench started");
   const entry = kind === "web" ? "server.ts" : path.join("worker", "index.ts");
   // nodeArgs: e.g. --cpu-prof (refused in NODE_OPTIONS, so given on the command line); the profile is written at exit.
-  const instance = spawnServiceInstance(entry, { ...stack.childEnv, ...env }, path.join(logDir, `${stack.name}-${kind}-${env.PORT ?? process.hrtime.bigint()}.log`), {
-    nodeArgs: options.nodeArgs,
-    root: stack.root,
-  });
+  const instance = spawnServiceInstance(
+    entry,
+    { ...stack.childEnv, ...env },
+    path.join(logDir, `${stack.name}-${kind}-${env.PORT ?? process.hrtime.bigint()}.log`),
+    {
+      nodeArgs: options.nodeArgs,
+      root: stack.root,
+    },
+  );
   return { pid: instance.proc.pid!, stop: () => stopInstance(instance) };
 }
 

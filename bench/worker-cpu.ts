@@ -93,7 +93,16 @@ async function waitFor<T>(what: string, check: () => Promise<T | undefined | fal
   }
 }
 
-type RunResult = { workerMs: number; workerSystemMs: number; postgresMs: number; anvilMs: number; wallMs: number; startupMs: number; completed: number; failed: number };
+type RunResult = {
+  workerMs: number;
+  workerSystemMs: number;
+  postgresMs: number;
+  anvilMs: number;
+  wallMs: number;
+  startupMs: number;
+  completed: number;
+  failed: number;
+};
 
 async function main(): Promise<void> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "worker-cpu-"));
@@ -104,7 +113,9 @@ async function main(): Promise<void> {
   const results: RunResult[] = [];
   try {
     for (let run = 1; run <= RUNS; run++) {
-      await db.execute(sql`TRUNCATE sponsorship_requests, relay_transactions, relayer_nonce_fills, relayer_accounts, worker_heartbeats, wallets, rate_limit_hits, request_events CASCADE`);
+      await db.execute(
+        sql`TRUNCATE sponsorship_requests, relay_transactions, relayer_nonce_fills, relayer_accounts, worker_heartbeats, wallets, rate_limit_hits, request_events CASCADE`,
+      );
       results.push(await oneRun(run, db, pg.url, dataDir, postmaster));
     }
   } finally {
@@ -197,7 +208,7 @@ async function oneRun(run: number, db: Database, databaseUrl: string, dataDir: s
         // Request i is due at t0 + i / RATE; each tick creates what is due (concurrently, as many clients would).
         paced = (async () => {
           const pending: Promise<void>[] = [];
-          for (let made = 0; made < N; ) {
+          for (let made = 0; made < N;) {
             const due = Math.min(N, Math.floor(((performance.now() - t0) * RATE) / 1000) + 1);
             for (; made < due; made++) pending.push(createOne());
             await new Promise((r) => setTimeout(r, 5));

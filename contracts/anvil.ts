@@ -122,15 +122,24 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
   mkdirSync(dir, { recursive: true });
   const keepBlocks = options.keepBlocks ?? DEFAULT_KEEP_BLOCKS;
   const args = [
-    "--host", "127.0.0.1",
-    "--port", String(options.port),
-    "--prune-history", String(options.historyStates ?? HISTORY_STATES),
-    "--cache-path", path.join(dir, "cache"),
-    "--chain-id", String(options.chainId ?? 31337),
-    "--gas-limit", String(options.gasLimit ?? 30_000_000n),
-    "--accounts", "10",
-    "--balance", "1000000",
-    "--transaction-block-keeper", String(keepBlocks),
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(options.port),
+    "--prune-history",
+    String(options.historyStates ?? HISTORY_STATES),
+    "--cache-path",
+    path.join(dir, "cache"),
+    "--chain-id",
+    String(options.chainId ?? 31337),
+    "--gas-limit",
+    String(options.gasLimit ?? 30_000_000n),
+    "--accounts",
+    "10",
+    "--balance",
+    "1000000",
+    "--transaction-block-keeper",
+    String(keepBlocks),
   ];
   if (options.quiet ?? true) args.push("--quiet");
   // Not `--block-time`: it lifts anvil's state history from 64 to 1,500 full copies (see the top of this file).

@@ -26,10 +26,7 @@ export type CompiledContract = {
 type SolcError = { severity: "error" | "warning" | "info"; formattedMessage: string };
 type SolcOutput = {
   errors?: SolcError[];
-  contracts?: Record<
-    string,
-    Record<string, { abi: unknown[]; evm: { bytecode: { object: string }; deployedBytecode: { object: string } } }>
-  >;
+  contracts?: Record<string, Record<string, { abi: unknown[]; evm: { bytecode: { object: string }; deployedBytecode: { object: string } } }>>;
 };
 
 export class CompileError extends Error {
@@ -78,7 +75,9 @@ export function compileSolidity(sources: Record<string, string>): Map<string, Co
 
 /** Reads every `.sol` file of a directory, keyed by file name (imports are relative: `./Other.sol`). */
 export function readSources(dir: string): Record<string, string> {
-  const files = readdirSync(dir).filter((f) => f.endsWith(".sol")).sort();
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith(".sol"))
+    .sort();
   return Object.fromEntries(files.map((f) => [f, readFileSync(path.join(dir, f), "utf8")]));
 }
 

@@ -9,7 +9,6 @@ import { createChainClients, type ChainClients, type RelayerWalletClient } from 
  * treasury's constructor creates its registry, authorises the relayers, sets the amount and takes the funding.
  */
 
-
 export type DeployOptions = {
   rpcUrl: string;
   deployerKey: Hex;
@@ -59,9 +58,7 @@ export async function deployContracts(options: DeployOptions): Promise<DeployRes
   const receipt = await waitForSuccess(clients, hash, "treasury deployment");
   const treasuryAddress = receipt.contractAddress?.toLowerCase() as Address | undefined;
   if (!treasuryAddress) throw new DeploymentError(`deployment ${hash} created no contract`);
-  const registryAddress = (
-    await clients.readContract({ address: treasuryAddress, abi: treasuryAbi, functionName: "registry" })
-  ).toLowerCase() as Address;
+  const registryAddress = (await clients.readContract({ address: treasuryAddress, abi: treasuryAbi, functionName: "registry" })).toLowerCase() as Address;
 
   return {
     registryAddress,

@@ -62,10 +62,7 @@ describe("contracts:deploy", () => {
   });
 
   it("refuses a malformed key, naming the variable", async () => {
-    expectOneLineRefusal(
-      await runDeploy({ RPC_URL: chain.rpcUrl, DEPLOYER_PRIVATE_KEY: "0x1234", RELAYER_PRIVATE_KEYS: relayerKeys }),
-      /DEPLOYER_PRIVATE_KEY/,
-    );
+    expectOneLineRefusal(await runDeploy({ RPC_URL: chain.rpcUrl, DEPLOYER_PRIVATE_KEY: "0x1234", RELAYER_PRIVATE_KEYS: relayerKeys }), /DEPLOYER_PRIVATE_KEY/);
   });
 
   it("refuses when CHAIN_ID differs from the chain RPC_URL serves", async () => {
@@ -85,10 +82,7 @@ describe("contracts:deploy", () => {
   });
 
   it("refuses a deployer that cannot pay for the funding it was asked to send", async () => {
-    const run = await runDeploy({ RPC_URL: chain.rpcUrl, DEPLOYER_PRIVATE_KEY: LOCAL_DEPLOYER_KEY, RELAYER_PRIVATE_KEYS: relayerKeys }, [
-      "--fund",
-      "5000000",
-    ]);
+    const run = await runDeploy({ RPC_URL: chain.rpcUrl, DEPLOYER_PRIVATE_KEY: LOCAL_DEPLOYER_KEY, RELAYER_PRIVATE_KEYS: relayerKeys }, ["--fund", "5000000"]);
     expectOneLineRefusal(run, /deployer 0x[0-9a-f]{40} has 1000000 on chain 31337 but needs about 5000000/);
   });
 
@@ -113,9 +107,18 @@ describe("contracts:deploy", () => {
       privateKeyToAccount(LOCAL_DEPLOYER_KEY).address.toLowerCase(),
     );
     for (const key of LOCAL_RELAYER_KEYS.slice(0, 2)) {
-      expect(await client.readContract({ address: treasury!, abi: treasuryAbi, functionName: "isRelayer", args: [privateKeyToAccount(key).address] })).toBe(true);
+      expect(await client.readContract({ address: treasury!, abi: treasuryAbi, functionName: "isRelayer", args: [privateKeyToAccount(key).address] })).toBe(
+        true,
+      );
     }
-    expect(await client.readContract({ address: treasury!, abi: treasuryAbi, functionName: "isRelayer", args: [privateKeyToAccount(LOCAL_RELAYER_KEYS[2]!).address] })).toBe(false);
+    expect(
+      await client.readContract({
+        address: treasury!,
+        abi: treasuryAbi,
+        functionName: "isRelayer",
+        args: [privateKeyToAccount(LOCAL_RELAYER_KEYS[2]!).address],
+      }),
+    ).toBe(false);
     expect(await client.readContract({ address: registry!, abi: registryAbi, functionName: "treasury" })).toMatch(new RegExp(treasury!, "i"));
   });
 });

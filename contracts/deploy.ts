@@ -26,7 +26,9 @@ function parseFund(argv: string[]): bigint {
     refuse(`${(error as Error).message} (usage: npm run contracts:deploy -- [--fund <native tokens>])`);
   }
   if (values.help) {
-    console.log("usage: npm run contracts:deploy -- [--fund <native tokens>]   (RPC_URL, DEPLOYER_PRIVATE_KEY, RELAYER_PRIVATE_KEYS, CHAIN_ID, SPONSOR_AMOUNT_WEI from the environment)");
+    console.log(
+      "usage: npm run contracts:deploy -- [--fund <native tokens>]   (RPC_URL, DEPLOYER_PRIVATE_KEY, RELAYER_PRIVATE_KEYS, CHAIN_ID, SPONSOR_AMOUNT_WEI from the environment)",
+    );
     process.exit(0);
   }
   if (values.fund === undefined) return 0n;
@@ -65,10 +67,7 @@ async function main(): Promise<void> {
   if (balance === 0n) refuse(`deployer ${deployer} has no native token on chain ${chainId}: fund it first`);
   // What the deployment costs (estimated against the chain, with the real constructor arguments).
   const data = encodeDeployData({ abi: treasuryAbi, bytecode: treasuryBytecode, args: [config.sponsorAmountWei, relayers] });
-  const [gas, gasPrice] = await Promise.all([
-    clients.estimateGas({ account: deployer, data, value: fundWei }).catch(() => 2_000_000n),
-    clients.getGasPrice(),
-  ]);
+  const [gas, gasPrice] = await Promise.all([clients.estimateGas({ account: deployer, data, value: fundWei }).catch(() => 2_000_000n), clients.getGasPrice()]);
   const needed = (gas * gasPrice * 12n) / 10n + fundWei;
   if (balance < needed) {
     refuse(
@@ -80,7 +79,9 @@ async function main(): Promise<void> {
   const relayerBalances = await Promise.all(relayers.map((address) => clients.getBalance({ address })));
 
   console.log(`Deployed on chain ${result.chainId} in block ${result.blockNumber} (transaction ${result.transactionHash}, ${result.gasUsed} gas).`);
-  console.log(`Owner ${result.deployer}; ${relayers.length} relayer(s) authorised; amount ${config.sponsorAmountWei} wei per sponsorship; treasury funded with ${formatEther(fundWei)} native tokens.`);
+  console.log(
+    `Owner ${result.deployer}; ${relayers.length} relayer(s) authorised; amount ${config.sponsorAmountWei} wei per sponsorship; treasury funded with ${formatEther(fundWei)} native tokens.`,
+  );
   relayers.forEach((relayer, i) => {
     if (relayerBalances[i] === 0n) console.log(`Warning: relayer ${relayer} has no native token to pay for gas.`);
   });

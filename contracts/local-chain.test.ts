@@ -179,7 +179,9 @@ describe("ensureLocalChain", () => {
     await stop(chain);
     const again = await start({ LOCAL_BLOCK_TIME: "1" });
     expect(again.deployed).toBe(false);
-    expect(await independentClient(again.rpcUrl).readContract({ address: again.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(true);
+    expect(
+      await independentClient(again.rpcUrl).readContract({ address: again.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] }),
+    ).toBe(true);
   });
 
   it("custom relayer keys are credited and authorised on the local chain", async () => {

@@ -26,7 +26,6 @@ import { processAlive } from "@/lib/process-alive";
  * chain, and redeploys when the chain was reset or the contracts changed.
  */
 
-
 export type LocalChain = {
   rpcUrl: string;
   chainId: number;
@@ -151,10 +150,7 @@ async function reusable(clients: ChainClients, chainId: number, record: LocalDep
   if (!record) return "no deployment recorded";
   if (record.chainId !== chainId) return `recorded chain id ${record.chainId} differs from ${chainId}`;
   if (record.treasuryInitCodeHash !== TREASURY_INIT_CODE_HASH) return "the contracts changed since the recorded deployment";
-  const [treasuryCode, registryCode] = await Promise.all([
-    readCodeHash(clients, record.treasuryAddress),
-    readCodeHash(clients, record.registryAddress),
-  ]);
+  const [treasuryCode, registryCode] = await Promise.all([readCodeHash(clients, record.treasuryAddress), readCodeHash(clients, record.registryAddress)]);
   if (treasuryCode === undefined || registryCode === undefined) return "no code at the recorded addresses (the chain was reset)";
   if (treasuryCode !== record.treasuryCodeHash || registryCode !== record.registryCodeHash) return "other code at the recorded addresses";
   return true;
@@ -169,7 +165,9 @@ export async function ensureLocalChain(options: EnsureLocalChainOptions): Promis
 
   await stopStaleAnvil(config.dataDir, logger);
   if (await portInUse(config.localChainPort)) {
-    throw new ConfigError(`Invalid configuration: LOCAL_CHAIN_PORT ${config.localChainPort} is already in use on 127.0.0.1 (set another port, or RPC_URL to use a running chain)`);
+    throw new ConfigError(
+      `Invalid configuration: LOCAL_CHAIN_PORT ${config.localChainPort} is already in use on 127.0.0.1 (set another port, or RPC_URL to use a running chain)`,
+    );
   }
 
   const anvil = await launch(config, logger);
@@ -225,10 +223,7 @@ export async function ensureLocalChain(options: EnsureLocalChainOptions): Promis
     } else {
       logger.info("deploying the contracts on the local chain", { reason: verdict });
       const d = await deployContracts({ rpcUrl: anvil.rpcUrl, deployerKey, relayers, sponsorAmountWei: config.sponsorAmountWei, fundWei });
-      const [treasuryCodeHash, registryCodeHash] = await Promise.all([
-        readCodeHash(clients, d.treasuryAddress),
-        readCodeHash(clients, d.registryAddress),
-      ]);
+      const [treasuryCodeHash, registryCodeHash] = await Promise.all([readCodeHash(clients, d.treasuryAddress), readCodeHash(clients, d.registryAddress)]);
       result = {
         chainId: d.chainId,
         rpcUrl: anvil.rpcUrl,
@@ -243,7 +238,12 @@ export async function ensureLocalChain(options: EnsureLocalChainOptions): Promis
         deployedAt: new Date().toISOString(),
       };
       deployed = true;
-      logger.info("contracts deployed on the local chain", { treasury: d.treasuryAddress, registry: d.registryAddress, block: Number(d.blockNumber), gasUsed: d.gasUsed });
+      logger.info("contracts deployed on the local chain", {
+        treasury: d.treasuryAddress,
+        registry: d.registryAddress,
+        block: Number(d.blockNumber),
+        gasUsed: d.gasUsed,
+      });
     }
     writeLocalDeployment(config.dataDir, result);
 

@@ -148,9 +148,9 @@ describe("sponsor", () => {
   });
 
   it("refuses the zero address with ZeroAddress()", async () => {
-    expect((await revertOf(RELAYER, shared.treasuryAddress, "sponsor", ["0x0000000000000000000000000000000000000000", requestIdHash(newRequestId())])).name).toBe(
-      "ZeroAddress",
-    );
+    expect(
+      (await revertOf(RELAYER, shared.treasuryAddress, "sponsor", ["0x0000000000000000000000000000000000000000", requestIdHash(newRequestId())])).name,
+    ).toBe("ZeroAddress");
   });
 
   it("a paused treasury refuses with TreasuryPaused(); unpausing resumes", async () => {
@@ -312,7 +312,10 @@ describe("registry", () => {
     const sponsored = [freshWallet(), freshWallet()];
     for (const wallet of sponsored) await sponsor(shared.treasuryAddress, wallet);
     const others = Array.from({ length: 1_500 }, freshWallet);
-    const answer = await readAreSponsored(clients, shared.registryAddress, [...others, ...sponsored.map((w) => w.toUpperCase().replace("0X", "0x") as Address)]);
+    const answer = await readAreSponsored(clients, shared.registryAddress, [
+      ...others,
+      ...sponsored.map((w) => w.toUpperCase().replace("0X", "0x") as Address),
+    ]);
     expect(answer.size).toBe(1_502);
     for (const wallet of sponsored) expect(answer.get(wallet.toLowerCase())).toBe(true);
     expect(others.every((w) => answer.get(w.toLowerCase()) === false)).toBe(true);
@@ -381,7 +384,9 @@ describe("reentrancy", () => {
     const before = await clients.getBalance({ address: own.treasuryAddress });
 
     // Re-entry for itself.
-    let hash = await clients.walletClient(STRANGER).writeContract({ address: evil, abi: attacker.abi, functionName: "sponsorSelf", args: [requestIdHash(newRequestId())], gas: 500_000n });
+    let hash = await clients
+      .walletClient(STRANGER)
+      .writeContract({ address: evil, abi: attacker.abi, functionName: "sponsorSelf", args: [requestIdHash(newRequestId())], gas: 500_000n });
     expect((await clients.waitForTransactionReceipt({ hash })).status).toBe("success");
     expect(await read(evil, "payments")).toBe(1n);
     expect(await read(evil, "reentrySucceeded")).toBe(false);

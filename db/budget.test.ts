@@ -47,7 +47,7 @@ describe("the global budget's count", () => {
   it("equals the sum over the rolling hour and day, read at any moment, with the settled part reused within a minute", async () => {
     // Deterministic pseudo-random rows over 26 hours of minutes and 16 shards.
     let seed = 7;
-    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const rows: { shard: number; minute: number; created: number }[] = [];
     const seen = new Set<string>();
     for (let i = 0; i < 600; i++) {
@@ -58,7 +58,15 @@ describe("the global budget's count", () => {
       rows.push({ shard, minute, created: 1 + Math.floor(random() * 9) });
     }
     // The edges of both windows and the live minutes, exactly.
-    for (const [shard, offset] of [[1, 0], [2, -1], [3, -2], [4, -60], [5, -61], [6, -1440], [7, -1441]] as const) {
+    for (const [shard, offset] of [
+      [1, 0],
+      [2, -1],
+      [3, -2],
+      [4, -60],
+      [5, -61],
+      [6, -1440],
+      [7, -1441],
+    ] as const) {
       const minute = base + offset * MINUTE;
       if (!seen.has(`${shard}:${minute}`)) rows.push({ shard, minute, created: 100 });
     }
@@ -72,7 +80,9 @@ describe("the global budget's count", () => {
 
     // Creations in the current and the previous minute are live: counted at once, the settled part unchanged.
     await insertCounts([{ shard: 9, minute: base - MINUTE, created: 5 }]);
-    await t.db.execute(sql`UPDATE sponsorship_budget_counts SET created = created + 3 WHERE shard = 1 AND minute = ${new Date(base).toISOString()}::timestamptz`);
+    await t.db.execute(
+      sql`UPDATE sponsorship_budget_counts SET created = created + 3 WHERE shard = 1 AND minute = ${new Date(base).toISOString()}::timestamptz`,
+    );
     const before = bruteForce(rows, base);
     expect(await used(base + 45_000)).toEqual({ hour: before.hour + 8, day: before.day + 8 });
   });

@@ -85,10 +85,16 @@ describe("postgres.js on a connection the network drops", () => {
 
     await printed("ready");
     // Once the server runs the statement (pg_sleep), drop the connection under it.
-    await waitFor("the server to run pg_sleep", async () => {
-      const rows = await testDb.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(60)%' AND state = 'active'`);
-      return rows[0]!.n > 0 ? true : undefined;
-    }, { timeoutMs: 10_000, intervalMs: 20 });
+    await waitFor(
+      "the server to run pg_sleep",
+      async () => {
+        const rows = await testDb.db.execute<{ n: number }>(
+          sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(60)%' AND state = 'active'`,
+        );
+        return rows[0]!.n > 0 ? true : undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 20 },
+    );
     await relay.cut();
     await printed("cut");
     await relay.restore();
@@ -110,10 +116,16 @@ describe("postgres.js on a connection the network drops", () => {
         () => "committed",
         (e: { code?: string }) => e.code,
       );
-      await waitFor("the server to run pg_sleep", async () => {
-        const rows = await testDb.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(59)' AND state = 'active'`);
-        return rows[0]!.n > 0 ? true : undefined;
-      }, { timeoutMs: 10_000, intervalMs: 20 });
+      await waitFor(
+        "the server to run pg_sleep",
+        async () => {
+          const rows = await testDb.db.execute<{ n: number }>(
+            sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(59)' AND state = 'active'`,
+          );
+          return rows[0]!.n > 0 ? true : undefined;
+        },
+        { timeoutMs: 10_000, intervalMs: 20 },
+      );
       await relay.cut();
       expect(await running).toBe("CONNECTION_CLOSED");
       await relay.restore();

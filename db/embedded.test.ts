@@ -139,7 +139,10 @@ describe("embedded PostgreSQL credentials", () => {
         return sql<{ address: string }[]>`SELECT wallet_address AS address FROM wallets ORDER BY wallet_address`;
       });
       expect(rows.map((r) => r.address)).toEqual([`0x${"ab".repeat(20)}`, `0x${"cd".repeat(20)}`]);
-      const notOwned = await one(pg.url, (sql) => sql`SELECT tablename FROM pg_tables WHERE schemaname IN ('public', 'drizzle') AND tableowner <> current_user`);
+      const notOwned = await one(
+        pg.url,
+        (sql) => sql`SELECT tablename FROM pg_tables WHERE schemaname IN ('public', 'drizzle') AND tableowner <> current_user`,
+      );
       expect(notOwned).toEqual([]);
     } finally {
       await pg.stop();

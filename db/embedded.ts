@@ -98,8 +98,7 @@ function isAuthFailure(error: unknown): boolean {
  * (`postgres`, before this file existed) is moved to the new one here.
  */
 async function connectSuperuser(credentials: EmbeddedCredentials, port: number, logger?: Logger) {
-  const open = (password: string) =>
-    postgres(connectionUrl({ user: credentials.superuser.user, password }, port, "postgres"), { max: 1, onnotice: () => {} });
+  const open = (password: string) => postgres(connectionUrl({ user: credentials.superuser.user, password }, port, "postgres"), { max: 1, onnotice: () => {} });
   const admin = open(credentials.superuser.password);
   try {
     await admin`SELECT 1`;
@@ -225,12 +224,7 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   }
 }
 
-export async function startEmbeddedPostgres(options: {
-  dataDir: string;
-  port: number;
-  database?: string;
-  logger?: Logger;
-}): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(options: { dataDir: string; port: number; database?: string; logger?: Logger }): Promise<EmbeddedDatabase> {
   const database = options.database ?? "sponsorship";
   const databaseDir = path.join(path.resolve(options.dataDir), "postgres");
   await mkdir(path.dirname(databaseDir), { recursive: true });
@@ -252,12 +246,18 @@ export async function startEmbeddedPostgres(options: {
     createPostgresUser: userInfo().uid === 0,
     initdbFlags: ["--encoding=UTF8", "--no-sync"],
     postgresFlags: [
-      "-c", "listen_addresses=127.0.0.1",
-      "-c", "unix_socket_directories=",
-      "-c", "max_connections=200",
-      "-c", "shared_buffers=128MB",
-      "-c", "fsync=on",
-      "-c", "synchronous_commit=on",
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      "unix_socket_directories=",
+      "-c",
+      "max_connections=200",
+      "-c",
+      "shared_buffers=128MB",
+      "-c",
+      "fsync=on",
+      "-c",
+      "synchronous_commit=on",
     ],
     onLog: (message) => {
       serverLog.push(message);
@@ -276,9 +276,7 @@ export async function startEmbeddedPostgres(options: {
   try {
     await pg.start();
   } catch (error) {
-    throw new Error(
-      `embedded PostgreSQL did not start on port ${options.port}: ${serverLog.slice(-5).join(" ").trim() || String(error)}`,
-    );
+    throw new Error(`embedded PostgreSQL did not start on port ${options.port}: ${serverLog.slice(-5).join(" ").trim() || String(error)}`);
   }
 
   const pid = Number(readFileSync(path.join(databaseDir, "postmaster.pid"), "utf8").split("\n")[0]);

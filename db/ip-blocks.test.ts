@@ -54,8 +54,7 @@ describe("administrator IP blocks", () => {
   });
 
   it("answer what the plain rule says: overlap with an active block, never a lifted one", async () => {
-    const ask = async (network: string) =>
-      (await t.db.execute<{ b: boolean }>(sql`SELECT client_ip_blocked(${network}::cidr) AS b`))[0]!.b;
+    const ask = async (network: string) => (await t.db.execute<{ b: boolean }>(sql`SELECT client_ip_blocked(${network}::cidr) AS b`))[0]!.b;
     expect(await ask("10.0.8.77/32")).toBe(true); // inside 10.0.8.0/24 (i = 8)
     expect(await ask("2001:db8:7:1::/64")).toBe(true); // inside 2001:db8:7::/48 (i = 7)
     expect(await ask("2001:db8:1771::/64")).toBe(false); // i = 6001: lifted

@@ -16,10 +16,7 @@ async function newWallet() {
 }
 
 async function newRequest(walletId: string, walletAddress: string) {
-  const [request] = await t.db
-    .insert(sponsorshipRequests)
-    .values({ walletId, walletAddress, ipAddress: "127.0.0.1" })
-    .returning();
+  const [request] = await t.db.insert(sponsorshipRequests).values({ walletId, walletAddress, ipAddress: "127.0.0.1" }).returning();
   return request!;
 }
 
@@ -68,9 +65,7 @@ describe("database invariants", () => {
     const request = await newRequest(wallet.id, wallet.walletAddress);
     const [relay] = await t.db.insert(relayTransactions).values({ sponsorshipRequestId: request.id, relayAttempt: 1 }).returning();
     await expect(t.db.update(relayTransactions).set({ status: "confirmed" }).where(eq(relayTransactions.id, relay!.id))).rejects.toThrow();
-    await expect(
-      t.db.insert(relayTransactions).values({ sponsorshipRequestId: "00000000-0000-4000-8000-000000000000", relayAttempt: 1 }),
-    ).rejects.toThrow();
+    await expect(t.db.insert(relayTransactions).values({ sponsorshipRequestId: "00000000-0000-4000-8000-000000000000", relayAttempt: 1 })).rejects.toThrow();
     const [{ n }] = (await t.db.execute(sql`SELECT count(*)::int AS n FROM relay_transactions`)) as unknown as [{ n: number }];
     expect(n).toBe(1);
   });

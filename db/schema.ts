@@ -98,7 +98,9 @@ export const blocks = pgTable(
     liftReason: text("lift_reason"),
   },
   (t) => [
-    index("blocks_active_subject_idx").on(t.subjectType, t.subject).where(sql`${t.liftedAt} IS NULL`),
+    index("blocks_active_subject_idx")
+      .on(t.subjectType, t.subject)
+      .where(sql`${t.liftedAt} IS NULL`),
     check("blocks_automatic_expires", sql`${t.kind} <> 'automatic' OR ${t.expiresAt} IS NOT NULL`),
     check("blocks_wallet_subject_lowercase", sql`${t.subjectType} <> 'wallet' OR ${t.subject} ~ '^0x[0-9a-f]{40}$'`),
     check("blocks_lift_complete", sql`(${t.liftedAt} IS NULL) = (${t.liftedBy} IS NULL)`),
@@ -138,7 +140,9 @@ export const ipBlocks = pgTable(
     liftedBy: text("lifted_by"),
   },
   (t) => [
-    index("ip_blocks_active_cidr_idx").using("gist", t.cidr.op("inet_ops")).where(sql`${t.liftedAt} IS NULL`),
+    index("ip_blocks_active_cidr_idx")
+      .using("gist", t.cidr.op("inet_ops"))
+      .where(sql`${t.liftedAt} IS NULL`),
     check("ip_blocks_lift_complete", sql`(${t.liftedAt} IS NULL) = (${t.liftedBy} IS NULL)`),
   ],
 );
@@ -496,8 +500,12 @@ export const webhookDeliveries = pgTable(
   },
   (t) => [
     uniqueIndex("webhook_deliveries_event_endpoint_key").on(t.eventId, t.endpoint),
-    index("webhook_deliveries_due_idx").on(t.endpoint, t.nextAttemptAt).where(sql`${t.status} = 'pending'`),
-    index("webhook_deliveries_request_order_idx").on(t.endpoint, t.sponsorshipRequestId, t.eventSeq).where(sql`${t.status} = 'pending'`),
+    index("webhook_deliveries_due_idx")
+      .on(t.endpoint, t.nextAttemptAt)
+      .where(sql`${t.status} = 'pending'`),
+    index("webhook_deliveries_request_order_idx")
+      .on(t.endpoint, t.sponsorshipRequestId, t.eventSeq)
+      .where(sql`${t.status} = 'pending'`),
     index("webhook_deliveries_recent_idx").on(t.endpoint, t.createdAt.desc()),
   ],
 );

@@ -75,7 +75,11 @@ describe("deploy/grafana/dashboard.json", () => {
     const exported = exportedSeries();
     const queries = dashboardQueries();
     expect(queries.length).toBeGreaterThan(10);
-    const unknown = queries.flatMap((q) => seriesIn(q.expr).filter((s) => !exported.has(s)).map((s) => `${q.panel}: ${s}`));
+    const unknown = queries.flatMap((q) =>
+      seriesIn(q.expr)
+        .filter((s) => !exported.has(s))
+        .map((s) => `${q.panel}: ${s}`),
+    );
     expect(unknown).toEqual([]);
     // Every query reads at least one of our series.
     expect(queries.filter((q) => seriesIn(q.expr).length === 0)).toEqual([]);
@@ -90,7 +94,12 @@ describe("deploy/prometheus/alerts.yml", () => {
     const unknown = exprs.flatMap((e) => seriesIn(e).filter((s) => !exported.has(s) && !ADDED_ELSEWHERE.has(s)));
     expect(unknown).toEqual([]);
     const used = new Set(exprs.flatMap(seriesIn));
-    for (const series of ["sponsorship_fees_above_ceiling", "sponsorship_budget_remaining", "sponsorship_treasury_sponsorships_left", "sponsorship_worker_heartbeat_age_seconds"]) {
+    for (const series of [
+      "sponsorship_fees_above_ceiling",
+      "sponsorship_budget_remaining",
+      "sponsorship_treasury_sponsorships_left",
+      "sponsorship_worker_heartbeat_age_seconds",
+    ]) {
       expect(used.has(series), series).toBe(true);
     }
   });

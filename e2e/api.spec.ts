@@ -62,7 +62,10 @@ async function startServer(env: Record<string, string>): Promise<Server> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`server.ts exited during start-up:\n${output.join("")}`);
-    const up = await fetch(`${baseURL}/health`).then((r) => r.ok, () => false);
+    const up = await fetch(`${baseURL}/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (up) break;
     if (Date.now() > deadline) {
       child.kill("SIGKILL");
@@ -125,12 +128,18 @@ test.describe.serial("the API over real HTTP", () => {
       for (let i = 0; i < 3; i++) {
         const wallet = address();
         await register(request, server.baseURL, wallet);
-        const response = await request.post(`${server.baseURL}/sponsorship/request`, { data: { walletAddress: wallet }, headers: { "x-forwarded-for": testIp() } });
+        const response = await request.post(`${server.baseURL}/sponsorship/request`, {
+          data: { walletAddress: wallet },
+          headers: { "x-forwarded-for": testIp() },
+        });
         expect(response.status(), await response.text()).toBe(201);
       }
       const wallet = address();
       await register(request, server.baseURL, wallet);
-      const refused = await request.post(`${server.baseURL}/sponsorship/request`, { data: { walletAddress: wallet }, headers: { "x-forwarded-for": testIp() } });
+      const refused = await request.post(`${server.baseURL}/sponsorship/request`, {
+        data: { walletAddress: wallet },
+        headers: { "x-forwarded-for": testIp() },
+      });
       await expectProblem(refused, 429, "rate_limited");
       expect(Number(refused.headers()["retry-after"])).toBeGreaterThanOrEqual(1);
     } finally {
@@ -155,7 +164,11 @@ test.describe.serial("the API over real HTTP", () => {
       }
       const wallet = address();
       await register(request, server.baseURL, wallet, via(client));
-      await expectProblem(await request.post(`${server.baseURL}/sponsorship/request`, { data: { walletAddress: wallet }, headers: via(client) }), 429, "rate_limited");
+      await expectProblem(
+        await request.post(`${server.baseURL}/sponsorship/request`, { data: { walletAddress: wallet }, headers: via(client) }),
+        429,
+        "rate_limited",
+      );
       // Another client behind the same proxy is served meanwhile.
       const served = await request.post(`${server.baseURL}/sponsorship/request`, { data: { walletAddress: wallet }, headers: via(other) });
       expect(served.status(), await served.text()).toBe(201);

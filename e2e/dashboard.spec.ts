@@ -76,7 +76,14 @@ test.describe("an administrator", () => {
 
     // Overview.
     await expect(page.getByRole("heading", { name: "Overview", level: 1 })).toBeVisible();
-    for (const section of ["Requests by status", "Time from request to completed", "Queue depth per stage", "Worker heartbeat", "Treasury", "Relayer accounts"]) {
+    for (const section of [
+      "Requests by status",
+      "Time from request to completed",
+      "Queue depth per stage",
+      "Worker heartbeat",
+      "Treasury",
+      "Relayer accounts",
+    ]) {
       await expect(page.getByRole("heading", { name: section, level: 2 })).toBeVisible();
     }
     await expect(page.getByRole("img", { name: /Completed and failed requests per/ })).toBeVisible();

@@ -26,7 +26,8 @@ function checked(request: APIRequestContext, validate: ResponseValidator): APIRe
       }
       const method = METHODS[property as keyof typeof METHODS];
       if (!method) return original.bind(target);
-      return async (url: string, options?: unknown) => check(method, url, await (original as (u: string, o?: unknown) => Promise<APIResponse>).call(target, url, options));
+      return async (url: string, options?: unknown) =>
+        check(method, url, await (original as (u: string, o?: unknown) => Promise<APIResponse>).call(target, url, options));
     },
   });
 }

@@ -13,7 +13,11 @@ const FORBIDDEN = [
 
 function repoRelative(source, filename, cwd) {
   if (source.startsWith("@/")) return source.slice(2);
-  if (source.startsWith(".")) return path.relative(cwd, path.resolve(path.dirname(filename), source)).split(path.sep).join("/");
+  if (source.startsWith("."))
+    return path
+      .relative(cwd, path.resolve(path.dirname(filename), source))
+      .split(path.sep)
+      .join("/");
   return undefined;
 }
 

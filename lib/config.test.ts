@@ -94,7 +94,7 @@ describe("configuration", () => {
     }
   };
 
-  describe("webhooks (decisions.md \"Operators are told\")", () => {
+  describe('webhooks (decisions.md "Operators are told")', () => {
     const secret = `whsec_${Buffer.alloc(24, 7).toString("base64")}`;
 
     it("reads WEBHOOK_URLS as a comma-separated list (empty: none) with its WEBHOOK_SECRET", () => {
@@ -105,12 +105,36 @@ describe("configuration", () => {
     });
 
     it.each([
-      ["WEBHOOK_URLS without a secret", { WEBHOOK_URLS: "https://a.example.org/hook" }, /^Invalid configuration: WEBHOOK_SECRET must be set when WEBHOOK_URLS is set/],
-      ["a secret not whsec_", { WEBHOOK_URLS: "https://a.example.org/hook", WEBHOOK_SECRET: Buffer.alloc(32, 1).toString("base64") }, /^Invalid configuration: WEBHOOK_SECRET must be whsec_ followed by base64/],
-      ["a whsec_ secret of fewer than 24 bytes", { WEBHOOK_SECRET: `whsec_${Buffer.alloc(16, 1).toString("base64")}` }, /^Invalid configuration: WEBHOOK_SECRET must be whsec_ /],
-      ["a whsec_ secret that is not base64", { WEBHOOK_SECRET: "whsec_not base64 at all!!!!!!!!!!!!!!!!!" }, /^Invalid configuration: WEBHOOK_SECRET must be whsec_ /],
-      ["a non-URL in WEBHOOK_URLS", { WEBHOOK_URLS: "https://a.example.org,not a url", WEBHOOK_SECRET: secret }, /^Invalid configuration: WEBHOOK_URLS\.1 must be a URL$/],
-      ["a URL that is not http(s)", { WEBHOOK_URLS: "ftp://a.example.org", WEBHOOK_SECRET: secret }, /^Invalid configuration: WEBHOOK_URLS\.0 must be an http:\/\/ or https:\/\/ URL$/],
+      [
+        "WEBHOOK_URLS without a secret",
+        { WEBHOOK_URLS: "https://a.example.org/hook" },
+        /^Invalid configuration: WEBHOOK_SECRET must be set when WEBHOOK_URLS is set/,
+      ],
+      [
+        "a secret not whsec_",
+        { WEBHOOK_URLS: "https://a.example.org/hook", WEBHOOK_SECRET: Buffer.alloc(32, 1).toString("base64") },
+        /^Invalid configuration: WEBHOOK_SECRET must be whsec_ followed by base64/,
+      ],
+      [
+        "a whsec_ secret of fewer than 24 bytes",
+        { WEBHOOK_SECRET: `whsec_${Buffer.alloc(16, 1).toString("base64")}` },
+        /^Invalid configuration: WEBHOOK_SECRET must be whsec_ /,
+      ],
+      [
+        "a whsec_ secret that is not base64",
+        { WEBHOOK_SECRET: "whsec_not base64 at all!!!!!!!!!!!!!!!!!" },
+        /^Invalid configuration: WEBHOOK_SECRET must be whsec_ /,
+      ],
+      [
+        "a non-URL in WEBHOOK_URLS",
+        { WEBHOOK_URLS: "https://a.example.org,not a url", WEBHOOK_SECRET: secret },
+        /^Invalid configuration: WEBHOOK_URLS\.1 must be a URL$/,
+      ],
+      [
+        "a URL that is not http(s)",
+        { WEBHOOK_URLS: "ftp://a.example.org", WEBHOOK_SECRET: secret },
+        /^Invalid configuration: WEBHOOK_URLS\.0 must be an http:\/\/ or https:\/\/ URL$/,
+      ],
     ])("stops on %s with one line naming the variable", (_what, env, message) => {
       expect(refusalOf(env)).toMatch(message);
     });
@@ -119,7 +143,11 @@ describe("configuration", () => {
   describe("ADMIN_TOKEN strength (issue 11, item 4)", () => {
     it.each([
       ["shorter than 32 characters", "Zq3-vX9_pL2mN8kR4tY6wB1cD5eF7g", /^Invalid configuration: ADMIN_TOKEN must be at least 32 characters/],
-      ["of fewer than 10 distinct characters", "abcdefghiabcdefghiabcdefghiabcdefghi".replace(/i/g, "a"), /^Invalid configuration: ADMIN_TOKEN has too little variety/],
+      [
+        "of fewer than 10 distinct characters",
+        "abcdefghiabcdefghiabcdefghiabcdefghi".replace(/i/g, "a"),
+        /^Invalid configuration: ADMIN_TOKEN has too little variety/,
+      ],
       ["one piece repeated", "0123456789ab".repeat(4), /^Invalid configuration: ADMIN_TOKEN has too little variety/],
       ["one character repeated", "x".repeat(64), /^Invalid configuration: ADMIN_TOKEN has too little variety/],
     ])("refuses a configured token %s with one line naming ADMIN_TOKEN", (_what, token, message) => {

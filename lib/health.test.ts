@@ -69,7 +69,12 @@ describe("GET /health", () => {
     healthResponse.parse(report.body);
     expect(report.body.status).toBe("ok");
     expect(report.body.checks.chain).toMatchObject({ status: "ok", chainId: 31337 });
-    expect(report.body.checks.treasury).toMatchObject({ status: "ok", balanceWei: (10n ** 18n).toString(), requiredWei: (10n ** 16n).toString(), paused: false });
+    expect(report.body.checks.treasury).toMatchObject({
+      status: "ok",
+      balanceWei: (10n ** 18n).toString(),
+      requiredWei: (10n ** 16n).toString(),
+      paused: false,
+    });
   });
 
   it("is degraded (still 200) when the treasury holds less than SPONSOR_AMOUNT_WEI", async () => {
@@ -82,7 +87,10 @@ describe("GET /health", () => {
 
   it("is degraded when the chain cannot be reached", async () => {
     await beat("fresh", 0);
-    const report = await checkHealth({ db: ctx.t.db, config: config({ RPC_URL: `http://127.0.0.1:${await freePort()}`, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded }) });
+    const report = await checkHealth({
+      db: ctx.t.db,
+      config: config({ RPC_URL: `http://127.0.0.1:${await freePort()}`, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded }),
+    });
     expect(report.httpStatus).toBe(200);
     expect(report.body.status).toBe("degraded");
     expect(report.body.checks.chain).toMatchObject({ status: "down", code: "unreachable" });
@@ -125,7 +133,10 @@ describe("GET /health", () => {
     const port = (silent.address() as { port: number }).port;
     try {
       await beat("fresh", 0);
-      const report = await checkHealth({ db: ctx.t.db, config: config({ RPC_URL: `http://127.0.0.1:${port}`, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded }) });
+      const report = await checkHealth({
+        db: ctx.t.db,
+        config: config({ RPC_URL: `http://127.0.0.1:${port}`, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded }),
+      });
       expect(report.body.checks.chain).toMatchObject({ status: "down", code: "timeout" });
       expect(JSON.stringify(report.body)).not.toContain(String(port));
     } finally {

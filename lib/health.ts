@@ -63,8 +63,7 @@ const DETAILS: Record<HealthCheckCode, string> = {
   underfunded: "the treasury holds less than one sponsorship",
   treasury_paused: "the treasury is paused",
   no_deployment: "no TREASURY_ADDRESS and no local deployment",
-  fees_above_ceiling:
-    "the base fee is above MAX_FEE_PER_GAS_GWEI: new relays wait (requests stay approved) and stuck ones are not replaced until it falls",
+  fees_above_ceiling: "the base fee is above MAX_FEE_PER_GAS_GWEI: new relays wait (requests stay approved) and stuck ones are not replaced until it falls",
   endpoints_down: "some RPC endpoints do not answer (the others serve)",
 };
 
@@ -102,7 +101,13 @@ async function readEndpoint(index: number, client: ChainPublicClient): Promise<E
     // Sent together: one batched HTTP request per endpoint.
     const [chainId, block] = await Promise.all([client.getChainId(), client.getBlock({ blockTag: "latest" })]);
     const latencyMs = Math.round(performance.now() - started);
-    return { state: { index, status: "ok", blockNumber: block.number.toString(), latencyMs }, chainId, blockNumber: block.number, baseFeePerGas: block.baseFeePerGas, client };
+    return {
+      state: { index, status: "ok", blockNumber: block.number.toString(), latencyMs },
+      chainId,
+      blockNumber: block.number,
+      baseFeePerGas: block.baseFeePerGas,
+      client,
+    };
   } catch (error) {
     const code = chainFailureCode(error);
     logger.warn("health: an RPC endpoint failed", { endpoint: index, code, error });
@@ -129,7 +134,11 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
   const reachable = reads.find((r) => r.state.status === "ok");
   const fees = feesCheck(config, reachable);
   if (!reachable) {
-    return { chain: { ...failed("down", reads[0]!.state.code ?? "unreachable", "the chain's RPC endpoint"), endpoints }, treasury: failed("down", "chain_down"), fees };
+    return {
+      chain: { ...failed("down", reads[0]!.state.code ?? "unreachable", "the chain's RPC endpoint"), endpoints },
+      treasury: failed("down", "chain_down"),
+      fees,
+    };
   }
   const down = reads.some((r) => r.state.status === "down");
   const chain: HealthCheck = {

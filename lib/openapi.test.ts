@@ -70,7 +70,17 @@ describe("GET /openapi.json", () => {
     for (const [, section, name] of refs) {
       expect((doc.components as Record<string, Record<string, unknown>>)[section!]?.[name!], `${section}/${name}`).toBeDefined();
     }
-    for (const name of ["Wallet", "SponsorshipRequest", "SponsorshipRequestDetail", "SponsorshipRequestByTransaction", "RelayTransaction", "HistoryPage", "Health", "Problem", "WalletAddressBody"]) {
+    for (const name of [
+      "Wallet",
+      "SponsorshipRequest",
+      "SponsorshipRequestDetail",
+      "SponsorshipRequestByTransaction",
+      "RelayTransaction",
+      "HistoryPage",
+      "Health",
+      "Problem",
+      "WalletAddressBody",
+    ]) {
       expect(doc.components.schemas[name], name).toBeTypeOf("object");
     }
   });

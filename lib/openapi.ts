@@ -87,7 +87,13 @@ function problems(codes: ProblemCode[]) {
  */
 function errorResponses(codes: ProblemCode[], { database = true }: { database?: boolean } = {}) {
   const groups = new Map<number, ProblemCode[]>();
-  const always: ProblemCode[] = ["origin_not_allowed", "method_not_allowed", "request_timeout", "internal_error", ...(database ? (["unavailable"] as const) : [])];
+  const always: ProblemCode[] = [
+    "origin_not_allowed",
+    "method_not_allowed",
+    "request_timeout",
+    "internal_error",
+    ...(database ? (["unavailable"] as const) : []),
+  ];
   for (const code of [...codes, ...always]) {
     const status = PROBLEMS[code].status;
     groups.set(status, [...(groups.get(status) ?? []), code]);
@@ -210,7 +216,10 @@ export function buildOpenApiDocument(): Record<string, unknown> {
             description:
               "The record of GET /sponsorship/{id} with `ipAddress` and `userAgent` always null: a transaction hash is public, so it must not link a sponsored wallet to the requester's IP.",
             parameters: [{ name: "hash", in: "path", required: true, schema: jsonSchema(transactionHashParam) }],
-            responses: { "200": success("The request, without the requester's IP and User-Agent", "SponsorshipRequestByTransaction"), ...errorResponses(["invalid_hash", "request_not_found"]) },
+            responses: {
+              "200": success("The request, without the requester's IP and User-Agent", "SponsorshipRequestByTransaction"),
+              ...errorResponses(["invalid_hash", "request_not_found"]),
+            },
           },
         },
         "/relay/{id}": {

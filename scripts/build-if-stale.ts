@@ -30,7 +30,11 @@ export function sourceFingerprint(): string {
   const hash = createHash("sha256");
   const files = [...INPUT_DIRS.flatMap(listFiles), ...INPUT_FILES.filter((f) => existsSync(path.join(ROOT, f)))].sort();
   for (const file of files) {
-    hash.update(file).update("\0").update(readFileSync(path.join(ROOT, file))).update("\0");
+    hash
+      .update(file)
+      .update("\0")
+      .update(readFileSync(path.join(ROOT, file)))
+      .update("\0");
   }
   return hash.digest("hex");
 }

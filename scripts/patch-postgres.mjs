@@ -55,7 +55,8 @@ const TERMINATE_PATCHED = "    clearImmediate(nextWriteTimer)\n    chunk = nextW
 // worker stuck after a database outage, and a pool of 6 hung within six cut-and-restore rounds). The patch takes the
 // reserve out of the queue when it is rejected.
 const RESERVE_QUERY = "        const query = { reserve: resolve, reject }\n";
-const RESERVE_QUERY_PATCHED = "        const query = { reserve: resolve, reject: e => (queries.remove(query), reject(e)) } /* sponsorship-service: a rejected reserve leaves the queue */\n";
+const RESERVE_QUERY_PATCHED =
+  "        const query = { reserve: resolve, reject: e => (queries.remove(query), reject(e)) } /* sponsorship-service: a rejected reserve leaves the queue */\n";
 const RELEASE = "    sql.release = () => {\n      c.reserved = null\n      onopen(c)\n    }\n";
 const RELEASE_PATCHED = `    sql.release = () => {
       c.reserved = null
@@ -106,8 +107,13 @@ export function patchPostgres() {
       [RELEASE, RELEASE_PATCHED],
       [RESERVE_QUERY, RESERVE_QUERY_PATCHED],
     ]);
-    for (const [file, outcome] of [["connection.js", connection], ["index.js", index]]) {
-      results.push(`${variant}/${file}: ${outcome}${outcome === "NOT patched" ? ` (postgres ${version}: the code differs from 3.4.9; check whether the fix is released)` : ""}`);
+    for (const [file, outcome] of [
+      ["connection.js", connection],
+      ["index.js", index],
+    ]) {
+      results.push(
+        `${variant}/${file}: ${outcome}${outcome === "NOT patched" ? ` (postgres ${version}: the code differs from 3.4.9; check whether the fix is released)` : ""}`,
+      );
     }
   }
   return { version, results };

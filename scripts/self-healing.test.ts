@@ -138,7 +138,11 @@ describe("npm start heals itself", () => {
       // Back by itself: a request accepted after the kill, within 30 s.
       const firstAfter = await stack.until("a 201 after the kill", () => stream.accepted().find((s) => s.at > killedAt + 1000), 30_000);
       expect(firstAfter.at - killedAt).toBeLessThan(30_000);
-      await stack.until("more requests accepted after the recovery", () => (stream.accepted().filter((s) => s.at > firstAfter.at).length >= 5 ? true : undefined), 60_000);
+      await stack.until(
+        "more requests accepted after the recovery",
+        () => (stream.accepted().filter((s) => s.at > firstAfter.at).length >= 5 ? true : undefined),
+        60_000,
+      );
       // During the outage the API said so (503 once item 2 is in; a 500 before) and accepted nothing.
       const during = stream.sent.filter((s) => s.at > killedAt && s.at < firstAfter.at);
       expect(during.some((s) => s.register >= 500 || (s.request ?? 0) >= 500 || s.register === 0)).toBe(true);
@@ -157,27 +161,39 @@ describe("npm start heals itself", () => {
     try {
       // Some sponsorships completed since the chain's last state dump (every 10 s): the kill loses them on the chain.
       await stack.until("requests accepted before the kill", () => (stream.accepted().length >= 8 ? true : undefined), 60_000);
-      await stack.until("requests of this stream completed", async () => {
-        const statuses = await Promise.all(stream.accepted().map((s) => statusOf(s.id!)));
-        return statuses.filter((s) => s === "completed").length >= 3 ? true : undefined;
-      }, 60_000);
+      await stack.until(
+        "requests of this stream completed",
+        async () => {
+          const statuses = await Promise.all(stream.accepted().map((s) => statusOf(s.id!)));
+          return statuses.filter((s) => s === "completed").length >= 3 ? true : undefined;
+        },
+        60_000,
+      );
       const anvil = stack.processes().chain!;
       expect(alive(anvil)).toBe(true);
       const killedAt = Date.now();
       process.kill(anvil, "SIGKILL");
-      const chainBack = await stack.until("the chain answering again", async () => {
-        const pid = stack.processes().chain;
-        if (!pid || pid === anvil || !alive(pid)) return undefined;
-        const res = await fetch(`http://127.0.0.1:${chainPort}`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
-          signal: AbortSignal.timeout(2000),
-        }).catch(() => undefined);
-        return res?.ok ? Date.now() : undefined;
-      }, 30_000);
+      const chainBack = await stack.until(
+        "the chain answering again",
+        async () => {
+          const pid = stack.processes().chain;
+          if (!pid || pid === anvil || !alive(pid)) return undefined;
+          const res = await fetch(`http://127.0.0.1:${chainPort}`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+            signal: AbortSignal.timeout(2000),
+          }).catch(() => undefined);
+          return res?.ok ? Date.now() : undefined;
+        },
+        30_000,
+      );
       expect(chainBack - killedAt).toBeLessThan(30_000);
-      await stack.until("requests accepted after the chain came back", () => (stream.accepted().filter((s) => s.at > chainBack).length >= 5 ? true : undefined), 60_000);
+      await stack.until(
+        "requests accepted after the chain came back",
+        () => (stream.accepted().filter((s) => s.at > chainBack).length >= 5 ? true : undefined),
+        60_000,
+      );
       expect(stack.output).toMatch(/"msg":"exited unexpectedly; restarting","component":"supervisor","process":"chain"/);
       // The chain came back from a dump older than its last sponsorships: they were sent again.
       expect(stack.output).toMatch(/lost transactions sent again/);

@@ -68,7 +68,10 @@ async function expectRefused(env: Record<string, string>, variable: string): Pro
 
 describe("npm start refuses", () => {
   it("anvil's well-known relayer keys with a remote RPC_URL", async () => {
-    await expectRefused({ RPC_URL: "https://rpc.sepolia.example.org", RELAYER_PRIVATE_KEYS: LOCAL_RELAYER_KEYS[0]!, ADMIN_TOKEN: STRONG_TOKEN }, "RELAYER_PRIVATE_KEYS");
+    await expectRefused(
+      { RPC_URL: "https://rpc.sepolia.example.org", RELAYER_PRIVATE_KEYS: LOCAL_RELAYER_KEYS[0]!, ADMIN_TOKEN: STRONG_TOKEN },
+      "RELAYER_PRIVATE_KEYS",
+    );
   });
 
   it("anvil's well-known keys with a loopback RPC_URL whose chain is not 31337 (asked of the RPC)", async () => {

@@ -107,11 +107,15 @@ describe("npm start", () => {
     });
     expect(signIn.status).toBe(200);
     const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!;
-    const overview = await stack.until("the overview listing the worker's relayers", async () => {
-      const res = await fetch(`http://127.0.0.1:${port}/admin/overview`, { headers: { cookie } });
-      const body = (await res.json()) as { relayers: { address: string; balance: string | null }[] };
-      return res.status === 200 && body.relayers.length === 4 ? body : undefined;
-    }, 30_000);
+    const overview = await stack.until(
+      "the overview listing the worker's relayers",
+      async () => {
+        const res = await fetch(`http://127.0.0.1:${port}/admin/overview`, { headers: { cookie } });
+        const body = (await res.json()) as { relayers: { address: string; balance: string | null }[] };
+        return res.status === 200 && body.relayers.length === 4 ? body : undefined;
+      },
+      30_000,
+    );
     for (const r of overview.relayers) expect(BigInt(r.balance ?? "0")).toBeGreaterThan(0n);
   });
 
@@ -121,15 +125,23 @@ describe("npm start", () => {
       const before = stack.processes().worker!;
       expect(alive(before)).toBe(true);
       process.kill(before, "SIGKILL");
-      const after = await stack.until("a new worker pid", () => {
-        const pid = stack.processes().worker;
-        return pid && pid !== before && alive(pid) ? pid : undefined;
-      }, 30_000);
+      const after = await stack.until(
+        "a new worker pid",
+        () => {
+          const pid = stack.processes().worker;
+          return pid && pid !== before && alive(pid) ? pid : undefined;
+        },
+        30_000,
+      );
       expect(stack.output).toMatch(/"process":"worker".*killed by SIGKILL|killed by SIGKILL.*"process":"worker"/);
-      await stack.until("a heartbeat from the new worker", async () => {
-        const rows = await sql`SELECT 1 FROM worker_heartbeats WHERE pid = ${after} AND last_beat_at > now() - interval '10 seconds'`;
-        return rows.length > 0 ? true : undefined;
-      }, 30_000);
+      await stack.until(
+        "a heartbeat from the new worker",
+        async () => {
+          const rows = await sql`SELECT 1 FROM worker_heartbeats WHERE pid = ${after} AND last_beat_at > now() - interval '10 seconds'`;
+          return rows.length > 0 ? true : undefined;
+        },
+        30_000,
+      );
     } finally {
       await sql.end();
     }
@@ -189,8 +201,7 @@ describe("npm start", () => {
     await stack.until("GET /health answers 200", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
     const pids = stack.processes();
     supervisor.kill("SIGKILL");
-    await stack.until("web server and worker to stop without their supervisor", () =>
-      alive(pids.web!) || alive(pids.worker!) ? undefined : true, 30_000);
+    await stack.until("web server and worker to stop without their supervisor", () => (alive(pids.web!) || alive(pids.worker!) ? undefined : true), 30_000);
     // PostgreSQL and anvil were left running; the next start stops them by their pid files and comes up.
     stack.output = "";
     supervisor = stack.start();

@@ -156,8 +156,7 @@ export function reconfigure(ctx: ApiTestContext, env: Record<string, string>): C
   return ctx.config;
 }
 
-export const randomAddress = () =>
-  `0x${Array.from(crypto.getRandomValues(new Uint8Array(20)), (b) => b.toString(16).padStart(2, "0")).join("")}` as Address;
+export const randomAddress = () => `0x${Array.from(crypto.getRandomValues(new Uint8Array(20)), (b) => b.toString(16).padStart(2, "0")).join("")}` as Address;
 
 /** Asserts a well-formed problem+json answer with this status and code (and the X-Request-Id in the body). */
 export function expectProblem(answer: ApiAnswer, status: number, code: string): ProblemResponse {

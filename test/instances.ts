@@ -17,7 +17,11 @@ export type Instance = { proc: ChildProcess; exited: Promise<void>; logFile: str
 /** `options.root`: the checkout to run (default this one); `options.nodeArgs`: node flags before the entry (e.g. --cpu-prof). */
 export function spawnInstance(entry: string, env: NodeJS.ProcessEnv, logFile: string, options: { nodeArgs?: readonly string[]; root?: string } = {}): Instance {
   const root = options.root ?? ROOT;
-  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", path.join(root, entry)], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", path.join(root, entry)], {
+    cwd: root,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   const log = createWriteStream(logFile, { flags: "a" });
   proc.stdout?.pipe(log, { end: false });
   proc.stderr?.pipe(log, { end: false });

@@ -21,13 +21,22 @@ async function rulesBroken(filePath: string, code: string): Promise<string[]> {
 describe("the lint rules that hold the layout", () => {
   it("refuse an import of app/, test/ or vitest from lib/ or db/", async () => {
     expect(await rulesBroken("lib/sponsorship/fixture-violation.ts", 'export { GET } from "@/app/(api)/health/route";\n')).toContain("no-restricted-imports");
-    expect(await rulesBroken("lib/http/fixture-violation.ts", 'import { GET } from "../../app/(api)/health/route";\nexport const get = GET;\n')).toContain("no-restricted-imports");
-    expect(await rulesBroken("db/queries/fixture-violation.ts", 'import { createTestDatabase } from "@/test/db";\nexport const make = createTestDatabase;\n')).toContain("no-restricted-imports");
+    expect(await rulesBroken("lib/http/fixture-violation.ts", 'import { GET } from "../../app/(api)/health/route";\nexport const get = GET;\n')).toContain(
+      "no-restricted-imports",
+    );
+    expect(
+      await rulesBroken("db/queries/fixture-violation.ts", 'import { createTestDatabase } from "@/test/db";\nexport const make = createTestDatabase;\n'),
+    ).toContain("no-restricted-imports");
     expect(await rulesBroken("db/fixture-violation.ts", 'import { expect } from "vitest";\nexport const check = expect;\n')).toContain("no-restricted-imports");
   });
 
   it("let tests beside the code import vitest and test/, and app/ import lib/", async () => {
-    expect(await rulesBroken("lib/http/fixture.test.ts", 'import { expect } from "vitest";\nimport { createTestDatabase } from "@/test/db";\nexpect(createTestDatabase).toBeDefined();\n')).toEqual([]);
+    expect(
+      await rulesBroken(
+        "lib/http/fixture.test.ts",
+        'import { expect } from "vitest";\nimport { createTestDatabase } from "@/test/db";\nexpect(createTestDatabase).toBeDefined();\n',
+      ),
+    ).toEqual([]);
     expect(await rulesBroken("app/(api)/fixture/route.ts", 'export { defineRoute } from "@/lib/http/route";\n')).toEqual([]);
   });
 
@@ -43,13 +52,20 @@ describe("the lint rules that hold the layout", () => {
 
   it("refuse a Drizzle DELETE or UPDATE without WHERE in shipped code", async () => {
     const header = 'import { eq } from "drizzle-orm";\nimport type { Database } from "@/db/client";\nimport { wallets } from "@/db/schema";\n';
-    expect(await rulesBroken("db/queries/fixture.ts", `${header}export const wipe = (db: Database) => db.delete(wallets);\n`)).toContain("drizzle/enforce-delete-with-where");
-    expect(await rulesBroken("db/queries/fixture.ts", `${header}export const all = (db: Database) => db.update(wallets).set({ sponsorshipCount: 0 });\n`)).toContain(
-      "drizzle/enforce-update-with-where",
+    expect(await rulesBroken("db/queries/fixture.ts", `${header}export const wipe = (db: Database) => db.delete(wallets);\n`)).toContain(
+      "drizzle/enforce-delete-with-where",
     );
     expect(
-      await rulesBroken("db/queries/fixture.ts", `${header}export const one = (db: Database, id: string) => db.update(wallets).set({ sponsorshipCount: 0 }).where(eq(wallets.id, id));\n`),
+      await rulesBroken("db/queries/fixture.ts", `${header}export const all = (db: Database) => db.update(wallets).set({ sponsorshipCount: 0 });\n`),
+    ).toContain("drizzle/enforce-update-with-where");
+    expect(
+      await rulesBroken(
+        "db/queries/fixture.ts",
+        `${header}export const one = (db: Database, id: string) => db.update(wallets).set({ sponsorshipCount: 0 }).where(eq(wallets.id, id));\n`,
+      ),
     ).toEqual([]);
-    expect(await rulesBroken("db/queries/fixture.ts", `${header}export const one = (db: Database, id: string) => db.delete(wallets).where(eq(wallets.id, id));\n`)).toEqual([]);
+    expect(
+      await rulesBroken("db/queries/fixture.ts", `${header}export const one = (db: Database, id: string) => db.delete(wallets).where(eq(wallets.id, id));\n`),
+    ).toEqual([]);
   });
 });

@@ -67,8 +67,12 @@ describe("the OpenAPI response validator (test helper)", () => {
   });
 
   it("validates a text/plain answer as a string, not as JSON", () => {
-    expect(validate({ method: "GET", path: "/metrics", status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: "# HELP x\nx 1\n" })).toEqual([]);
-    expect(validate({ method: "GET", path: "/metrics", status: 401, contentType: "application/problem+json", body: '{"code":"unauthorized"}' })).not.toEqual([]);
+    expect(
+      validate({ method: "GET", path: "/metrics", status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: "# HELP x\nx 1\n" }),
+    ).toEqual([]);
+    expect(validate({ method: "GET", path: "/metrics", status: 401, contentType: "application/problem+json", body: '{"code":"unauthorized"}' })).not.toEqual(
+      [],
+    );
   });
 
   it("checks HEAD as GET without a body, and leaves the pages alone", () => {

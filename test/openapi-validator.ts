@@ -91,7 +91,8 @@ export function createResponseValidator(document: unknown): ResponseValidator {
     const validate = validatorAt(ref);
     if (validate(value)) return [];
     return (validate.errors ?? []).map(
-      (e) => `${what}: ${e.instancePath || "(body)"} ${e.message}${e.params && "additionalProperty" in e.params ? ` '${String(e.params.additionalProperty)}'` : ""}`,
+      (e) =>
+        `${what}: ${e.instancePath || "(body)"} ${e.message}${e.params && "additionalProperty" in e.params ? ` '${String(e.params.additionalProperty)}'` : ""}`,
     );
   };
 

@@ -39,7 +39,12 @@ beforeAll(async () => {
   const relayer = clients.walletClient(relayerKey);
   const sponsor = async (requestId: string) => {
     const wallet = `0x${crypto.randomUUID().replaceAll("-", "").padEnd(40, "1")}` as `0x${string}`;
-    const hash = await relayer.writeContract({ address: deployment.treasuryAddress, abi: treasuryAbi, functionName: "sponsor", args: [wallet, requestIdHash(requestId)] });
+    const hash = await relayer.writeContract({
+      address: deployment.treasuryAddress,
+      abi: treasuryAbi,
+      functionName: "sponsor",
+      args: [wallet, requestIdHash(requestId)],
+    });
     blocks[requestId] = (await clients.waitForTransactionReceipt({ hash })).blockNumber;
   };
   await sponsor(oldRequest);

@@ -6,14 +6,22 @@ import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
 import { describeRevert, readIsRelayer, readTreasuryState, type TreasuryState } from "@/lib/chain/treasury";
-import { ChainHealth, ChainUnavailableError, classifyBroadcastError, combineBroadcastOutcomes, isUnreachable, messageOf, reach, type BroadcastOutcome } from "./chain-answers";
+import {
+  ChainHealth,
+  ChainUnavailableError,
+  classifyBroadcastError,
+  combineBroadcastOutcomes,
+  isUnreachable,
+  messageOf,
+  reach,
+  type BroadcastOutcome,
+} from "./chain-answers";
 
 /**
  * The worker's view of the chain: every read it needs, batched (viem's JSON-RPC batching: calls issued together
  * travel in one HTTP request), no caching (viem caches eth_blockNumber by default; the worker must not), and every
  * failure to reach the node turned into ChainUnavailableError so the loop can back off without burning attempts.
  */
-
 
 export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
 /** The fees the market suggests, with the latest block's base fee they were derived from. */
@@ -37,7 +45,6 @@ const walletSponsoredEvent = getAbiItem({ abi: registryAbi, name: "WalletSponsor
 
 /** One RPC endpoint as the worker last found it (shown in its heartbeat: `chain.endpoints`). */
 export type EndpointState = { url: string; reachable: boolean; downSince: Date | undefined; lastError: string | undefined };
-
 
 export type WorkerChainOptions = {
   /** One endpoint, or several of the same chain: reads fail over in order, broadcasts go to all. */
@@ -160,9 +167,7 @@ export class WorkerChain {
   async receipts(hashes: readonly Hash[]): Promise<Map<Hash, MinedReceipt | null>> {
     if (hashes.length === 0) return new Map();
     return this.reach("eth_getTransactionReceipt", async () => {
-      const answers = (await Promise.all(
-        hashes.map((hash) => this.client.request({ method: "eth_getTransactionReceipt", params: [hash] })),
-      )) as RpcReceipt[];
+      const answers = (await Promise.all(hashes.map((hash) => this.client.request({ method: "eth_getTransactionReceipt", params: [hash] })))) as RpcReceipt[];
       return new Map(
         hashes.map((hash, i) => {
           const r = answers[i];
@@ -217,8 +222,9 @@ export class WorkerChain {
 
   /** The registry the treasury writes (its immutable `registry()`), lowercase. */
   async treasuryRegistry(): Promise<Address> {
-    return this.reach("treasury registry", async () =>
-      (await this.client.readContract({ address: this.treasuryAddress, abi: treasuryAbi, functionName: "registry" })).toLowerCase() as Address,
+    return this.reach(
+      "treasury registry",
+      async () => (await this.client.readContract({ address: this.treasuryAddress, abi: treasuryAbi, functionName: "registry" })).toLowerCase() as Address,
     );
   }
 

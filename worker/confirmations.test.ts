@@ -26,8 +26,7 @@ let worker: RunningWorker | undefined;
 
 setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
 
-beforeAll(async () => {
-});
+beforeAll(async () => {});
 
 afterEach(async () => {
   await worker?.stop();

@@ -30,8 +30,7 @@ const spawned: SpawnedWorker[] = [];
 
 setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
 
-beforeAll(async () => {
-});
+beforeAll(async () => {});
 
 afterAll(async () => {
   for (const w of spawned) await stopSpawned(w);

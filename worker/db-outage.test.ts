@@ -46,7 +46,13 @@ describe("a database outage", () => {
     });
 
     const first = await createRequests(fx, 3);
-    expect(await waitTerminal(fx, first.map((r) => r.id), 30_000)).toEqual({ completed: 3 });
+    expect(
+      await waitTerminal(
+        fx,
+        first.map((r) => r.id),
+        30_000,
+      ),
+    ).toEqual({ completed: 3 });
 
     await relay.cut();
     const during = await createRequests(fx, 3);
@@ -57,14 +63,26 @@ describe("a database outage", () => {
     await relay.restore();
 
     // Picked up after the outage (the worker scans the queue when it recovers, LISTEN or not).
-    expect(await waitTerminal(fx, during.map((r) => r.id), 60_000)).toEqual({ completed: 3 });
+    expect(
+      await waitTerminal(
+        fx,
+        during.map((r) => r.id),
+        60_000,
+      ),
+    ).toEqual({ completed: 3 });
     await waitFor("the worker to log its recovery", async () => spawned.output().includes('"msg":"worker recovered"'), 30_000);
 
     // LISTEN was set up again: a new request is handled long before the 60-second poll.
     await waitFor("LISTEN to be set up again", async () => spawned.output().split('"msg":"listening for wake-ups"').length - 1 >= 2, 30_000);
     const created = Date.now();
     const after = await createRequests(fx, 1);
-    expect(await waitTerminal(fx, after.map((r) => r.id), 30_000)).toEqual({ completed: 1 });
+    expect(
+      await waitTerminal(
+        fx,
+        after.map((r) => r.id),
+        30_000,
+      ),
+    ).toEqual({ completed: 1 });
     expect(Date.now() - created).toBeLessThan(30_000);
 
     const attempts = await fx.database.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM relay_transactions WHERE relay_attempt > 1`);

@@ -3,7 +3,16 @@ import { checkHealth } from "@/lib/health";
 import { getWorkerMetrics } from "@/lib/metrics";
 import { healthResponse } from "@/lib/sponsorship/schemas";
 import type { RunningWorker } from "./worker";
-import { anvilRpc, createRequest, readRelays, readRequest, startInProcessWorker, waitFor, setUpPipelineFixture, type PipelineFixture } from "@/test/worker-fixture";
+import {
+  anvilRpc,
+  createRequest,
+  readRelays,
+  readRequest,
+  startInProcessWorker,
+  waitFor,
+  setUpPipelineFixture,
+  type PipelineFixture,
+} from "@/test/worker-fixture";
 
 /**
  * decisions.md "Operators are told", fee ceiling: a relay is never signed with a maxFeePerGas above
@@ -22,8 +31,7 @@ let worker: RunningWorker | undefined;
 
 setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
 
-beforeAll(async () => {
-});
+beforeAll(async () => {});
 
 afterEach(async () => {
   await worker?.stop();
@@ -66,8 +74,9 @@ describe("MAX_FEE_PER_GAS_GWEI, the fee ceiling", () => {
     const { id } = await createRequest(fx);
 
     // Reviewed and approved, then the relay stage saw the fees above the ceiling and signed nothing.
-    await waitFor("the request approved and the fees seen above the ceiling", async () =>
-      (await readRequest(fx, id)).status === "approved" && worker!.ctx.feeCeiling?.state.aboveCeiling === true,
+    await waitFor(
+      "the request approved and the fees seen above the ceiling",
+      async () => (await readRequest(fx, id)).status === "approved" && worker!.ctx.feeCeiling?.state.aboveCeiling === true,
     );
     const passes = await stagePasses("relay");
     await waitFor("three more relay passes", async () => (await stagePasses("relay")) >= passes + 3, 30_000);
@@ -78,7 +87,12 @@ describe("MAX_FEE_PER_GAS_GWEI, the fee ceiling", () => {
     healthResponse.parse(above.body);
     expect(above.httpStatus).toBe(200);
     expect(above.body.status).toBe("degraded");
-    expect(above.body.checks.fees).toMatchObject({ status: "degraded", code: "fees_above_ceiling", ceilingWei: CEILING.toString(), baseFeeWei: (100n * GWEI).toString() });
+    expect(above.body.checks.fees).toMatchObject({
+      status: "degraded",
+      code: "fees_above_ceiling",
+      ceilingWei: CEILING.toString(),
+      baseFeeWei: (100n * GWEI).toString(),
+    });
 
     // Fees fall (empty blocks): the request moves by itself, first attempt, under the ceiling.
     await mineUntilBaseFeeAtMost(CEILING);
@@ -105,10 +119,15 @@ describe("MAX_FEE_PER_GAS_GWEI, the fee ceiling", () => {
     // The next block asks more than the ceiling: the attempt is not mined, and stays unmined past RELAY_TIMEOUT_MS.
     await mineWithBaseFee(100n * GWEI);
     const passes = await stagePasses("confirm");
-    await waitFor("three relay timeouts and confirm passes", async () => {
-      const age = Date.now() - first.submittedAt!.getTime();
-      return age >= 3_000 && (await stagePasses("confirm")) >= passes + 3;
-    }, 30_000, 250);
+    await waitFor(
+      "three relay timeouts and confirm passes",
+      async () => {
+        const age = Date.now() - first.submittedAt!.getTime();
+        return age >= 3_000 && (await stagePasses("confirm")) >= passes + 3;
+      },
+      30_000,
+      250,
+    );
     expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status, r.failureReason])).toEqual([[1, "submitted", null]]);
     expect(worker.ctx.feeCeiling?.state.aboveCeiling).toBe(true);
 

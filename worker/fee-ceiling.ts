@@ -18,7 +18,8 @@ export type OfferedFees = Fees & {
 
 export function capFees(market: MarketFees, ceilingWei: bigint | undefined): OfferedFees {
   const { baseFeePerGas } = market;
-  if (ceilingWei === undefined) return { maxFeePerGas: market.maxFeePerGas, maxPriorityFeePerGas: market.maxPriorityFeePerGas, baseFeePerGas, aboveCeiling: false };
+  if (ceilingWei === undefined)
+    return { maxFeePerGas: market.maxFeePerGas, maxPriorityFeePerGas: market.maxPriorityFeePerGas, baseFeePerGas, aboveCeiling: false };
   const maxFeePerGas = market.maxFeePerGas < ceilingWei ? market.maxFeePerGas : ceilingWei;
   const maxPriorityFeePerGas = market.maxPriorityFeePerGas < maxFeePerGas ? market.maxPriorityFeePerGas : maxFeePerGas;
   return { maxFeePerGas, maxPriorityFeePerGas, baseFeePerGas, aboveCeiling: baseFeePerGas > ceilingWei };
@@ -65,7 +66,13 @@ export class FeeCeilingWatch {
     const lastedMs = s.since ? now.getTime() - s.since.getTime() : undefined;
     s.aboveCeiling = offered.aboveCeiling;
     s.since = offered.aboveCeiling ? now : undefined;
-    this.onChange?.({ aboveCeiling: s.aboveCeiling, baseFeeWei: offered.baseFeePerGas, ceilingWei: s.ceilingWei, since: s.since, ...(lastedMs === undefined ? {} : { lastedMs }) });
+    this.onChange?.({
+      aboveCeiling: s.aboveCeiling,
+      baseFeeWei: offered.baseFeePerGas,
+      ceilingWei: s.ceilingWei,
+      since: s.since,
+      ...(lastedMs === undefined ? {} : { lastedMs }),
+    });
   }
 }
 

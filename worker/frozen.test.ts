@@ -31,8 +31,7 @@ let anvilStopped = false;
 
 setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
 
-beforeAll(async () => {
-});
+beforeAll(async () => {});
 
 afterAll(async () => {
   if (anvilStopped) process.kill(fx.anvil.pid, "SIGCONT");

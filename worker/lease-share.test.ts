@@ -16,8 +16,7 @@ const workers: RunningWorker[] = [];
 
 setUpPipelineFixture({ blockTime: 0, relayers: 4 }, (started) => (fx = started));
 
-beforeAll(async () => {
-});
+beforeAll(async () => {});
 
 afterEach(async () => {
   for (const w of workers.splice(0)) await w.stop();

@@ -27,8 +27,7 @@ const spawned: SpawnedWorker[] = [];
 
 setUpPipelineFixture({ blockTime: 0, relayers: 2 }, (started) => (fx = started));
 
-beforeAll(async () => {
-});
+beforeAll(async () => {});
 
 afterAll(async () => {
   for (const w of spawned) await stopSpawned(w);
@@ -113,7 +112,9 @@ describe("the worker process", () => {
       const exit = await waitFor("the worker to exit", async () => (w.process.exitCode !== null ? w.exited : undefined), 30_000);
       expect(exit.code).toBe(1);
       expect(fatalMessage(w)).toMatch(
-        new RegExp(`^worker cannot start: relayer ${relayer} has nonce state for chain 11155111 in this database, but RPC_URL is chain ${fx.deployment.chainId}`),
+        new RegExp(
+          `^worker cannot start: relayer ${relayer} has nonce state for chain 11155111 in this database, but RPC_URL is chain ${fx.deployment.chainId}`,
+        ),
       );
     } finally {
       await chainOf(fx.deployment.chainId);
@@ -137,7 +138,9 @@ describe("the worker process", () => {
         throw new Error(`${e.message}\n${w.output()}`);
       });
       expect(exit.code).toBe(1);
-      expect(fatalMessage(w)).toMatch(/^worker cannot start: Invalid configuration: RELAYER_PRIVATE_KEYS holds a well-known anvil development key, refused because the chain id is 1, not 31337/);
+      expect(fatalMessage(w)).toMatch(
+        /^worker cannot start: Invalid configuration: RELAYER_PRIVATE_KEYS holds a well-known anvil development key, refused because the chain id is 1, not 31337/,
+      );
     } finally {
       await tunnel.close();
     }

@@ -158,10 +158,18 @@ export class WorkerLoop {
     if (queueDue) {
       this.queueDue = false;
       this.lastQueueScan = now;
-      const reviewed = await guarded("review", () => reviewPendingBatch(ctx), (r) => r.claimed);
+      const reviewed = await guarded(
+        "review",
+        () => reviewPendingBatch(ctx),
+        (r) => r.claimed,
+      );
       if (reviewed && reviewed.claimed >= ctx.settings.batchSize) busy = true;
       if (this.stopping) return false;
-      const relayed = await guarded("relay", () => relayBatch(ctx), (r) => r.stored ?? 0);
+      const relayed = await guarded(
+        "relay",
+        () => relayBatch(ctx),
+        (r) => r.stored ?? 0,
+      );
       if (relayed) {
         this.relayWaiting = relayed.claimed > 0 && (relayed.stored ?? 0) === 0;
         sent = relayed.stored ?? 0;
@@ -176,39 +184,46 @@ export class WorkerLoop {
     // by each creation would read it per request), and the full check runs on a new block, at least once a second,
     // and with the maintenance. The relay stage counts what it stored into `inFlight`, so polling starts at once.
     // Idle, the maintenance check runs every IDLE_CHECK_MS only.
-    const idle =
-      ctx.status.inFlight === 0 && !this.relayWaiting && !ctx.feeCeiling?.state.aboveCeiling && this.confirmer.isQuiet(ctx.pool.leased);
+    const idle = ctx.status.inFlight === 0 && !this.relayWaiting && !ctx.feeCeiling?.state.aboveCeiling && this.confirmer.isQuiet(ctx.pool.leased);
     const maintenanceCheck = maintenance && (!idle || now - this.lastMaintenanceCheck >= Math.max(IDLE_CHECK_MS, ctx.settings.heartbeatMs));
     if (maintenanceCheck) this.lastMaintenanceCheck = now;
     const fullDue = maintenanceCheck || now - this.lastFullCheck >= FULL_CHECK_MS;
     const pollDue = now - this.lastBlockPoll >= ctx.settings.confirmPollMs;
     if ((ctx.status.inFlight > 0 && pollDue) || maintenanceCheck) {
-      await guarded("confirm", async () => {
-        this.lastBlockPoll = now;
-        const block = await ctx.chain.blockNumber();
-        const newBlock = block !== this.lastBlock;
-        ctx.status.blockNumber = block;
-        if (!newBlock && !fullDue) return 0;
-        this.lastBlock = block;
-        this.lastFullCheck = now;
-        const started = performance.now();
-        const outcome = await this.confirmer.run({ checkHoles: maintenanceCheck, head: block });
-        ctx.status.checkedBlock = block;
-        ctx.status.checkedAt = Date.now();
-        if (outcome.settled > 0) {
-          ctx.log.debug("confirmed", { block, settled: outcome.settled, open: outcome.open, ms: Math.round(performance.now() - started) });
-        }
-        // A settled attempt may leave its request needing the next attempt: look at the queue again.
-        if (outcome.settled > 0) this.queueDue = true;
-        return outcome.settled;
-      }, (settled) => settled);
+      await guarded(
+        "confirm",
+        async () => {
+          this.lastBlockPoll = now;
+          const block = await ctx.chain.blockNumber();
+          const newBlock = block !== this.lastBlock;
+          ctx.status.blockNumber = block;
+          if (!newBlock && !fullDue) return 0;
+          this.lastBlock = block;
+          this.lastFullCheck = now;
+          const started = performance.now();
+          const outcome = await this.confirmer.run({ checkHoles: maintenanceCheck, head: block });
+          ctx.status.checkedBlock = block;
+          ctx.status.checkedAt = Date.now();
+          if (outcome.settled > 0) {
+            ctx.log.debug("confirmed", { block, settled: outcome.settled, open: outcome.open, ms: Math.round(performance.now() - started) });
+          }
+          // A settled attempt may leave its request needing the next attempt: look at the queue again.
+          if (outcome.settled > 0) this.queueDue = true;
+          return outcome.settled;
+        },
+        (settled) => settled,
+      );
     }
 
     // The registry's mirror, with the maintenance (its head block was just read), every few seconds.
     const head = ctx.status.blockNumber;
     if (maintenance && head !== undefined && now - this.lastRegistryIndex >= REGISTRY_INDEX_INTERVAL_MS && !failed.has("confirm")) {
       this.lastRegistryIndex = now;
-      await guarded("index", () => indexRegistry(ctx, head), (r) => r.wallets);
+      await guarded(
+        "index",
+        () => indexRegistry(ctx, head),
+        (r) => r.wallets,
+      );
     }
 
     // Above the fee ceiling with nothing waiting to be signed, the fees are still read (once per maintenance, when

@@ -41,10 +41,14 @@ afterEach(async () => {
 });
 
 async function waitStatus(id: string, status: string, timeoutMs = 20_000) {
-  return waitFor(`request ${id} to be ${status}`, async () => {
-    const row = await readRequest(fx, id);
-    return row.status === status ? row : undefined;
-  }, timeoutMs);
+  return waitFor(
+    `request ${id} to be ${status}`,
+    async () => {
+      const row = await readRequest(fx, id);
+      return row.status === status ? row : undefined;
+    },
+    timeoutMs,
+  );
 }
 
 async function pauseMining() {

@@ -64,10 +64,14 @@ afterAll(async () => {
 const startWorker = () => startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200" });
 
 async function waitStatus(id: string, status: string, timeoutMs = 30_000) {
-  return waitFor(`request ${id} to be ${status}`, async () => {
-    const row = await readRequest(fx, id);
-    return row.status === status ? row : undefined;
-  }, timeoutMs);
+  return waitFor(
+    `request ${id} to be ${status}`,
+    async () => {
+      const row = await readRequest(fx, id);
+      return row.status === status ? row : undefined;
+    },
+    timeoutMs,
+  );
 }
 
 async function deployRefusingWallet(refuses: boolean): Promise<`0x${string}`> {

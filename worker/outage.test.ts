@@ -26,8 +26,7 @@ let frozen = false;
 
 setUpPipelineFixture({ blockTime: 1, relayers: 2 }, (started) => (fx = started));
 
-beforeAll(async () => {
-});
+beforeAll(async () => {});
 
 afterAll(async () => {
   if (frozen) process.kill(fx.anvil.pid, "SIGCONT");
@@ -51,9 +50,7 @@ describe("a chain outage", () => {
 
     const before = await createRequests(fx, 10);
     await waitFor("the first requests to be relayed", async () => {
-      const c = await fx.database.db.execute<{ n: number }>(
-        sql`SELECT count(*)::int AS n FROM sponsorship_requests WHERE status IN ('relayed', 'completed')`,
-      );
+      const c = await fx.database.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM sponsorship_requests WHERE status IN ('relayed', 'completed')`);
       return c[0]!.n === 10;
     });
 
@@ -68,9 +65,7 @@ describe("a chain outage", () => {
 
     const failedDuring = await fx.database.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM relay_transactions WHERE status = 'failed'`);
     expect(failedDuring[0]!.n).toBe(0);
-    const pendingDuring = await fx.database.db.execute<{ n: number }>(
-      sql`SELECT count(*)::int AS n FROM sponsorship_requests WHERE status = 'pending'`,
-    );
+    const pendingDuring = await fx.database.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM sponsorship_requests WHERE status = 'pending'`);
     expect(pendingDuring[0]!.n).toBe(10);
 
     process.kill(fx.anvil.pid, "SIGCONT");

@@ -46,10 +46,14 @@ afterAll(async () => {
 });
 
 async function waitStatus(id: string, status: string, timeoutMs = 20_000) {
-  return waitFor(`request ${id} to be ${status}`, async () => {
-    const row = await readRequest(fx, id);
-    return row.status === status ? row : undefined;
-  }, timeoutMs);
+  return waitFor(
+    `request ${id} to be ${status}`,
+    async () => {
+      const row = await readRequest(fx, id);
+      return row.status === status ? row : undefined;
+    },
+    timeoutMs,
+  );
 }
 
 describe("a request goes through the pipeline", () => {
@@ -155,7 +159,9 @@ describe("a request goes through the pipeline", () => {
     worker = await startInProcessWorker(fx, { WORKER_INTERVAL_MS: "200" });
     await waitStatus(id, "approved");
     // The relay stage saw the request and left it waiting: nothing signed or sent (it would only revert NotRelayer).
-    await waitFor("the relay stage to wait for an authorised relayer", async () => (worker!.ctx.status.relayWaiting === "relayers_not_authorised" ? true : undefined));
+    await waitFor("the relay stage to wait for an authorised relayer", async () =>
+      worker!.ctx.status.relayWaiting === "relayers_not_authorised" ? true : undefined,
+    );
     expect(await readRelays(fx, id)).toEqual([]);
     expect(await fx.clients.getTransactionCount({ address: relayer })).toBe(nonceBefore);
     expect((await readRequest(fx, id)).status).toBe("approved");
@@ -172,7 +178,12 @@ describe("a request goes through the pipeline", () => {
     const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
     const treasury = fx.deployment.treasuryAddress;
     const balance = await fx.clients.getBalance({ address: treasury });
-    const drained = await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "withdraw", args: [deployer, balance - SPONSOR_AMOUNT / 2n] });
+    const drained = await owner.writeContract({
+      address: treasury,
+      abi: treasuryAbi,
+      functionName: "withdraw",
+      args: [deployer, balance - SPONSOR_AMOUNT / 2n],
+    });
     await fx.clients.waitForTransactionReceipt({ hash: drained });
 
     const { id } = await createRequest(fx);

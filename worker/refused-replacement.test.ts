@@ -56,7 +56,9 @@ beforeAll(async () => {
           refused.push(keccak256(call.params![0] as Hex));
           return { jsonrpc: "2.0", id: call.id, error: { code: -32000, message: "replacement transaction underpriced" } };
         }
-        return (await (await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(call) })).json()) as unknown;
+        return (await (
+          await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(call) })
+        ).json()) as unknown;
       }),
     );
     return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? answers : answers[0]) };
@@ -111,10 +113,14 @@ describe("a replacement the node refuses for good", () => {
 
     // RELAY_TIMEOUT_MS after the refused one (not at once: one try per timeout), the next attempt at the same nonce
     // outbids both; the first stays open until the nonce is settled.
-    const third = await waitFor("attempt 3 to be submitted", async () => {
-      const r = (await readRelays(fx, id)).find((x) => x.relayAttempt === 3);
-      return r?.status === "submitted" ? r : undefined;
-    }, 15_000);
+    const third = await waitFor(
+      "attempt 3 to be submitted",
+      async () => {
+        const r = (await readRelays(fx, id)).find((x) => x.relayAttempt === 3);
+        return r?.status === "submitted" ? r : undefined;
+      },
+      15_000,
+    );
     expect(third.nonce).toBe(first.nonce);
     expect(third.createdAt.getTime() - second.createdAt.getTime()).toBeGreaterThanOrEqual(1500);
     expect(third.maxFeePerGas! * 10n).toBeGreaterThanOrEqual(second.maxFeePerGas! * 11n);
@@ -139,7 +145,10 @@ describe("a replacement the node refuses for good", () => {
     // Mining resumes and attempt 1 pays the wallet.
     await resumeMiningAndComplete(id);
     const relays = await readRelays(fx, id);
-    expect(relays.map((r) => [r.relayAttempt, r.status])).toEqual([[1, "confirmed"], [2, "failed"]]);
+    expect(relays.map((r) => [r.relayAttempt, r.status])).toEqual([
+      [1, "confirmed"],
+      [2, "failed"],
+    ]);
     expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toHaveLength(1);
     expect(await fx.clients.getBalance({ address: wallet })).toBe(SPONSOR_AMOUNT);
   });

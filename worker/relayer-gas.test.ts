@@ -25,8 +25,7 @@ let proxy: RpcProxy | undefined;
 
 setUpPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: poorKeys.map(poorOf) }, (started) => (fx = started));
 
-beforeAll(async () => {
-}, 120_000);
+beforeAll(async () => {}, 120_000);
 
 afterAll(async () => {
   await worker?.stop();
@@ -54,31 +53,34 @@ describe("a relayer without gas money", () => {
   it.each([
     ["in the node's usual words (insufficient funds)", 0, false],
     ["in other words (checked against its balance)", 1, true],
-  ] as const)("is reported by the heartbeat and /health (worker degraded) while its relay waits, and cleared once funded: refused %s", async (_, which, otherWords) => {
-    const poorKey = poorKeys[which]!;
-    const poor = poorOf(poorKey);
-    let funded = false;
-    const rpcUrl = otherWords ? await nodeWithOtherWords(() => !funded) : fx.anvil.rpcUrl;
-    worker = await startInProcessWorker(fx, { RELAYER_PRIVATE_KEYS: poorKey, RPC_URL: rpcUrl });
-    const { id } = await createRequest(fx);
+  ] as const)(
+    "is reported by the heartbeat and /health (worker degraded) while its relay waits, and cleared once funded: refused %s",
+    async (_, which, otherWords) => {
+      const poorKey = poorKeys[which]!;
+      const poor = poorOf(poorKey);
+      let funded = false;
+      const rpcUrl = otherWords ? await nodeWithOtherWords(() => !funded) : fx.anvil.rpcUrl;
+      worker = await startInProcessWorker(fx, { RELAYER_PRIVATE_KEYS: poorKey, RPC_URL: rpcUrl });
+      const { id } = await createRequest(fx);
 
-    await waitFor("the heartbeat to list the relayer without gas", async () => (await heartbeatWithoutGas())?.includes(poor));
-    const degraded = await checkHealth({ db: fx.database.db, config: fx.config() });
-    expect(degraded.body.status).toBe("degraded");
-    expect(degraded.body.checks.worker).toMatchObject({ status: "degraded", relayersWithoutGas: [poor] });
-    // Nothing burned: the request waits with its first attempt stored and not broadcast, not failed.
-    expect((await readRequest(fx, id)).status).toBe("relayed");
-    expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "queued"]]);
+      await waitFor("the heartbeat to list the relayer without gas", async () => (await heartbeatWithoutGas())?.includes(poor));
+      const degraded = await checkHealth({ db: fx.database.db, config: fx.config() });
+      expect(degraded.body.status).toBe("degraded");
+      expect(degraded.body.checks.worker).toMatchObject({ status: "degraded", relayersWithoutGas: [poor] });
+      // Nothing burned: the request waits with its first attempt stored and not broadcast, not failed.
+      expect((await readRequest(fx, id)).status).toBe("relayed");
+      expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "queued"]]);
 
-    const funding = await fx.clients.walletClient(LOCAL_DEPLOYER_KEY).sendTransaction({ to: poor, value: 10n ** 18n });
-    await fx.clients.waitForTransactionReceipt({ hash: funding });
-    funded = true;
-    await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed");
-    await waitFor("the heartbeat to clear the relayer", async () => (await heartbeatWithoutGas())?.length === 0);
-    const healthy = await checkHealth({ db: fx.database.db, config: fx.config() });
-    expect(healthy.body.checks.worker.status).toBe("ok");
-    expect(healthy.body.checks.worker.relayersWithoutGas).toBeUndefined();
-    await worker.stop();
-    worker = undefined;
-  });
+      const funding = await fx.clients.walletClient(LOCAL_DEPLOYER_KEY).sendTransaction({ to: poor, value: 10n ** 18n });
+      await fx.clients.waitForTransactionReceipt({ hash: funding });
+      funded = true;
+      await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed");
+      await waitFor("the heartbeat to clear the relayer", async () => (await heartbeatWithoutGas())?.length === 0);
+      const healthy = await checkHealth({ db: fx.database.db, config: fx.config() });
+      expect(healthy.body.checks.worker.status).toBe("ok");
+      expect(healthy.body.checks.worker.relayersWithoutGas).toBeUndefined();
+      await worker.stop();
+      worker = undefined;
+    },
+  );
 });

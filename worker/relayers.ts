@@ -114,9 +114,7 @@ export class RelayerPool {
     const presence = await listWorkerPresence(db);
     // A pid is probed only in our own PID namespace on our host (worker/host.ts); anywhere else, the beat's age.
     const dead = new Set(
-      presence
-        .filter((w) => w.workerId !== workerId && ((sameProcessSpace(w) && !processAlive(w.pid)) || w.lastBeatAgeMs > leaseTtlMs))
-        .map((w) => w.workerId),
+      presence.filter((w) => w.workerId !== workerId && ((sameProcessSpace(w) && !processAlive(w.pid)) || w.lastBeatAgeMs > leaseTtlMs)).map((w) => w.workerId),
     );
     // Only workers that hold keys for some of our relayers compete for them: a worker with other keys, or none,
     // must not shrink our share and leave accounts unused.

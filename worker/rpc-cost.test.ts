@@ -36,7 +36,11 @@ describe("JSON-RPC calls of an idle worker", () => {
     const started = Date.now();
     await waitFor("one idle minute", async () => Date.now() - started >= 60_000, 70_000, 1_000);
     const calls = proxy.calls() - before;
-    const byMethod = Object.fromEntries(Object.entries(proxy.byMethod()).map(([m, n]) => [m, n - (methodsBefore[m] ?? 0)]).filter(([, n]) => n !== 0));
+    const byMethod = Object.fromEntries(
+      Object.entries(proxy.byMethod())
+        .map(([m, n]) => [m, n - (methodsBefore[m] ?? 0)])
+        .filter(([, n]) => n !== 0),
+    );
     // The message shows the measurement when it fails (docs/performance.md quotes it).
     expect(calls, `idle minute: ${calls} JSON-RPC calls ${JSON.stringify(byMethod)}`).toBeLessThanOrEqual(30);
 

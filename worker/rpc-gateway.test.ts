@@ -62,24 +62,28 @@ describe("an RPC gateway refusing broadcasts without judging the transaction", (
   it.each([
     ["an HTTP 401 without a JSON-RPC answer", "http_401"],
     ["one JSON-RPC error (-32600) for the whole batch", "batch_error"],
-  ] as const)("burns no attempt on %s: the stored transaction waits queued and is sent once the gateway lets it through", async (_, how) => {
-    const refusedBefore = gateway.refused();
-    gateway.refuse(how);
-    worker = await startInProcessWorker(fx, { RPC_URL: gateway.url });
-    const { id, wallet } = await createRequest(fx);
-    const before = await fx.clients.getBalance({ address: wallet });
+  ] as const)(
+    "burns no attempt on %s: the stored transaction waits queued and is sent once the gateway lets it through",
+    async (_, how) => {
+      const refusedBefore = gateway.refused();
+      gateway.refuse(how);
+      worker = await startInProcessWorker(fx, { RPC_URL: gateway.url });
+      const { id, wallet } = await createRequest(fx);
+      const before = await fx.clients.getBalance({ address: wallet });
 
-    // The first broadcast and at least one re-broadcast (3 s later) were refused.
-    await waitFor("two refused broadcasts", async () => gateway.refused() - refusedBefore >= 2, 30_000);
-    const waiting = await readRelays(fx, id);
-    expect(waiting.map((r) => [r.relayAttempt, r.status, r.failureReason])).toEqual([[1, "queued", null]]);
-    expect((await readRequest(fx, id)).status).toBe("relayed");
+      // The first broadcast and at least one re-broadcast (3 s later) were refused.
+      await waitFor("two refused broadcasts", async () => gateway.refused() - refusedBefore >= 2, 30_000);
+      const waiting = await readRelays(fx, id);
+      expect(waiting.map((r) => [r.relayAttempt, r.status, r.failureReason])).toEqual([[1, "queued", null]]);
+      expect((await readRequest(fx, id)).status).toBe("relayed");
 
-    gateway.refuse(false);
-    await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed", 30_000);
-    const relays = await readRelays(fx, id);
-    expect(relays.map((r) => [r.relayAttempt, r.status, r.transactionHash])).toEqual([[1, "confirmed", waiting[0]!.transactionHash]]);
-    expect(await fx.clients.getBalance({ address: wallet })).toBe(before + 10n ** 16n);
-    expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toHaveLength(1);
-  }, 90_000);
+      gateway.refuse(false);
+      await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed", 30_000);
+      const relays = await readRelays(fx, id);
+      expect(relays.map((r) => [r.relayAttempt, r.status, r.transactionHash])).toEqual([[1, "confirmed", waiting[0]!.transactionHash]]);
+      expect(await fx.clients.getBalance({ address: wallet })).toBe(before + 10n ** 16n);
+      expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toHaveLength(1);
+    },
+    90_000,
+  );
 });

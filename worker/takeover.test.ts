@@ -29,8 +29,7 @@ const workers: RunningWorker[] = [];
 
 setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
 
-beforeAll(async () => {
-});
+beforeAll(async () => {});
 
 afterEach(async () => {
   for (const w of workers.splice(0)) await w.stop();

@@ -23,8 +23,7 @@ const workers: SpawnedWorker[] = [];
 
 setUpPipelineFixture({ blockTime: 1, relayers: 4 }, (started) => (fx = started));
 
-beforeAll(async () => {
-});
+beforeAll(async () => {});
 
 afterAll(async () => {
   for (const w of workers) await stopSpawned(w);
@@ -37,12 +36,16 @@ describe("two workers at once", () => {
       for (const w of workers) process.stderr.write(`--- worker ${w.pid}\n${w.output().split("\n").slice(-60).join("\n")}\n`);
     });
     // Both alive and sharing the relayers (two leases each) before the requests arrive.
-    await waitFor("both workers to hold two relayer leases each", async () => {
-      const rows = await fx.database.db.execute<{ owner: string; n: number }>(
-        sql`SELECT lease_owner AS owner, count(*)::int AS n FROM relayer_accounts WHERE lease_owner IS NOT NULL GROUP BY lease_owner`,
-      );
-      return rows.length === 2 && rows.every((r) => r.n === 2);
-    }, 30_000);
+    await waitFor(
+      "both workers to hold two relayer leases each",
+      async () => {
+        const rows = await fx.database.db.execute<{ owner: string; n: number }>(
+          sql`SELECT lease_owner AS owner, count(*)::int AS n FROM relayer_accounts WHERE lease_owner IS NOT NULL GROUP BY lease_owner`,
+        );
+        return rows.length === 2 && rows.every((r) => r.n === 2);
+      },
+      30_000,
+    );
 
     const requests = await createRequests(fx, 200);
     const ids = requests.map((r) => r.id);
@@ -70,9 +73,7 @@ describe("two workers at once", () => {
           WHERE from_status IS NOT NULL GROUP BY to_status`,
     );
     expect(Object.fromEntries(transitions.map((t) => [t.to, t.n]))).toEqual({ approved: 200, relayed: 200, completed: 200 });
-    const relayActors = await fx.database.db.execute<{ actor: string }>(
-      sql`SELECT DISTINCT actor FROM request_events WHERE to_status = 'relayed'`,
-    );
+    const relayActors = await fx.database.db.execute<{ actor: string }>(sql`SELECT DISTINCT actor FROM request_events WHERE to_status = 'relayed'`);
     expect(relayActors.length).toBe(2);
   }, 180_000);
 
@@ -84,24 +85,32 @@ describe("two workers at once", () => {
     onTestFailed(() => {
       for (const w of [a, b]) process.stderr.write(`--- worker ${w.pid}\n${w.output().split("\n").slice(-60).join("\n")}\n`);
     });
-    await waitFor("both workers to hold two relayer leases each", async () => {
-      const rows = await fx.database.db.execute<{ n: number }>(
-        sql`SELECT count(*)::int AS n FROM relayer_accounts WHERE lease_owner IS NOT NULL GROUP BY lease_owner`,
-      );
-      return rows.length === 2 && rows.every((r) => r.n === 2);
-    }, 30_000);
+    await waitFor(
+      "both workers to hold two relayer leases each",
+      async () => {
+        const rows = await fx.database.db.execute<{ n: number }>(
+          sql`SELECT count(*)::int AS n FROM relayer_accounts WHERE lease_owner IS NOT NULL GROUP BY lease_owner`,
+        );
+        return rows.length === 2 && rows.every((r) => r.n === 2);
+      },
+      30_000,
+    );
 
     const requests = await createRequests(fx, 200);
     const ids = requests.map((r) => r.id);
-    await waitFor("some requests to be relayed by each worker", async () => {
-      const rows = await fx.database.db.execute<{ n: number }>(
-        sql`SELECT count(DISTINCT actor)::int AS n FROM request_events WHERE to_status = 'relayed' AND sponsorship_request_id IN (${sql.join(
-          ids.map((id) => sql`${id}::uuid`),
-          sql`, `,
-        )})`,
-      );
-      return rows[0]!.n === 2;
-    }, 60_000);
+    await waitFor(
+      "some requests to be relayed by each worker",
+      async () => {
+        const rows = await fx.database.db.execute<{ n: number }>(
+          sql`SELECT count(DISTINCT actor)::int AS n FROM request_events WHERE to_status = 'relayed' AND sponsorship_request_id IN (${sql.join(
+            ids.map((id) => sql`${id}::uuid`),
+            sql`, `,
+          )})`,
+        );
+        return rows[0]!.n === 2;
+      },
+      60_000,
+    );
     a.process.kill("SIGKILL");
     expect((await a.exited).signal).toBe("SIGKILL");
 
@@ -120,17 +129,19 @@ describe("two workers at once", () => {
     // The survivor holds every relayer now, and no nonce is left open on any of them.
     expect(b.output()).toContain('"msg":"relayer lease acquired"');
     // (Its leases expire on their own clock: the requests may all be done before the last of them is taken over.)
-    const owners = await waitFor("the survivor to hold every relayer", async () => {
-      const rows = await fx.database.db.execute<{ owner: string | null; n: number }>(
-        sql`SELECT lease_owner AS owner, count(*)::int AS n FROM relayer_accounts GROUP BY lease_owner`,
-      );
-      return rows.length === 1 ? rows : undefined;
-    }, 60_000);
+    const owners = await waitFor(
+      "the survivor to hold every relayer",
+      async () => {
+        const rows = await fx.database.db.execute<{ owner: string | null; n: number }>(
+          sql`SELECT lease_owner AS owner, count(*)::int AS n FROM relayer_accounts GROUP BY lease_owner`,
+        );
+        return rows.length === 1 ? rows : undefined;
+      },
+      60_000,
+    );
     expect(owners).toHaveLength(1);
     expect(owners[0]!.n).toBe(4);
-    const accounts = await fx.database.db.execute<{ address: `0x${string}`; next: string }>(
-      sql`SELECT address, next_nonce AS next FROM relayer_accounts`,
-    );
+    const accounts = await fx.database.db.execute<{ address: `0x${string}`; next: string }>(sql`SELECT address, next_nonce AS next FROM relayer_accounts`);
     for (const account of accounts) {
       const n = Number(account.next);
       expect(await chainNonces(fx, account.address)).toEqual({ latest: n, pending: n });

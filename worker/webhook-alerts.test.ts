@@ -37,7 +37,6 @@ afterEach(async () => {
   await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE active`);
 });
 
-
 async function worker(env: Record<string, string> = {}): Promise<RunningWorker> {
   const w = await startWorker({
     config: fx.config({ WEBHOOK_URLS: r.url, WEBHOOK_SECRET: SECRET, ...env }),

@@ -7,7 +7,16 @@ import { startWebhookReceiver, type WebhookReceiver } from "@/test/webhook-recei
 import type { RunningWorker } from "./worker";
 import { startWorker } from "./worker";
 import { createLogger } from "@/lib/log";
-import { createRequest, readRequest, spawnWorker, stopSpawned, waitFor, setUpPipelineFixture, type PipelineFixture, type SpawnedWorker } from "@/test/worker-fixture";
+import {
+  createRequest,
+  readRequest,
+  spawnWorker,
+  stopSpawned,
+  waitFor,
+  setUpPipelineFixture,
+  type PipelineFixture,
+  type SpawnedWorker,
+} from "@/test/worker-fixture";
 
 /**
  * decisions.md "Operators are told", webhooks (issue 12 items 1 and 2): every request transition reaches every
@@ -34,7 +43,6 @@ afterEach(async () => {
   // Each test registers its own endpoints at start; earlier ones stop receiving.
   await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE active`);
 });
-
 
 async function receiver(): Promise<WebhookReceiver> {
   const r = await startWebhookReceiver();
@@ -173,7 +181,9 @@ describe("webhooks of request transitions", () => {
     const ids = await Promise.all(Array.from({ length: 6 }, async () => (await createRequest(fx)).id));
     await waitFor("every event of every request delivered", async () => ids.every((id) => eventsOf(r, id).length >= 3));
     await waitFor("no delivery left pending", async () => {
-      const rows = await fx.database.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint = ${r.url} AND status = 'pending'`);
+      const rows = await fx.database.db.execute<{ n: number }>(
+        sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint = ${r.url} AND status = 'pending'`,
+      );
       return rows[0]!.n === 0;
     });
     for (const id of ids) expect(eventsOf(r, id).map((e) => e.json.type)).toEqual(TRANSITIONS);

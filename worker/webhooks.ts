@@ -33,7 +33,13 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
   await syncWebhookEndpoints(db, config.webhookUrls);
   const dispatcher =
     config.webhookUrls.length > 0 && config.webhookSecret
-      ? new WebhookDispatcher({ db, endpoints: config.webhookUrls, secret: config.webhookSecret, log: log.child({ component: "webhooks" }), settings: options.dispatcher })
+      ? new WebhookDispatcher({
+          db,
+          endpoints: config.webhookUrls,
+          secret: config.webhookSecret,
+          log: log.child({ component: "webhooks" }),
+          settings: options.dispatcher,
+        })
       : undefined;
   let listener: { unlisten: () => Promise<void> } | undefined;
   if (dispatcher) {

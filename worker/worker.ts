@@ -25,7 +25,6 @@ import { startWorkerWebhooks, type WorkerWebhookOptions, type WorkerWebhooks } f
 
 export { FatalWorkerError } from "./errors";
 
-
 export type WorkerOptions = {
   config: Config;
   log: Logger;
@@ -69,7 +68,11 @@ async function untilReady<T>(what: string, log: Logger, attempt: () => Promise<T
       const outage = error instanceof ChainUnavailableError || isDatabaseUnavailable(error);
       if (!outage || error instanceof FatalWorkerError || error instanceof ConfigError || stopped()) throw error;
       const waitMs = Math.min(10_000, 250 * 2 ** failures);
-      log.warn(`${what} not reachable at start-up, retrying`, { attempt: failures + 1, retryInMs: waitMs, error: error instanceof Error ? error.message : String(error) });
+      log.warn(`${what} not reachable at start-up, retrying`, {
+        attempt: failures + 1,
+        retryInMs: waitMs,
+        error: error instanceof Error ? error.message : String(error),
+      });
       await new Promise((r) => setTimeout(r, waitMs));
     }
   }
@@ -90,8 +93,18 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   const databaseUrl = config.databaseUrl;
   const rpcUrl = config.rpcUrls;
 
-  await untilReady("database", log, () => applyMigrations(databaseUrl), () => stopped);
-  const chainId = await untilReady("chain", log, () => WorkerChain.readChainId(rpcUrl), () => stopped);
+  await untilReady(
+    "database",
+    log,
+    () => applyMigrations(databaseUrl),
+    () => stopped,
+  );
+  const chainId = await untilReady(
+    "chain",
+    log,
+    () => WorkerChain.readChainId(rpcUrl),
+    () => stopped,
+  );
   // Anvil's well-known keys sign for the local chain only. Configuration parsing refuses them with a remote RPC_URL;
   // a loopback one without CHAIN_ID may be a tunnel to a real network, so the chain's own answer decides here, as
   // `npm start` does before it starts the worker (the worker run alone gets the same check).
@@ -107,14 +120,31 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     if (reachable) log.info("chain reachable again", { downForMs: detail.downForMs });
     else log.warn("chain unreachable", { error: detail.error });
   });
-  const chain = new WorkerChain({ rpcUrl, chainId, registryAddress: deployment.registryAddress, treasuryAddress: deployment.treasuryAddress, registryFromBlock: deployment.deployBlock === undefined ? undefined : BigInt(deployment.deployBlock), health });
-  const code = await untilReady("chain", log, () => chain.client.getCode({ address: deployment.treasuryAddress }), () => stopped);
+  const chain = new WorkerChain({
+    rpcUrl,
+    chainId,
+    registryAddress: deployment.registryAddress,
+    treasuryAddress: deployment.treasuryAddress,
+    registryFromBlock: deployment.deployBlock === undefined ? undefined : BigInt(deployment.deployBlock),
+    health,
+  });
+  const code = await untilReady(
+    "chain",
+    log,
+    () => chain.client.getCode({ address: deployment.treasuryAddress }),
+    () => stopped,
+  );
   if (!code || code === "0x") {
     throw new FatalWorkerError(`no contract at TREASURY_ADDRESS ${deployment.treasuryAddress} on chain ${chainId} (a reset chain?)`);
   }
   // Review reads isSponsored from REGISTRY_ADDRESS while the treasury refuses by its own registry: a registry of
   // another deployment would silently approve sponsored wallets (then fail on-chain) and reject others.
-  const registryOfTreasury = await untilReady("chain", log, () => chain.treasuryRegistry(), () => stopped).catch((error: unknown) => {
+  const registryOfTreasury = await untilReady(
+    "chain",
+    log,
+    () => chain.treasuryRegistry(),
+    () => stopped,
+  ).catch((error: unknown) => {
     if (error instanceof ChainUnavailableError) throw error;
     throw new FatalWorkerError(`TREASURY_ADDRESS ${deployment.treasuryAddress} is not a sponsorship treasury (registry() cannot be read)`);
   });
@@ -139,7 +169,18 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     chain,
     pool,
     log,
-    status: { treasury: undefined, pause: undefined, relayWaiting: undefined, lastError: undefined, blockNumber: undefined, checkedBlock: undefined, checkedAt: undefined, inFlight: 0, relayersWithoutGas: new Set(), totals: emptyTotals() },
+    status: {
+      treasury: undefined,
+      pause: undefined,
+      relayWaiting: undefined,
+      lastError: undefined,
+      blockNumber: undefined,
+      checkedBlock: undefined,
+      checkedAt: undefined,
+      inFlight: 0,
+      relayersWithoutGas: new Set(),
+      totals: emptyTotals(),
+    },
     fees: undefined,
     feeCeiling: config.maxFeePerGasWei === undefined ? undefined : new FeeCeilingWatch(config.maxFeePerGasWei),
     wake: () => {},
@@ -148,9 +189,16 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     // The start and the end of each episode, once (the hook for the `fees.above_ceiling` alert).
     ctx.feeCeiling.onChange = (change) => {
       if (change.aboveCeiling) {
-        log.warn("fees above MAX_FEE_PER_GAS_GWEI: new relays wait, stuck ones are not replaced", { baseFeeWei: change.baseFeeWei, ceilingWei: change.ceilingWei });
+        log.warn("fees above MAX_FEE_PER_GAS_GWEI: new relays wait, stuck ones are not replaced", {
+          baseFeeWei: change.baseFeeWei,
+          ceilingWei: change.ceilingWei,
+        });
       } else {
-        log.info("fees back under MAX_FEE_PER_GAS_GWEI: relays move again", { baseFeeWei: change.baseFeeWei, ceilingWei: change.ceilingWei, lastedMs: change.lastedMs });
+        log.info("fees back under MAX_FEE_PER_GAS_GWEI: relays move again", {
+          baseFeeWei: change.baseFeeWei,
+          ceilingWei: change.ceilingWei,
+          lastedMs: change.lastedMs,
+        });
       }
     };
   }
@@ -159,7 +207,12 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   ctx.wake = () => loop.wake();
 
   try {
-    await untilReady("database", log, () => pool.register(chainId), () => stopped);
+    await untilReady(
+      "database",
+      log,
+      () => pool.register(chainId),
+      () => stopped,
+    );
     // The first beat comes before any lease: other workers must see this one alive to share relayers with it.
     await heartbeat.beat();
     heartbeat.start();
@@ -174,10 +227,14 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   const listen = async () => {
     try {
       await listener?.unlisten().catch(() => {});
-      listener = await db.$client.listen(WAKEUP_CHANNEL, () => loop.wake(), () => {
-        log.info("listening for wake-ups", { channel: WAKEUP_CHANNEL });
-        loop.wake();
-      });
+      listener = await db.$client.listen(
+        WAKEUP_CHANNEL,
+        () => loop.wake(),
+        () => {
+          log.info("listening for wake-ups", { channel: WAKEUP_CHANNEL });
+          loop.wake();
+        },
+      );
     } catch (error) {
       log.warn("LISTEN failed; polling every WORKER_INTERVAL_MS until it works", { error: error instanceof Error ? error.message : String(error) });
       listener = undefined;
@@ -185,7 +242,12 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   };
   await listen();
   loop.onRecovered = () => void listen();
-  const webhooks = await untilReady("database", log, () => startWorkerWebhooks(ctx, config, options.webhooks), () => stopped);
+  const webhooks = await untilReady(
+    "database",
+    log,
+    () => startWorkerWebhooks(ctx, config, options.webhooks),
+    () => stopped,
+  );
 
   if (config.relayerPrivateKeys.length === 0) log.warn("no RELAYER_PRIVATE_KEYS: this worker reviews requests but relays nothing");
   log.info("worker started", {

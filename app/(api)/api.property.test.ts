@@ -68,7 +68,9 @@ const query = fc
 const body = fc.oneof(
   fc.constant(undefined),
   fc.record({ walletAddress: fc.oneof(addressLike, fc.jsonValue()) }),
-  fc.record({ walletAddress: addressLike }, { requiredKeys: [] }).chain((o) => fc.dictionary(printable(8), fc.jsonValue(), { maxKeys: 2 }).map((extra) => ({ ...extra, ...o }))),
+  fc
+    .record({ walletAddress: addressLike }, { requiredKeys: [] })
+    .chain((o) => fc.dictionary(printable(8), fc.jsonValue(), { maxKeys: 2 }).map((extra) => ({ ...extra, ...o }))),
   fc.jsonValue(),
 );
 

@@ -80,13 +80,8 @@ beforeAll(async () => {
   delete env.IPV6_PREFIX_LENGTH;
   delete env.SPONSOR_BUDGET_PER_HOUR;
   delete env.SPONSOR_BUDGET_PER_DAY;
-  [web, web128] = await Promise.all([
-    startWeb(env, "web"),
-    startWeb({ ...env, IPV6_PREFIX_LENGTH: "128" }, "web-128"),
-  ]);
-  budgetWebs.push(
-    ...(await Promise.all([0, 1].map((i) => startWeb({ ...env, DATABASE_URL: dbB.url, SPONSOR_BUDGET_PER_HOUR: "5" }, `web-budget-${i}`)))),
-  );
+  [web, web128] = await Promise.all([startWeb(env, "web"), startWeb({ ...env, IPV6_PREFIX_LENGTH: "128" }, "web-128")]);
+  budgetWebs.push(...(await Promise.all([0, 1].map((i) => startWeb({ ...env, DATABASE_URL: dbB.url, SPONSOR_BUDGET_PER_HOUR: "5" }, `web-budget-${i}`)))));
 }, 15 * 60_000);
 
 afterAll(async () => {
@@ -217,7 +212,10 @@ describe("administrator IP blocks", () => {
     expectProblem(await post(web, "/sponsorship/request", { walletAddress: wallet }, "198.51.100.77"), 403, "ip_blocked");
     expect((await post(web, "/sponsorship/request", { walletAddress: other }, "198.51.101.1")).status).toBe(201);
 
-    const lifted = await fetch(`${web}/admin/ip-blocks/${String(created.body.id)}`, { method: "DELETE", headers: { cookie, "x-forwarded-for": "192.0.2.200" } });
+    const lifted = await fetch(`${web}/admin/ip-blocks/${String(created.body.id)}`, {
+      method: "DELETE",
+      headers: { cookie, "x-forwarded-for": "192.0.2.200" },
+    });
     expect(lifted.status).toBe(204);
     expect((await post(web, "/sponsorship/request", { walletAddress: wallet }, "198.51.100.77")).status).toBe(201);
     const again = await fetch(`${web}/admin/ip-blocks/${String(created.body.id)}`, { method: "DELETE", headers: { cookie, "x-forwarded-for": "192.0.2.200" } });
@@ -243,9 +241,13 @@ describe("administrator IP blocks", () => {
     expect(rpcCalls - before).toBe(0);
     // The proxy does see this web server's chain calls (so the 0 above is not a proxy bypassed): /health reads the
     // chain within its cache time.
-    await waitFor("the web server's chain reads to reach the proxy", async () => {
-      await fetch(`${web}/health`);
-      return rpcCalls > before ? true : undefined;
-    }, { timeoutMs: 10_000, intervalMs: 500 });
+    await waitFor(
+      "the web server's chain reads to reach the proxy",
+      async () => {
+        await fetch(`${web}/health`);
+        return rpcCalls > before ? true : undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 500 },
+    );
   });
 });

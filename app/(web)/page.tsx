@@ -24,7 +24,11 @@ export default function HomePage() {
           <a className={link} href="/docs">
             API reference
           </a>{" "}
-          (<a className={link} href="/openapi.json">OpenAPI document</a>)
+          (
+          <a className={link} href="/openapi.json">
+            OpenAPI document
+          </a>
+          )
         </li>
       </ul>
     </main>

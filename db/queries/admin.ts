@@ -71,10 +71,7 @@ export const UNAUTHENTICATED_ACTIONS = ["sign_in_failed"] as const;
  * The latest administrator actions, newest first; optionally only those about one subject, or only the operators'
  * own (`operatorsOnly`: without UNAUTHENTICATED_ACTIONS).
  */
-export async function listAdminActions(
-  db: Database,
-  options: { subject?: string; limit?: number; operatorsOnly?: boolean } = {},
-): Promise<AdminAction[]> {
+export async function listAdminActions(db: Database, options: { subject?: string; limit?: number; operatorsOnly?: boolean } = {}): Promise<AdminAction[]> {
   const where: SQL | undefined = and(
     options.subject ? eq(adminActions.subject, options.subject) : undefined,
     options.operatorsOnly ? notInArray(adminActions.action, [...UNAUTHENTICATED_ACTIONS]) : undefined,
@@ -101,12 +98,7 @@ export async function deleteRateLimitHit(db: Database, id: number): Promise<void
 }
 
 /** Hits of `scope`/`key` since `since`, and the oldest of them (when the window frees its first slot). */
-export async function countRateLimitHits(
-  db: Database,
-  scope: RateLimitScope,
-  key: string,
-  since: Date,
-): Promise<{ count: number; oldest: Date | null }> {
+export async function countRateLimitHits(db: Database, scope: RateLimitScope, key: string, since: Date): Promise<{ count: number; oldest: Date | null }> {
   const [row] = await db
     .select({ count: count(), oldest: min(rateLimitHits.createdAt) })
     .from(rateLimitHits)

@@ -18,7 +18,11 @@ export async function insertBlock(db: Executor, values: NewBlock): Promise<Block
 }
 
 export async function findActiveBlocks(db: Executor, subjectType: BlockSubject, subject: string, now: Date): Promise<Block[]> {
-  return db.select().from(blocks).where(activeAt(subjectType, subject, now)).orderBy(desc(blocks.createdAt));
+  return db
+    .select()
+    .from(blocks)
+    .where(activeAt(subjectType, subject, now))
+    .orderBy(desc(blocks.createdAt));
 }
 
 export async function hasActiveBlock(db: Executor, subjectType: BlockSubject, subject: string, now: Date): Promise<boolean> {

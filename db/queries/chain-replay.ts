@@ -18,10 +18,7 @@ const CONFIRMED_FROM = `
  * The confirmed transactions (relays and nonce fills) of each given relayer from the given nonce on, in nonce
  * order: what a local chain restarted from an older state dump lost and must be given again (scripts/start.ts).
  */
-export async function listConfirmedRawTransactionsFrom(
-  db: Executor,
-  from: readonly { relayer: Hex; nonce: number }[],
-): Promise<ConfirmedRawTransaction[]> {
+export async function listConfirmedRawTransactionsFrom(db: Executor, from: readonly { relayer: Hex; nonce: number }[]): Promise<ConfirmedRawTransaction[]> {
   if (from.length === 0) return [];
   const rows = await run(db, { text: CONFIRMED_FROM, params: [from.map((f) => f.relayer.toLowerCase()), from.map((f) => f.nonce)] });
   return rows.map((r) => ({ relayer: r.relayer as Hex, nonce: Number(r.nonce), raw: r.raw as Hex }));

@@ -82,8 +82,11 @@ export async function readBudgetExhaustion(
   budget: { perHour: number; perDay: number },
 ): Promise<{ window: "hour" | "day"; retryAtMs: number } | null> {
   if (budget.perHour <= 0 && budget.perDay <= 0) return null;
-  const rows = await run<{ refusal: { window: "hour" | "day"; retryAtMs: number } | null }>(db, sql`
-    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, NULL) AS refusal`);
+  const rows = await run<{ refusal: { window: "hour" | "day"; retryAtMs: number } | null }>(
+    db,
+    sql`
+    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, NULL) AS refusal`,
+  );
   const refusal = rows[0]?.refusal;
   return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs } : null;
 }

@@ -26,14 +26,15 @@ afterAll(async () => t?.drop());
 const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}`;
 
 async function newWallet() {
-  const [wallet] = await t.db.insert(wallets).values({ walletAddress: hex(20) }).returning();
+  const [wallet] = await t.db
+    .insert(wallets)
+    .values({ walletAddress: hex(20) })
+    .returning();
   return wallet!;
 }
 
 async function newRequest(requestedAt: Date, walletAddress?: string) {
-  const wallet = walletAddress
-    ? (await t.db.select().from(wallets).where(eq(wallets.walletAddress, walletAddress)))[0]!
-    : await newWallet();
+  const wallet = walletAddress ? (await t.db.select().from(wallets).where(eq(wallets.walletAddress, walletAddress)))[0]! : await newWallet();
   const [request] = await t.db
     .insert(sponsorshipRequests)
     .values({ walletId: wallet.id, walletAddress: wallet.walletAddress, ipAddress: "127.0.0.1", requestedAt })

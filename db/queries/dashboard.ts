@@ -41,13 +41,12 @@ export type OutcomeBucket = { start: Date; completed: number; failed: number };
  * Completed and failed requests per time bucket over [since, until): every bucket is present, empty ones with
  * zeros, so a chart can be drawn without gaps.
  */
-export async function getOutcomeSeries(
-  db: Database,
-  options: { since: Date; until: Date; bucketSeconds: number },
-): Promise<OutcomeBucket[]> {
+export async function getOutcomeSeries(db: Database, options: { since: Date; until: Date; bucketSeconds: number }): Promise<OutcomeBucket[]> {
   const { since, until, bucketSeconds } = options;
   const step = sql.raw(`'${Math.max(1, Math.floor(bucketSeconds))} seconds'::interval`);
-  const rows = await run<{ start: Date | string; completed: number; failed: number }>(db, sql`
+  const rows = await run<{ start: Date | string; completed: number; failed: number }>(
+    db,
+    sql`
     WITH buckets AS (
       SELECT generate_series(
         date_bin(${step}, ${since.toISOString()}::timestamptz, 'epoch'::timestamptz),
@@ -72,7 +71,8 @@ export async function getOutcomeSeries(
     LEFT JOIN completed c ON c.start = b.start
     LEFT JOIN failed f ON f.start = b.start
     ORDER BY b.start
-  `);
+  `,
+  );
   return rows.map((r) => ({ start: new Date(r.start), completed: Number(r.completed), failed: Number(r.failed) }));
 }
 
@@ -83,8 +83,12 @@ export async function getCompletionLatency(db: Database, since: Date): Promise<C
   const [row] = await db
     .select({
       count: sql<number>`count(*)::int`,
-      median: sql<number | null>`percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM ${sponsorshipRequests.completedAt} - ${sponsorshipRequests.requestedAt}) * 1000)`,
-      p95: sql<number | null>`percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM ${sponsorshipRequests.completedAt} - ${sponsorshipRequests.requestedAt}) * 1000)`,
+      median: sql<
+        number | null
+      >`percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM ${sponsorshipRequests.completedAt} - ${sponsorshipRequests.requestedAt}) * 1000)`,
+      p95: sql<
+        number | null
+      >`percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM ${sponsorshipRequests.completedAt} - ${sponsorshipRequests.requestedAt}) * 1000)`,
     })
     .from(sponsorshipRequests)
     .where(and(eq(sponsorshipRequests.status, "completed"), gte(sponsorshipRequests.completedAt, since)));
@@ -146,10 +150,7 @@ export async function listRelayerAccounts(db: Database): Promise<RelayerAccountS
 /* ------------------------------------------------------------------ requests */
 
 export type RequestSearch =
-  | { kind: "address"; value: string }
-  | { kind: "id"; value: string }
-  | { kind: "hash"; value: string }
-  | { kind: "invalid"; value: string };
+  { kind: "address"; value: string } | { kind: "id"; value: string } | { kind: "hash"; value: string } | { kind: "invalid"; value: string };
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -228,10 +229,7 @@ export async function listRequests(
       where.push(
         inArray(
           r.id,
-          db
-            .select({ id: relayTransactions.sponsorshipRequestId })
-            .from(relayTransactions)
-            .where(eq(relayTransactions.transactionHash, search.value)),
+          db.select({ id: relayTransactions.sponsorshipRequestId }).from(relayTransactions).where(eq(relayTransactions.transactionHash, search.value)),
         ),
       );
     else return { rows: [], olderCursor: null, newerCursor: null };
@@ -302,11 +300,7 @@ export async function getRequestDetail(db: Database, id: string): Promise<Reques
   const [[wallet], events, relays] = await Promise.all([
     db.select().from(wallets).where(eq(wallets.id, request.walletId)).limit(1),
     db.select().from(requestEvents).where(eq(requestEvents.sponsorshipRequestId, request.id)).orderBy(asc(requestEvents.id)),
-    db
-      .select()
-      .from(relayTransactions)
-      .where(eq(relayTransactions.sponsorshipRequestId, request.id))
-      .orderBy(asc(relayTransactions.relayAttempt)),
+    db.select().from(relayTransactions).where(eq(relayTransactions.sponsorshipRequestId, request.id)).orderBy(asc(relayTransactions.relayAttempt)),
   ]);
   return { request, wallet: wallet ?? null, events, relays };
 }

@@ -7,7 +7,8 @@ import { run, type Executor } from "@/db/sql/run";
  * stays on the requested_at index (a request that took a day to complete is not "usual" anyway).
  */
 export async function readMedianSecondsToComplete(db: Executor, nowMs: number): Promise<number | null> {
-  const rows = await run<{ median: number | null }>(db,
+  const rows = await run<{ median: number | null }>(
+    db,
     sql`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - requested_at))::float8 AS median
         FROM sponsorship_requests
         WHERE status = 'completed'

@@ -10,7 +10,8 @@ export async function readHealthProbe(
   db: Executor,
   freshSinceMs: number,
 ): Promise<{ lastBeatMs: number | null; relayersWithoutGas: string[]; pause: { reason: string | null } | null }> {
-  const rows = await run<{ lastBeatMs: number | null; withoutGas: string[] | null; paused: boolean | null; pauseReason: string | null }>(db,
+  const rows = await run<{ lastBeatMs: number | null; withoutGas: string[] | null; paused: boolean | null; pauseReason: string | null }>(
+    db,
     sql`SELECT (extract(epoch FROM max(last_beat_at)) * 1000)::float8 AS "lastBeatMs",
           (SELECT array_agg(DISTINCT r ORDER BY r) FROM worker_heartbeats f,
              jsonb_array_elements_text(coalesce(f.details->'relayers'->'withoutGas', '[]'::jsonb)) AS r

@@ -17,10 +17,13 @@ export type HeartbeatInput = {
 };
 
 export async function upsertHeartbeat(db: Executor, beat: HeartbeatInput): Promise<void> {
-  await run(db, sql`
+  await run(
+    db,
+    sql`
     INSERT INTO worker_heartbeats (worker_id, hostname, pid, started_at, last_beat_at, details)
     VALUES (${beat.workerId}, ${beat.hostname}, ${beat.pid}, ${beat.startedAt.toISOString()}::timestamptz, now(), ${JSON.stringify(beat.details)}::jsonb)
-    ON CONFLICT (worker_id) DO UPDATE SET last_beat_at = now(), details = EXCLUDED.details`);
+    ON CONFLICT (worker_id) DO UPDATE SET last_beat_at = now(), details = EXCLUDED.details`,
+  );
 }
 
 export async function deleteHeartbeat(db: Executor, workerId: string): Promise<void> {
@@ -40,10 +43,13 @@ export type WorkerPresence = {
 
 /** Every heartbeat row with its age (database clock). */
 export async function listWorkerPresence(db: Executor): Promise<WorkerPresence[]> {
-  const rows = await run<{ worker_id: string; hostname: string; pid: number; age_ms: string; configured: unknown; pid_namespace: string | null }>(db, sql`
+  const rows = await run<{ worker_id: string; hostname: string; pid: number; age_ms: string; configured: unknown; pid_namespace: string | null }>(
+    db,
+    sql`
     SELECT worker_id, hostname, pid, floor(extract(epoch FROM now() - last_beat_at) * 1000)::bigint AS age_ms,
            details -> 'relayers' -> 'configured' AS configured, details ->> 'pidNamespace' AS pid_namespace
-    FROM worker_heartbeats ORDER BY worker_id`);
+    FROM worker_heartbeats ORDER BY worker_id`,
+  );
   return rows.map((r) => ({
     workerId: r.worker_id,
     hostname: r.hostname,
@@ -56,8 +62,11 @@ export async function listWorkerPresence(db: Executor): Promise<WorkerPresence[]
 
 /** Removes rows of workers silent for longer than `olderThanMs` (crashed processes leave theirs behind). */
 export async function pruneHeartbeats(db: Executor, olderThanMs: number): Promise<number> {
-  const rows = await run(db, sql`
-    DELETE FROM worker_heartbeats WHERE last_beat_at < now() - ${olderThanMs} * interval '1 millisecond' RETURNING worker_id`);
+  const rows = await run(
+    db,
+    sql`
+    DELETE FROM worker_heartbeats WHERE last_beat_at < now() - ${olderThanMs} * interval '1 millisecond' RETURNING worker_id`,
+  );
   return rows.length;
 }
 
@@ -65,8 +74,11 @@ export type QueueDepths = { pending: number; approved: number; relayed: number }
 
 /** The open requests by status (the heartbeat's queue depths). */
 export async function countOpenRequests(db: Executor): Promise<QueueDepths> {
-  const rows = await run<{ status: RequestStatus; n: number }>(db, sql`
-    SELECT status, count(*)::int AS n FROM sponsorship_requests WHERE status IN ('pending', 'approved', 'relayed') GROUP BY status`);
+  const rows = await run<{ status: RequestStatus; n: number }>(
+    db,
+    sql`
+    SELECT status, count(*)::int AS n FROM sponsorship_requests WHERE status IN ('pending', 'approved', 'relayed') GROUP BY status`,
+  );
   const depths: QueueDepths = { pending: 0, approved: 0, relayed: 0 };
   for (const r of rows) if (r.status in depths) depths[r.status as keyof QueueDepths] = r.n;
   return depths;

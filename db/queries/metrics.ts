@@ -23,9 +23,7 @@ const zeroes = <K extends string>(keys: readonly K[]) => Object.fromEntries(keys
 
 /** Requests per status (a scan of the table: the caller caches it). */
 export async function countRequestsByStatus(db: Database): Promise<Record<RequestStatus, number>> {
-  const rows = await run<{ status: RequestStatus; n: number }>(db, 
-    sql`SELECT status, count(*)::int AS n FROM sponsorship_requests GROUP BY status`,
-  );
+  const rows = await run<{ status: RequestStatus; n: number }>(db, sql`SELECT status, count(*)::int AS n FROM sponsorship_requests GROUP BY status`);
   const out = zeroes(requestStatus.enumValues);
   for (const r of rows) out[r.status] = Number(r.n);
   return out;
@@ -33,35 +31,37 @@ export async function countRequestsByStatus(db: Database): Promise<Record<Reques
 
 /** Age of the oldest open request per open status (uses the partial queue index: open rows only). */
 export async function measureOldestOpenRequests(db: Database): Promise<ServiceSnapshot["oldestOpenSeconds"]> {
-  const rows = await run<{ status: "pending" | "approved" | "relayed"; age: number }>(db, sql`
+  const rows = await run<{ status: "pending" | "approved" | "relayed"; age: number }>(
+    db,
+    sql`
     SELECT status, extract(epoch FROM now() - min(requested_at))::float8 AS age
     FROM sponsorship_requests
     WHERE status IN ('pending', 'approved', 'relayed')
-    GROUP BY status`);
+    GROUP BY status`,
+  );
   const out: ServiceSnapshot["oldestOpenSeconds"] = {};
   for (const r of rows) out[r.status] = Math.max(0, Number(r.age));
   return out;
 }
 
 export async function countRelayTransactionsByStatus(db: Database): Promise<Record<RelayStatus, number>> {
-  const rows = await run<{ status: RelayStatus; n: number }>(db, 
-    sql`SELECT status, count(*)::int AS n FROM relay_transactions GROUP BY status`,
-  );
+  const rows = await run<{ status: RelayStatus; n: number }>(db, sql`SELECT status, count(*)::int AS n FROM relay_transactions GROUP BY status`);
   const out = zeroes(relayStatus.enumValues);
   for (const r of rows) out[r.status] = Number(r.n);
   return out;
 }
 
 export async function listWorkerHeartbeatAges(db: Database): Promise<ServiceSnapshot["heartbeats"]> {
-  const rows = await run<{ worker_id: string; age: number }>(db, sql`
+  const rows = await run<{ worker_id: string; age: number }>(
+    db,
+    sql`
     SELECT worker_id, extract(epoch FROM now() - last_beat_at)::float8 AS age
-    FROM worker_heartbeats ORDER BY worker_id`);
+    FROM worker_heartbeats ORDER BY worker_id`,
+  );
   return rows.map((r) => ({ workerId: r.worker_id, ageSeconds: Math.max(0, Number(r.age)) }));
 }
 
 export async function listRelayerNextNonces(db: Database): Promise<ServiceSnapshot["relayers"]> {
-  const rows = await run<{ address: Address; next_nonce: number | string }>(db, 
-    sql`SELECT address, next_nonce FROM relayer_accounts ORDER BY address`,
-  );
+  const rows = await run<{ address: Address; next_nonce: number | string }>(db, sql`SELECT address, next_nonce FROM relayer_accounts ORDER BY address`);
   return rows.map((r) => ({ address: r.address, nextNonce: Number(r.next_nonce) }));
 }

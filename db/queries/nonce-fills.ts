@@ -71,4 +71,3 @@ const FILLS_SUBMITTED = `
 export function markFillsSubmitted(hashes: readonly string[]): Query<undefined> {
   return query(FILLS_SUBMITTED, [hashes], none);
 }
-

@@ -67,42 +67,42 @@ const OPEN_NONCE_GROUPS = `
  */
 export function listOpenNonceGroups(relayers: readonly string[], limit = 5_000): Query<OpenNonceTransaction[]> {
   return query(OPEN_NONCE_GROUPS, [relayers, limit], (result) => {
-  const rows = result as {
-    kind: "relay" | "fill";
-    id: string;
-    relayer_address: string;
-    nonce: string;
-    status: RelayStatus;
-    transaction_hash: string;
-    max_fee_per_gas: string;
-    max_priority_fee_per_gas: string;
-    created_at: Date;
-    submitted_age_ms: string | null;
-    created_age_ms: string;
-    sponsorship_request_id: string | null;
-    relay_attempt: number | null;
-    request_status: RequestStatus | null;
-    wallet_address: string | null;
-    request_attempts: number | null;
-  }[];
-  return rows.map((r) => ({
-    kind: r.kind,
-    id: r.id,
-    relayerAddress: r.relayer_address as Address,
-    nonce: Number(r.nonce),
-    status: r.status,
-    transactionHash: r.transaction_hash as Hex,
-    maxFeePerGas: BigInt(r.max_fee_per_gas),
-    maxPriorityFeePerGas: BigInt(r.max_priority_fee_per_gas),
-    createdAt: new Date(r.created_at),
-    submittedAgeMs: r.submitted_age_ms === null ? null : Number(r.submitted_age_ms),
-    createdAgeMs: Number(r.created_age_ms),
-    sponsorshipRequestId: r.sponsorship_request_id,
-    relayAttempt: r.relay_attempt,
-    requestStatus: r.request_status,
-    walletAddress: r.wallet_address as Address | null,
-    requestAttempts: r.request_attempts,
-  }));
+    const rows = result as {
+      kind: "relay" | "fill";
+      id: string;
+      relayer_address: string;
+      nonce: string;
+      status: RelayStatus;
+      transaction_hash: string;
+      max_fee_per_gas: string;
+      max_priority_fee_per_gas: string;
+      created_at: Date;
+      submitted_age_ms: string | null;
+      created_age_ms: string;
+      sponsorship_request_id: string | null;
+      relay_attempt: number | null;
+      request_status: RequestStatus | null;
+      wallet_address: string | null;
+      request_attempts: number | null;
+    }[];
+    return rows.map((r) => ({
+      kind: r.kind,
+      id: r.id,
+      relayerAddress: r.relayer_address as Address,
+      nonce: Number(r.nonce),
+      status: r.status,
+      transactionHash: r.transaction_hash as Hex,
+      maxFeePerGas: BigInt(r.max_fee_per_gas),
+      maxPriorityFeePerGas: BigInt(r.max_priority_fee_per_gas),
+      createdAt: new Date(r.created_at),
+      submittedAgeMs: r.submitted_age_ms === null ? null : Number(r.submitted_age_ms),
+      createdAgeMs: Number(r.created_age_ms),
+      sponsorshipRequestId: r.sponsorship_request_id,
+      relayAttempt: r.relay_attempt,
+      requestStatus: r.request_status,
+      walletAddress: r.wallet_address as Address | null,
+      requestAttempts: r.request_attempts,
+    }));
   });
 }
 

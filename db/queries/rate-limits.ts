@@ -25,12 +25,15 @@ export const insertHitsSql = (hits: readonly { scope: RateLimitScope; key: strin
 
 /** Deletes hits older than `before` (at most `batch` rows a call); returns how many went. */
 export async function pruneRateLimitHits(db: Executor, before: Date, batch = 10_000): Promise<number> {
-  const rows = await run<{ n: number }>(db, sql`
+  const rows = await run<{ n: number }>(
+    db,
+    sql`
     WITH gone AS (
       DELETE FROM rate_limit_hits WHERE id IN (
         SELECT id FROM rate_limit_hits WHERE created_at < ${ts(before)} LIMIT ${batch}
       ) RETURNING 1
     )
-    SELECT count(*)::int AS n FROM gone`);
+    SELECT count(*)::int AS n FROM gone`,
+  );
   return rows[0]?.n ?? 0;
 }

@@ -10,8 +10,11 @@ import { run } from "@/db/sql/run";
 
 /** The next block to read for this registry, or undefined before the first pass. */
 export async function readRegistryCursor(db: Database, registry: string): Promise<bigint | undefined> {
-  const rows = await run<{ next_block: string }>(db, sql`
-    SELECT next_block::text FROM registry_index WHERE registry_address = ${registry.toLowerCase()}`);
+  const rows = await run<{ next_block: string }>(
+    db,
+    sql`
+    SELECT next_block::text FROM registry_index WHERE registry_address = ${registry.toLowerCase()}`,
+  );
   const row = rows[0];
   return row ? BigInt(row.next_block) : undefined;
 }
@@ -39,8 +42,11 @@ export async function recordRegistryRange(
           )}
           ON CONFLICT DO NOTHING
         ) `;
-  await run(db, sql`
+  await run(
+    db,
+    sql`
     ${insertWallets}INSERT INTO registry_index (registry_address, next_block, updated_at) VALUES (${address}, ${nextBlock.toString()}::bigint, now())
     ON CONFLICT (registry_address) DO UPDATE
-    SET next_block = GREATEST(registry_index.next_block, EXCLUDED.next_block), updated_at = now()`);
+    SET next_block = GREATEST(registry_index.next_block, EXCLUDED.next_block), updated_at = now()`,
+  );
 }

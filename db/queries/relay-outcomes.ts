@@ -50,7 +50,6 @@ export function markRelaysSubmitted(hashes: readonly string[]): Query<undefined>
   return query(RELAYS_SUBMITTED, [hashes], none);
 }
 
-
 export type MinedRelay = { id: string; blockNumber: bigint; gasUsed: bigint };
 
 /**

@@ -72,7 +72,6 @@ export function readRelayCandidates(lockedIds: readonly string[]): Query<RelayCa
   );
 }
 
-
 export type NewRelayAttempt = {
   sponsorshipRequestId: string;
   relayAttempt: number;
@@ -125,8 +124,6 @@ export function markRequestsRelayed(ids: readonly string[], actor: string, reaso
   return query(MARK_RELAYED, [ids, actor, reason], (rows) => rows.length);
 }
 
-
-
 const PAUSE_STATE = `SELECT paused, pause_reason FROM service_state WHERE id = 1`;
 
 /** The administrator's pause (decisions.md, "Pause"): while set, the relay stage sends no new relay transaction. */
@@ -140,8 +137,6 @@ export function countOpenRelays(): Query<number> {
   return query(COUNT_OPEN_RELAYS, [], (rows) => (rows[0]?.n as number | undefined) ?? 0);
 }
 
-
-
 const FAIL_REQUEST = `
     UPDATE sponsorship_requests r SET status = 'failed', failed_at = now(), failure_reason = $3, status_actor = $2, status_reason = $3
     WHERE r.id = $1::uuid AND r.status = 'relayed'
@@ -151,4 +146,3 @@ const FAIL_REQUEST = `
 export function failRequest(id: string, actor: string, reason: string): Query<RequestTimes | undefined> {
   return query(FAIL_REQUEST, [id, actor, reason], (rows) => (rows[0] ? toTimes(rows[0]) : undefined));
 }
-

@@ -10,10 +10,11 @@ import { query, run, type Executor, type Query } from "@/db/sql/run";
  */
 
 /** `(p1, p2, ...)` for `IN`: one parameter per item. */
-const list = (items: readonly string[]) => sql`(${sql.join(
-  items.map((i) => sql`${i}`),
-  sql`, `,
-)})`;
+const list = (items: readonly string[]) =>
+  sql`(${sql.join(
+    items.map((i) => sql`${i}`),
+    sql`, `,
+  )})`;
 
 export type RelayerLease = {
   address: Address;
@@ -26,29 +27,34 @@ export type RelayerLease = {
  * Registers the configured relayer accounts (no-op for those already known) and returns those this database knows
  * on another chain: their nonce state belongs to that chain.
  */
-export async function ensureRelayerAccounts(
-  db: Executor,
-  chainId: number,
-  addresses: readonly Address[],
-): Promise<{ address: Address; chainId: number }[]> {
+export async function ensureRelayerAccounts(db: Executor, chainId: number, addresses: readonly Address[]): Promise<{ address: Address; chainId: number }[]> {
   if (addresses.length === 0) return [];
   const rows = sql.join(
     addresses.map((a) => sql`(${a}, ${chainId}::int)`),
     sql`, `,
   );
-  await run(db, sql`
+  await run(
+    db,
+    sql`
     INSERT INTO relayer_accounts (address, chain_id) VALUES ${rows}
-    ON CONFLICT (address) DO NOTHING`);
-  const others = await run<{ address: string; chain_id: number }>(db, sql`
-    SELECT address, chain_id FROM relayer_accounts WHERE address IN ${list(addresses)} AND chain_id <> ${chainId}::int ORDER BY address`);
+    ON CONFLICT (address) DO NOTHING`,
+  );
+  const others = await run<{ address: string; chain_id: number }>(
+    db,
+    sql`
+    SELECT address, chain_id FROM relayer_accounts WHERE address IN ${list(addresses)} AND chain_id <> ${chainId}::int ORDER BY address`,
+  );
   return others.map((r) => ({ address: r.address as Address, chainId: Number(r.chain_id) }));
 }
 
 export async function listRelayerLeases(db: Executor, addresses: readonly Address[]): Promise<RelayerLease[]> {
   if (addresses.length === 0) return [];
-  const rows = await run<{ address: string; next_nonce: string; lease_owner: string | null; lease_expires_at: Date | null }>(db, sql`
+  const rows = await run<{ address: string; next_nonce: string; lease_owner: string | null; lease_expires_at: Date | null }>(
+    db,
+    sql`
     SELECT address, next_nonce, lease_owner, lease_expires_at FROM relayer_accounts
-    WHERE address IN ${list(addresses)} ORDER BY address`);
+    WHERE address IN ${list(addresses)} ORDER BY address`,
+  );
   return rows.map((r) => ({
     address: r.address as Address,
     nextNonce: Number(r.next_nonce),
@@ -70,12 +76,15 @@ export async function acquireRelayerLease(
   deadOwners: readonly string[],
 ): Promise<{ nextNonce: number; previousOwner: string | null } | undefined> {
   const dead = deadOwners.length > 0 ? sql`OR a.lease_owner IN ${list(deadOwners)}` : sql``;
-  const rows = await run<{ next_nonce: string; previous_owner: string | null }>(db, sql`
+  const rows = await run<{ next_nonce: string; previous_owner: string | null }>(
+    db,
+    sql`
     UPDATE relayer_accounts a SET lease_owner = ${owner}, lease_expires_at = now() + ${ttlMs} * interval '1 millisecond', updated_at = now()
     FROM (SELECT address, lease_owner AS previous_owner FROM relayer_accounts WHERE address = ${address} FOR UPDATE) p
     WHERE a.address = p.address
       AND (a.lease_owner IS NULL OR a.lease_owner = ${owner} OR a.lease_expires_at IS NULL OR a.lease_expires_at < now() ${dead})
-    RETURNING a.next_nonce, p.previous_owner`);
+    RETURNING a.next_nonce, p.previous_owner`,
+  );
   const row = rows[0];
   return row ? { nextNonce: Number(row.next_nonce), previousOwner: row.previous_owner } : undefined;
 }
@@ -83,19 +92,25 @@ export async function acquireRelayerLease(
 /** Extends the leases still held by `owner`; returns the addresses it still holds. */
 export async function renewRelayerLeases(db: Executor, owner: string, addresses: readonly Address[], ttlMs: number): Promise<Address[]> {
   if (addresses.length === 0) return [];
-  const rows = await run<{ address: string }>(db, sql`
+  const rows = await run<{ address: string }>(
+    db,
+    sql`
     UPDATE relayer_accounts SET lease_expires_at = now() + ${ttlMs} * interval '1 millisecond'
     WHERE address IN ${list(addresses)} AND lease_owner = ${owner}
-    RETURNING address`);
+    RETURNING address`,
+  );
   return rows.map((r) => r.address as Address);
 }
 
 /** Gives leases back (graceful shutdown, rebalancing): another worker may take them at once. */
 export async function releaseRelayerLeases(db: Executor, owner: string, addresses: readonly Address[]): Promise<void> {
   if (addresses.length === 0) return;
-  await run(db, sql`
+  await run(
+    db,
+    sql`
     UPDATE relayer_accounts SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-    WHERE address IN ${list(addresses)} AND lease_owner = ${owner}`);
+    WHERE address IN ${list(addresses)} AND lease_owner = ${owner}`,
+  );
 }
 
 /**
@@ -126,10 +141,13 @@ export function setRelayerNextNonces(owner: string, next: ReadonlyMap<Address, n
 
 /** The highest nonce this service ever stored for the relayer (relay attempts and fills), or -1. */
 export async function findHighestStoredNonce(db: Executor, address: Address): Promise<number> {
-  const [row] = await run<{ n: string | null }>(db, sql`
+  const [row] = await run<{ n: string | null }>(
+    db,
+    sql`
     SELECT GREATEST(
       (SELECT max(nonce) FROM relay_transactions WHERE relayer_address = ${address}),
       (SELECT max(nonce) FROM relayer_nonce_fills WHERE relayer_address = ${address})
-    ) AS n`);
+    ) AS n`,
+  );
   return row?.n == null ? -1 : Number(row.n);
 }

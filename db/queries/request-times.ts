@@ -30,13 +30,13 @@ const date = (v: Date | string | null) => (v === null ? null : new Date(v));
 export const toTimes = (row: Row): RequestTimes => {
   const r = row as RequestTimesRow;
   return {
-  id: r.id,
-  status: r.status,
-  requestedAt: new Date(r.requested_at),
-  approvedAt: date(r.approved_at),
-  rejectedAt: date(r.rejected_at),
-  relayedAt: date(r.relayed_at),
-  completedAt: date(r.completed_at),
-  failedAt: date(r.failed_at),
+    id: r.id,
+    status: r.status,
+    requestedAt: new Date(r.requested_at),
+    approvedAt: date(r.approved_at),
+    rejectedAt: date(r.rejected_at),
+    relayedAt: date(r.relayed_at),
+    completedAt: date(r.completed_at),
+    failedAt: date(r.failed_at),
   };
 };

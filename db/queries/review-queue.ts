@@ -35,10 +35,13 @@ const CLAIM_PENDING = `
 
 export function claimPendingRequests(limit: number, now: Date): Query<PendingRequestClaim[]> {
   return query(CLAIM_PENDING, [now.toISOString(), limit], (rows) =>
-    (rows as { id: string; wallet_address: string; blocked: boolean }[]).map((r) => ({ id: r.id, walletAddress: r.wallet_address as Address, blocked: r.blocked })),
+    (rows as { id: string; wallet_address: string; blocked: boolean }[]).map((r) => ({
+      id: r.id,
+      walletAddress: r.wallet_address as Address,
+      blocked: r.blocked,
+    })),
   );
 }
-
 
 export type ReviewDecision = { id: string; status: "approved" | "rejected"; reason: EligibilityReason };
 
@@ -58,4 +61,3 @@ const APPLY_REVIEW = `
 export function applyReviewDecisions(decisions: readonly ReviewDecision[], actor: string): Query<RequestTimes[]> {
   return query(APPLY_REVIEW, [decisions.map((d) => d.id), decisions.map((d) => d.status), decisions.map((d) => d.reason), actor], (rows) => rows.map(toTimes));
 }
-

@@ -94,9 +94,7 @@ describe("create_sponsorship_request's plans", () => {
     // Statistics taken while every request was finished and old, as after a quiet night...
     await sql.begin(async (tx) => {
       await tx.unsafe("SET LOCAL session_replication_role = replica");
-      await tx.unsafe(
-        `INSERT INTO wallets (wallet_address) SELECT '0x${prefix}a' || lpad(to_hex(g), 31, '0') FROM generate_series(0, 199) g`,
-      );
+      await tx.unsafe(`INSERT INTO wallets (wallet_address) SELECT '0x${prefix}a' || lpad(to_hex(g), 31, '0') FROM generate_series(0, 199) g`);
       await tx.unsafe(
         `INSERT INTO sponsorship_requests (id, wallet_id, wallet_address, ip_address, status, requested_at, failed_at)
          SELECT gen_random_uuid(), w.id, w.wallet_address, '192.0.2.1', 'failed', now() - interval '1 day', now() - interval '1 day'
@@ -121,8 +119,25 @@ describe("create_sponsorship_request's plans", () => {
         (() => {
           const i = input("198.18.0.1", address("b", 400));
           return [
-            i.ip, i.clientKey, i.clientNetwork, i.address, i.now.toISOString(), 10, 5, i.windowStart.toISOString(), i.replayStart.toISOString(),
-            15, "ip", "wallet", i.requestId, null, null, 0, 0, 16, null,
+            i.ip,
+            i.clientKey,
+            i.clientNetwork,
+            i.address,
+            i.now.toISOString(),
+            10,
+            5,
+            i.windowStart.toISOString(),
+            i.replayStart.toISOString(),
+            15,
+            "ip",
+            "wallet",
+            i.requestId,
+            null,
+            null,
+            0,
+            0,
+            16,
+            null,
           ];
         })(),
       );

@@ -98,7 +98,8 @@ export async function findRequestDetail(db: Executor, id: string, now: Date): Pr
 
 /** The request that owns the relay transaction with this hash (stored lowercase). */
 export async function findRequestDetailByTransactionHash(db: Executor, hash: string, now: Date): Promise<RequestDetailView | undefined> {
-  const rows = await run<RequestDetailView>(db, 
+  const rows = await run<RequestDetailView>(
+    db,
     detailQuery(sql`r.id = (SELECT t.sponsorship_request_id FROM relay_transactions t WHERE t.transaction_hash = ${hash.toLowerCase()})`, now),
   );
   return rows[0];
@@ -106,10 +107,7 @@ export async function findRequestDetailByTransactionHash(db: Executor, hash: str
 
 /* ---------------------------------------------------------------- history */
 
-export type HistoryItemView = Pick<
-  RequestView,
-  "id" | "walletId" | "status" | "requestedAt" | "approvedAt" | "completedAt" | "failedAt" | "rejectedAt"
->;
+export type HistoryItemView = Pick<RequestView, "id" | "walletId" | "status" | "requestedAt" | "approvedAt" | "completedAt" | "failedAt" | "rejectedAt">;
 
 /** The wallet's id and whether `cursor` is one of its requests (undefined when the wallet is not registered). */
 export async function findHistoryAnchor(
@@ -117,19 +115,23 @@ export async function findHistoryAnchor(
   address: string,
   cursor: string | undefined,
 ): Promise<{ walletId: string; cursorValid: boolean } | undefined> {
-  const rows = await run<{ walletId: string; cursorValid: boolean }>(db, sql`
+  const rows = await run<{ walletId: string; cursorValid: boolean }>(
+    db,
+    sql`
     SELECT w.id AS "walletId",
       ${cursor === undefined ? sql`true` : sql`EXISTS (SELECT 1 FROM sponsorship_requests c WHERE c.id = ${cursor} AND c.wallet_id = w.id)`} AS "cursorValid"
-    FROM wallets w WHERE w.wallet_address = ${address}`);
+    FROM wallets w WHERE w.wallet_address = ${address}`,
+  );
   return rows[0];
 }
 
 /** Newest first (requested_at desc, id desc), keyset after `cursor`; `limit + 1` rows tell whether more exist. */
 export async function listHistoryPage(db: Executor, walletId: string, cursor: string | undefined, limit: number): Promise<HistoryItemView[]> {
-  const after = cursor === undefined
-    ? sql``
-    : sql`AND (r.requested_at, r.id) < (SELECT c.requested_at, c.id FROM sponsorship_requests c WHERE c.id = ${cursor})`;
-  const rows = await run<HistoryItemView>(db, sql`
+  const after =
+    cursor === undefined ? sql`` : sql`AND (r.requested_at, r.id) < (SELECT c.requested_at, c.id FROM sponsorship_requests c WHERE c.id = ${cursor})`;
+  const rows = await run<HistoryItemView>(
+    db,
+    sql`
     SELECT r.id, r.wallet_id AS "walletId", r.status,
       ${isoUtc(sql`r.requested_at`)} AS "requestedAt",
       ${isoUtc(sql`r.approved_at`)} AS "approvedAt",
@@ -139,7 +141,8 @@ export async function listHistoryPage(db: Executor, walletId: string, cursor: st
     FROM sponsorship_requests r
     WHERE r.wallet_id = ${walletId} ${after}
     ORDER BY r.requested_at DESC, r.id DESC
-    LIMIT ${limit + 1}`);
+    LIMIT ${limit + 1}`,
+  );
   return [...rows];
 }
 

@@ -44,8 +44,7 @@ function upsertWalletSql(address: string, now: Date) {
 }
 
 export type RegistrationAttempt =
-  | { admitted: false; ipBlocked?: true; limitReachedAtMs: number | null }
-  | { admitted: true; wallet: WalletView; created: boolean };
+  { admitted: false; ipBlocked?: true; limitReachedAtMs: number | null } | { admitted: true; wallet: WalletView; created: boolean };
 
 /**
  * A registration in two round trips (db/sql/transaction.ts): BEGIN, the IP's lock and its registration count
@@ -80,4 +79,3 @@ export async function attemptRegistration(
     },
   );
 }
-

@@ -13,14 +13,17 @@ import { isoUtc } from "@/db/sql/fragments";
 /** Makes exactly `urls` the active endpoints (others stay for their history, inactive). */
 export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]): Promise<void> {
   const list = JSON.stringify(urls);
-  await run(db, sql`
+  await run(
+    db,
+    sql`
     WITH wanted AS (SELECT value AS url FROM jsonb_array_elements_text(${list}::jsonb)),
     upserted AS (
       INSERT INTO webhook_endpoints (url, active) SELECT url, true FROM wanted
       ON CONFLICT (url) DO UPDATE SET active = true, updated_at = now() WHERE webhook_endpoints.active = false
       RETURNING url)
     UPDATE webhook_endpoints SET active = false, updated_at = now()
-    WHERE active AND url NOT IN (SELECT url FROM wanted)`);
+    WHERE active AND url NOT IN (SELECT url FROM wanted)`,
+  );
 }
 
 /** Writes one event (and a delivery per active endpoint); undefined when no endpoint is active. */
@@ -69,7 +72,9 @@ export async function claimDueDeliveries(db: Executor, input: { endpoint: string
     data: Record<string, unknown>;
     occurred_at: string;
     created_ms: string;
-  }>(db, sql`
+  }>(
+    db,
+    sql`
     WITH due AS (
       SELECT d.id FROM webhook_deliveries d
       WHERE d.endpoint = ${input.endpoint} AND d.status = 'pending' AND d.next_attempt_at <= now()
@@ -85,7 +90,8 @@ export async function claimDueDeliveries(db: Executor, input: { endpoint: string
     FROM due, webhook_events e
     WHERE d.id = due.id AND e.id = d.event_id
     RETURNING d.id::text, d.endpoint, d.attempts, e.id AS event_id, e.type, e.data,
-      ${isoUtc(sql`e.created_at`)} AS occurred_at, floor(extract(epoch FROM d.created_at) * 1000)::bigint::text AS created_ms`);
+      ${isoUtc(sql`e.created_at`)} AS occurred_at, floor(extract(epoch FROM d.created_at) * 1000)::bigint::text AS created_ms`,
+  );
   return rows
     .map((r) => ({
       id: Number(r.id),
@@ -109,23 +115,29 @@ export async function settleDelivery(
   input: { id: number; attempts: number; delivered: boolean; statusCode: number | null; error: string | null; retryAt: Date | undefined },
 ): Promise<void> {
   const status: WebhookDeliveryStatus = input.delivered ? "delivered" : input.retryAt ? "pending" : "failed";
-  await run(db, sql`
+  await run(
+    db,
+    sql`
     UPDATE webhook_deliveries SET
       status = ${status}::webhook_delivery_status,
       last_status_code = ${input.statusCode},
       last_error = ${input.error},
       delivered_at = CASE WHEN ${input.delivered} THEN now() ELSE NULL END,
       next_attempt_at = coalesce(${input.retryAt?.toISOString() ?? null}::timestamptz, next_attempt_at)
-    WHERE id = ${input.id} AND attempts = ${input.attempts} AND status = 'pending'`);
+    WHERE id = ${input.id} AND attempts = ${input.attempts} AND status = 'pending'`,
+  );
 }
 
 /** Events older than `olderThanMs` whose deliveries are all settled (their deliveries go with them). */
 export async function pruneWebhookEvents(db: Executor, olderThanMs: number): Promise<number> {
-  const rows = await run(db, sql`
+  const rows = await run(
+    db,
+    sql`
     DELETE FROM webhook_events e
     WHERE e.created_at < now() - ${olderThanMs} * interval '1 millisecond'
       AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
-    RETURNING e.id`);
+    RETURNING e.id`,
+  );
   return rows.length;
 }
 
@@ -148,7 +160,9 @@ export type EndpointDeliveries = { url: string; active: boolean; pending: number
 
 /** The dashboard's view: every endpoint (active first) with its pending and failed counts and latest deliveries. */
 export async function listEndpointDeliveries(db: Executor, perEndpoint: number): Promise<EndpointDeliveries[]> {
-  const rows = await run<{ url: string; active: boolean; pending: number; failed: number; recent: DeliveryView[] | null }>(db, sql`
+  const rows = await run<{ url: string; active: boolean; pending: number; failed: number; recent: DeliveryView[] | null }>(
+    db,
+    sql`
     SELECT e.url, e.active,
       (SELECT count(*)::int FROM webhook_deliveries d WHERE d.endpoint = e.url AND d.status = 'pending') AS pending,
       (SELECT count(*)::int FROM webhook_deliveries d WHERE d.endpoint = e.url AND d.status = 'failed') AS failed,
@@ -159,7 +173,8 @@ export async function listEndpointDeliveries(db: Executor, perEndpoint: number):
           ${isoUtc(sql`d.delivered_at`)} AS "deliveredAt", ${isoUtc(sql`d.created_at`)} AS "createdAt"
         FROM webhook_deliveries d JOIN webhook_events v ON v.id = d.event_id
         WHERE d.endpoint = e.url ORDER BY d.created_at DESC, d.id DESC LIMIT ${perEndpoint}) x) AS recent
-    FROM webhook_endpoints e ORDER BY e.active DESC, e.url`);
+    FROM webhook_endpoints e ORDER BY e.active DESC, e.url`,
+  );
   return rows.map((r) => ({ url: r.url, active: r.active, pending: r.pending, failed: r.failed, recent: r.recent ?? [] }));
 }
 

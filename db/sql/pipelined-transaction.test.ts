@@ -25,7 +25,12 @@ function settlesWithin<T>(promise: Promise<T>, ms: number): Promise<T> {
 describe("pipelinedTransaction", () => {
   it("commits nothing of a batch when a statement fails on the server", async () => {
     await t.db.execute(sql`DELETE FROM pipelined_probe`);
-    await expect(settlesWithin(pipelinedTransaction(t.db, (tx) => tx.commit([insert([1]), insert([1]), insert([2])])), 5_000)).rejects.toMatchObject({
+    await expect(
+      settlesWithin(
+        pipelinedTransaction(t.db, (tx) => tx.commit([insert([1]), insert([1]), insert([2])])),
+        5_000,
+      ),
+    ).rejects.toMatchObject({
       code: "23505",
     });
     expect(await count()).toBe(0);
@@ -38,9 +43,12 @@ describe("pipelinedTransaction", () => {
     // 3); with the statement already prepared on the connection, its answers went out of step and it never settled.
     // Several rounds: the first use of a statement on a connection and the prepared one take different paths.
     for (let round = 0; round < 3; round++) {
-      await expect(settlesWithin(pipelinedTransaction(t.db, (tx) => tx.commit([insert([1]), insert([2, undefined]), insert([3])])), 5_000)).rejects.toThrow(
-        /undefined value/,
-      );
+      await expect(
+        settlesWithin(
+          pipelinedTransaction(t.db, (tx) => tx.commit([insert([1]), insert([2, undefined]), insert([3])])),
+          5_000,
+        ),
+      ).rejects.toThrow(/undefined value/);
       expect(await count()).toBe(0);
     }
     // The pool's connections still answer in step.

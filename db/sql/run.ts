@@ -46,11 +46,7 @@ export function statement(input: Runnable): Statement {
 /** A query: a statement (text or Drizzle `sql`) and how its rows become the answer. */
 export function query<T>(input: Runnable, parse: (rows: Row[]) => T): Query<T>;
 export function query<T>(text: string, params: readonly unknown[], parse: (rows: Row[]) => T): Query<T>;
-export function query<T>(
-  input: Runnable | string,
-  paramsOrParse: readonly unknown[] | ((rows: Row[]) => T),
-  parse?: (rows: Row[]) => T,
-): Query<T> {
+export function query<T>(input: Runnable | string, paramsOrParse: readonly unknown[] | ((rows: Row[]) => T), parse?: (rows: Row[]) => T): Query<T> {
   if (typeof input === "string") return { text: input, params: paramsOrParse as readonly unknown[], parse: parse! };
   return { ...statement(input), parse: paramsOrParse as (rows: Row[]) => T };
 }

@@ -49,7 +49,10 @@ async function reserveWithin(db: Database, ms: number): Promise<postgres.Reserve
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      reserving.then((late) => late.release(), () => {});
+      reserving.then(
+        (late) => late.release(),
+        () => {},
+      );
       reject(Object.assign(new Error(`no database connection within ${ms} ms`), { code: "CONNECT_TIMEOUT" }));
     }, ms);
   });
@@ -106,11 +109,7 @@ export async function pipelinedTransaction<T>(db: Database, body: (tx: Pipelined
 export type SecondStep<T> = { statements: Runnable[]; finish: (results: Row[][]) => T };
 
 /** A transaction in two round trips (see above): `first` with BEGIN, then `decide`'s statements with COMMIT. */
-export async function twoStepTransaction<T>(
-  db: Database,
-  first: Runnable[],
-  decide: (results: Row[][]) => Promise<SecondStep<T>> | SecondStep<T>,
-): Promise<T> {
+export async function twoStepTransaction<T>(db: Database, first: Runnable[], decide: (results: Row[][]) => Promise<SecondStep<T>> | SecondStep<T>): Promise<T> {
   return pipelinedTransaction(db, async (tx) => {
     const results = await tx.run(first);
     const { statements, finish } = await decide(results);

@@ -11,8 +11,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.drop());
 
-const countHits = (key: string) =>
-  sql`SELECT count(*)::int AS n FROM rate_limit_hits WHERE scope = 'admin_sign_in' AND key = ${key}`;
+const countHits = (key: string) => sql`SELECT count(*)::int AS n FROM rate_limit_hits WHERE scope = 'admin_sign_in' AND key = ${key}`;
 const insertHit = (key: string) => sql`INSERT INTO rate_limit_hits (scope, key) VALUES ('admin_sign_in', ${key})`;
 
 describe("twoStepTransaction", () => {
@@ -29,7 +28,10 @@ describe("twoStepTransaction", () => {
       ),
     );
     expect(attempts.filter(Boolean)).toHaveLength(5);
-    const rows = await t.db.select().from(rateLimitHits).where(and(eq(rateLimitHits.scope, "admin_sign_in"), eq(rateLimitHits.key, key)));
+    const rows = await t.db
+      .select()
+      .from(rateLimitHits)
+      .where(and(eq(rateLimitHits.scope, "admin_sign_in"), eq(rateLimitHits.key, key)));
     expect(rows).toHaveLength(5);
   });
 

@@ -42,7 +42,11 @@ export async function pauseSponsorships(db: Database, context: AdminContext, inp
   return result;
 }
 
-export async function resumeSponsorships(db: Database, context: AdminContext, input: { reason?: string } = {}): Promise<{ state: ServiceState; changed: boolean }> {
+export async function resumeSponsorships(
+  db: Database,
+  context: AdminContext,
+  input: { reason?: string } = {},
+): Promise<{ state: ServiceState; changed: boolean }> {
   const reason = input.reason?.trim() ? requireReason(input.reason) : null;
   const now = context.now ?? new Date();
   const result = await db.transaction(async (tx) => {
@@ -114,4 +118,3 @@ export async function budgetOverview(db: Database, config: Config): Promise<Budg
   const used = await readBudgetUsage(db);
   return windows.map((w) => ({ ...w, used: used[w.window], left: Math.max(0, w.limit - used[w.window]) }));
 }
-

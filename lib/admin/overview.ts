@@ -26,7 +26,6 @@ import type { HealthCheck } from "@/lib/sponsorship/schemas";
 
 const logger = createLogger({ component: "dashboard" });
 
-
 export const OVERVIEW_RANGES = {
   "1h": { label: "Last hour", ms: 3600_000, bucketSeconds: 120 },
   "24h": { label: "Last 24 hours", ms: 24 * 3600_000, bucketSeconds: 3600 },
@@ -123,11 +122,7 @@ async function readTreasury(chain: OverviewChain | null, timeoutMs: number): Pro
  * The relayer accounts the workers registered (`relayer_accounts`), never the configured keys: the web tier holds
  * no private key (`npm start` gives the web server an environment without them), so an intrusion there cannot pay.
  */
-async function readRelayers(
-  db: Database,
-  chain: OverviewChain | null,
-  timeoutMs: number,
-): Promise<{ relayers: RelayerView[]; error: string | null }> {
+async function readRelayers(db: Database, chain: OverviewChain | null, timeoutMs: number): Promise<{ relayers: RelayerView[]; error: string | null }> {
   const accounts = await listRelayerAccounts(db);
   const byAddress = new Map<Address, RelayerView>();
   for (const a of accounts) {

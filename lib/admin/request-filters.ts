@@ -1,10 +1,4 @@
-import {
-  classifyRequestSearch,
-  decodeRequestCursor,
-  type RequestCursor,
-  type RequestListFilters,
-  type RequestSearch,
-} from "@/db/queries/dashboard";
+import { classifyRequestSearch, decodeRequestCursor, type RequestCursor, type RequestListFilters, type RequestSearch } from "@/db/queries/dashboard";
 import { requestStatus, type RequestStatus } from "@/db/schema";
 
 /** The requests table's filters, read from a query string (the dashboard page and GET /admin/requests share them). */

@@ -82,9 +82,7 @@ describe("administrator sign-in", () => {
     const ip = freshIp();
     const limits = { maxFailures: 3, windowMs: 60_000 };
     const results = await Promise.all(
-      Array.from({ length: 12 }, (_, i) =>
-        signInAdministrator(t.db, { token: `guess-${i}`, adminToken: ADMIN_TOKEN, ipAddress: ip, userAgent: null, limits }),
-      ),
+      Array.from({ length: 12 }, (_, i) => signInAdministrator(t.db, { token: `guess-${i}`, adminToken: ADMIN_TOKEN, ipAddress: ip, userAgent: null, limits })),
     );
     expect(results.filter((r) => r.kind === "invalid_token").length).toBeLessThanOrEqual(3);
     expect(results.filter((r) => r.kind === "rate_limited").length).toBeGreaterThanOrEqual(9);

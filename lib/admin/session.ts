@@ -142,11 +142,7 @@ export async function authenticateAdminSession(db: Database, secret: string | un
   return (await findActiveAdminSession(db, sha256Hex(secret), now)) ?? null;
 }
 
-export async function signOutAdministrator(
-  db: Database,
-  session: AdminSession,
-  context: { ipAddress: string | null; now?: Date },
-): Promise<void> {
+export async function signOutAdministrator(db: Database, session: AdminSession, context: { ipAddress: string | null; now?: Date }): Promise<void> {
   const now = context.now ?? new Date();
   const revoked = await revokeAdminSession(db, session.id, now);
   if (revoked) {

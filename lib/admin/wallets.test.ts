@@ -26,7 +26,11 @@ describe("wallet administration", () => {
   it("blocks a wallet with a reason, names the session as actor, and audits it", async () => {
     const s = await session();
     const wallet = address().toUpperCase().replace("0X", "0x");
-    const { block, created } = await blockWalletAsAdministrator(t.db, { session: s, ipAddress: "203.0.113.9" }, { walletAddress: wallet, reason: "  abuse report #12 " });
+    const { block, created } = await blockWalletAsAdministrator(
+      t.db,
+      { session: s, ipAddress: "203.0.113.9" },
+      { walletAddress: wallet, reason: "  abuse report #12 " },
+    );
     expect(created).toBe(true);
     expect(block).toMatchObject({ subject: wallet.toLowerCase(), kind: "admin", reason: "abuse report #12", createdBy: `admin:${s.id}` });
     expect(await isWalletBlocked(t.db, wallet)).toBe(true);

@@ -1,4 +1,17 @@
-import { createPublicClient, createWalletClient, defineChain, fallback, http, type Account, type Chain, type FallbackTransport, type PublicClient, type Transport, type WalletClient, type Hex } from "viem";
+import {
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  fallback,
+  http,
+  type Account,
+  type Chain,
+  type FallbackTransport,
+  type PublicClient,
+  type Transport,
+  type WalletClient,
+  type Hex,
+} from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { getConfig } from "@/lib/config";
 
@@ -82,7 +95,12 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
     });
   // One endpoint: plain HTTP. Several: the first that answers, in order (no ranking: that would poll every endpoint).
   const transport: Transport =
-    rpcUrls.length === 1 ? httpTo(rpcUrl, options.retryCount ?? 3) : fallback(rpcUrls.map((url) => httpTo(url, 0)), { rank: false, retryCount: options.retryCount ?? 3 });
+    rpcUrls.length === 1
+      ? httpTo(rpcUrl, options.retryCount ?? 3)
+      : fallback(
+          rpcUrls.map((url) => httpTo(url, 0)),
+          { rank: false, retryCount: options.retryCount ?? 3 },
+        );
   const chain: Chain | undefined = options.chainId === undefined ? undefined : chainFromId(options.chainId, rpcUrl);
   const publicClient: ChainPublicClient = createPublicClient({ transport, chain, pollingInterval });
   const onEndpointResponse = options.onEndpointResponse;

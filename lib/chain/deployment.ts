@@ -9,7 +9,6 @@ import { ConfigError, type Config } from "@/lib/config";
  * record, `<DATA_DIR>/deployment.json`, written by contracts/local-chain.ts when `npm start` runs without RPC_URL.
  */
 
-
 export type Deployment = {
   /** From CHAIN_ID or the local record; undefined when only the addresses are configured (read it from the RPC). */
   chainId: number | undefined;

@@ -26,7 +26,9 @@ beforeAll(async () => {
       }
       const parsed = JSON.parse(body) as { id: number; method: string } | { id: number; method: string }[];
       const answer = (r: { id: number; method: string }) =>
-        r.method === "eth_chainId" ? { jsonrpc: "2.0", id: r.id, result: "0x7a69" } : { jsonrpc: "2.0", id: r.id, error: { code: -32601, message: "method not found" } };
+        r.method === "eth_chainId"
+          ? { jsonrpc: "2.0", id: r.id, result: "0x7a69" }
+          : { jsonrpc: "2.0", id: r.id, error: { code: -32601, message: "method not found" } };
       res
         .writeHead(200, { "content-type": "application/json", "x-seen-content-type": req.headers["content-type"] ?? "" })
         .end(JSON.stringify(Array.isArray(parsed) ? parsed.map(answer) : answer(parsed)));
@@ -44,7 +46,11 @@ afterAll(async () => {
 describe("createNodeFetch", () => {
   it("gives viem the status, headers and body it reads, with the request's headers and body sent", async () => {
     const fetchFn = createNodeFetch();
-    const res = await fetchFn(`${base}/`, { method: "POST", headers: { "Content-Type": "application/json" }, body: '{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}' });
+    const res = await fetchFn(`${base}/`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: '{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}',
+    });
     expect(res.ok).toBe(true);
     expect(res.status).toBe(200);
     expect(res.headers.get("Content-Type")).toBe("application/json");

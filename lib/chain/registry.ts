@@ -16,11 +16,7 @@ export async function readIsSponsored(client: ContractReader, registry: Address,
  * `isSponsored` for many wallets through the registry's `areSponsored` view: one eth_call for up to
  * ARE_SPONSORED_CHUNK wallets (larger lists are split, the calls sent together). Keys are lowercase addresses.
  */
-export async function readAreSponsored(
-  client: ContractReader,
-  registry: Address,
-  wallets: readonly Address[],
-): Promise<Map<string, boolean>> {
+export async function readAreSponsored(client: ContractReader, registry: Address, wallets: readonly Address[]): Promise<Map<string, boolean>> {
   const unique = [...new Set(wallets.map((w) => w.toLowerCase() as Address))];
   const result = new Map<string, boolean>();
   if (unique.length === 0) return result;

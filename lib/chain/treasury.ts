@@ -1,4 +1,15 @@
-import { BaseError, ContractFunctionRevertedError, encodeAbiParameters, keccak256, parseEventLogs, type AccessList, type Address, type Hex, type Log, type PublicClient } from "viem";
+import {
+  BaseError,
+  ContractFunctionRevertedError,
+  encodeAbiParameters,
+  keccak256,
+  parseEventLogs,
+  type AccessList,
+  type Address,
+  type Hex,
+  type Log,
+  type PublicClient,
+} from "viem";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 
 /** Reads of the SponsorshipTreasury and of account balances, for the worker, health and the dashboard. */
@@ -23,10 +34,7 @@ export async function readTreasuryState(client: TreasuryReader, treasury: Addres
 }
 
 /** Native balances of many accounts (relayers), keyed by lowercase address; one batched JSON-RPC request. */
-export async function readAccountBalances(
-  client: Pick<PublicClient, "getBalance">,
-  addresses: readonly Address[],
-): Promise<Map<string, bigint>> {
+export async function readAccountBalances(client: Pick<PublicClient, "getBalance">, addresses: readonly Address[]): Promise<Map<string, bigint>> {
   const unique = [...new Set(addresses.map((a) => a.toLowerCase() as Address))];
   const balances = await Promise.all(unique.map((address) => client.getBalance({ address })));
   return new Map(unique.map((address, i) => [address, balances[i]!]));

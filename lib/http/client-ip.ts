@@ -48,7 +48,7 @@ export function normalizeIp(input: string | undefined | null): string | undefine
 export function compressIpv6(groups: number[]): string {
   let bestStart = -1;
   let bestLength = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;
@@ -137,7 +137,11 @@ export const CLIENT_PROTO_HEADER = "x-client-proto";
  * trusted proxy may say so (TRUST_PROXY=N > 0): `X-Forwarded-Proto`'s N-th entry from the right, as for
  * X-Forwarded-For (its left-most entry when the list is shorter). With TRUST_PROXY=0 a client-sent header is ignored.
  */
-export function resolveClientProto(input: { encrypted: boolean; forwardedProto: string | readonly string[] | undefined; trustProxy: number }): "https" | "http" {
+export function resolveClientProto(input: {
+  encrypted: boolean;
+  forwardedProto: string | readonly string[] | undefined;
+  trustProxy: number;
+}): "https" | "http" {
   if (input.encrypted) return "https";
   if (input.trustProxy <= 0 || input.forwardedProto === undefined) return "http";
   const raw = typeof input.forwardedProto === "string" ? [input.forwardedProto] : input.forwardedProto;

@@ -4,10 +4,7 @@
  * `403 origin_not_allowed` and no CORS headers. Requests without `Origin` (servers, curl) are served normally.
  */
 
-type CorsVerdict =
-  | { kind: "no-origin" }
-  | { kind: "allowed"; origin: string }
-  | { kind: "denied"; origin: string };
+type CorsVerdict = { kind: "no-origin" } | { kind: "allowed"; origin: string } | { kind: "denied"; origin: string };
 
 /** Headers a browser may send cross-origin, and response headers a page may read. */
 export const CORS_ALLOWED_HEADERS = "Content-Type, X-Request-Id";

@@ -25,7 +25,11 @@ describe("one CORS decision", () => {
     expect(checkCors("https://evil.example", "api.test", [])).toEqual({ refused: true, headers: { vary: "Origin" } });
     expect(checkCors(null, "api.test", [])).toEqual({ refused: false, headers: { vary: "Origin" } });
     const allowed = checkCors("https://app.example", "api.test", ["https://app.example"]);
-    expect(allowed).toMatchObject({ refused: false, allowedOrigin: "https://app.example", headers: { "access-control-allow-origin": "https://app.example", vary: "Origin" } });
+    expect(allowed).toMatchObject({
+      refused: false,
+      allowedOrigin: "https://app.example",
+      headers: { "access-control-allow-origin": "https://app.example", vary: "Origin" },
+    });
     expect(checkCors("http://api.test", "api.test", []).refused).toBe(false);
   });
 });

@@ -31,11 +31,7 @@ export function parseWalletAddressBody(body: Record<string, unknown>): { walletA
     if (addressIssue.code === "invalid_type" && present) {
       throw new HttpProblem("invalid_value", "walletAddress must be a string", { errors });
     }
-    throw new HttpProblem(
-      "invalid_address",
-      present ? "walletAddress must be 0x followed by 40 hex characters" : "walletAddress is required",
-      { errors },
-    );
+    throw new HttpProblem("invalid_address", present ? "walletAddress must be 0x followed by 40 hex characters" : "walletAddress is required", { errors });
   }
   throw new HttpProblem("unexpected_field", "Only walletAddress may be sent", { errors });
 }

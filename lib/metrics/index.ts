@@ -40,7 +40,12 @@ const state = ((globalThis as Record<symbol, unknown>)[KEY] ??= {}) as State;
 function defaultSources(config: Config = getConfig()): ServiceSources {
   if (!state.sources) {
     if (!config.databaseUrl) throw new Error("DATABASE_URL is not set");
-    const db: Database = createDatabase(config.databaseUrl, { max: 2, applicationName: "sponsorship-metrics", statementTimeoutMs: 5_000, lockTimeoutMs: 2_000 });
+    const db: Database = createDatabase(config.databaseUrl, {
+      max: 2,
+      applicationName: "sponsorship-metrics",
+      statementTimeoutMs: 5_000,
+      lockTimeoutMs: 2_000,
+    });
     state.sources = {
       db,
       chain: config.rpcUrls.length > 0 ? createViemChainReader(config.rpcUrls) : undefined,

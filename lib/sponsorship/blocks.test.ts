@@ -18,7 +18,15 @@ describe("administrator blocks", () => {
     expect(await isWalletBlocked(t.db, address)).toBe(false);
     const { block, created } = await blockWallet(t.db, { walletAddress: address.toUpperCase().replace("0X", "0x"), reason: "fraud", actor: "admin:test" });
     expect(created).toBe(true);
-    expect(block).toMatchObject({ subjectType: "wallet", subject: address, kind: "admin", reason: "fraud", createdBy: "admin:test", expiresAt: null, liftedAt: null });
+    expect(block).toMatchObject({
+      subjectType: "wallet",
+      subject: address,
+      kind: "admin",
+      reason: "fraud",
+      createdBy: "admin:test",
+      expiresAt: null,
+      liftedAt: null,
+    });
     // No expiry: still blocked a year later.
     expect(await isWalletBlocked(t.db, address, new Date(Date.now() + 365 * 24 * 3600_000))).toBe(true);
 

@@ -49,10 +49,7 @@ export type BlockWalletResult = {
  * Blocks a wallet until an administrator lifts the block. Idempotent: a wallet already under an administrator block
  * keeps that block. The wallet need not be registered. `actor` names who acted, e.g. `admin:<session id>`.
  */
-export async function blockWallet(
-  db: Executor,
-  input: { walletAddress: string; reason: string; actor: string; now?: Date },
-): Promise<BlockWalletResult> {
+export async function blockWallet(db: Executor, input: { walletAddress: string; reason: string; actor: string; now?: Date }): Promise<BlockWalletResult> {
   const address = addressOrThrow(input.walletAddress);
   const reason = reasonOrThrow(input.reason);
   const actor = actorOrThrow(input.actor);
@@ -78,10 +75,7 @@ export async function blockWallet(
  * Lifts every active block of the wallet, administrator and automatic alike. Returns the lifted blocks (empty when
  * the wallet was not blocked).
  */
-export async function unblockWallet(
-  db: Executor,
-  input: { walletAddress: string; reason: string; actor: string; now?: Date },
-): Promise<{ lifted: Block[] }> {
+export async function unblockWallet(db: Executor, input: { walletAddress: string; reason: string; actor: string; now?: Date }): Promise<{ lifted: Block[] }> {
   const address = addressOrThrow(input.walletAddress);
   const reason = reasonOrThrow(input.reason);
   const actor = actorOrThrow(input.actor);

@@ -37,7 +37,19 @@ describe("CIDR text for administrator IP blocks", () => {
   });
 
   it("refuses what is not an address or prefix, and /0", () => {
-    for (const bad of ["", "not-an-ip", "198.51.100.0/33", "2001:db8::/129", "198.51.100.0/0", "::/0", "1.2.3", "1.2.3.4/", "1.2.3.4/-1", "1.2.3.4 /24", "::ffff:zz"]) {
+    for (const bad of [
+      "",
+      "not-an-ip",
+      "198.51.100.0/33",
+      "2001:db8::/129",
+      "198.51.100.0/0",
+      "::/0",
+      "1.2.3",
+      "1.2.3.4/",
+      "1.2.3.4/-1",
+      "1.2.3.4 /24",
+      "::ffff:zz",
+    ]) {
       expect(parseCidr(bad), bad).toBeUndefined();
     }
   });

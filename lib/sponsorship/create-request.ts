@@ -50,11 +50,7 @@ function isUniqueViolation(error: unknown): boolean {
   return false;
 }
 
-export async function createSponsorshipRequest(
-  db: Database,
-  input: CreateRequestInput,
-  deps: CreateRequestDeps,
-): Promise<CreateRequestResult> {
+export async function createSponsorshipRequest(db: Database, input: CreateRequestInput, deps: CreateRequestDeps): Promise<CreateRequestResult> {
   const { config } = deps;
   const at = deps.now ?? clockNow();
   const { walletAddress: address, ip } = input;

@@ -51,11 +51,7 @@ export type HistoryPage = { requests: HistoryItemView[]; nextCursor: string | nu
  * GET /wallets/:address/history: newest first (requestedAt desc, then id desc), keyset pagination. The cursor is
  * the id of the last item of the previous page and must be a request of this wallet.
  */
-export async function getWalletHistory(
-  db: Executor,
-  walletAddress: Address,
-  page: { cursor: string | undefined; limit: number },
-): Promise<HistoryPage> {
+export async function getWalletHistory(db: Executor, walletAddress: Address, page: { cursor: string | undefined; limit: number }): Promise<HistoryPage> {
   const anchor = await findHistoryAnchor(db, walletAddress, page.cursor);
   if (!anchor) throw new SponsorshipError("wallet_not_found", `No wallet ${walletAddress} is registered`);
   if (!anchor.cursorValid) throw new SponsorshipError("invalid_cursor", "cursor is not a request of this wallet");

@@ -7,7 +7,17 @@ const ROOT = path.resolve(import.meta.dirname, "../..");
 
 describe("the map of the sponsorship rules", () => {
   it("lists creation's checks in the order of decisions.md, replay included by name", () => {
-    const order = ["pause", "administrator IP block", "global budget", "IP block / limit", "wallet registered", "replay", "wallet block / limit", "open request", "already sponsored"];
+    const order = [
+      "pause",
+      "administrator IP block",
+      "global budget",
+      "IP block / limit",
+      "wallet registered",
+      "replay",
+      "wallet block / limit",
+      "open request",
+      "already sponsored",
+    ];
     const names = CREATION_RULES.map((r) => r.rule).filter((name) => order.includes(name));
     expect(names).toEqual(order);
   });

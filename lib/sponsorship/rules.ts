@@ -10,22 +10,55 @@ export const CREATION_RULES: readonly SponsorshipRule[] = [
   { rule: "body validation", decisions: "POST /sponsorship/request", where: "lib/sponsorship/schemas.ts (the route parses the body)" },
   { rule: "pause", decisions: "Pause", where: "db/functions/create_sponsorship_request.sql (-- Pause); set by db/queries/controls.ts" },
   { rule: "administrator IP block", decisions: "Administrator IP blocks", where: "db/functions/client_ip_blocked.sql, asked by create_sponsorship_request" },
-  { rule: "global budget", decisions: "Global budget", where: "db/functions/sponsorship_budget.sql (sponsorship_budget_refusal), asked by create_sponsorship_request" },
+  {
+    rule: "global budget",
+    decisions: "Global budget",
+    where: "db/functions/sponsorship_budget.sql (sponsorship_budget_refusal), asked by create_sponsorship_request",
+  },
   { rule: "client identity", decisions: "Client identity for limits", where: "lib/sponsorship/client-identity.ts (computed before the call)" },
-  { rule: "IP block / limit", decisions: "Rate limits and blocks", where: "db/functions/create_sponsorship_request.sql (-- IP block / limit); window: lib/sponsorship/rate-limits.ts" },
+  {
+    rule: "IP block / limit",
+    decisions: "Rate limits and blocks",
+    where: "db/functions/create_sponsorship_request.sql (-- IP block / limit); window: lib/sponsorship/rate-limits.ts",
+  },
   { rule: "wallet registered", decisions: "POST /sponsorship/request", where: "db/functions/create_sponsorship_request.sql (-- Wallet registered)" },
   { rule: "replay", decisions: "Replay", where: "lib/sponsorship/replay.ts -> db/functions/create_sponsorship_request.sql (-- Replay)" },
-  { rule: "wallet block / limit", decisions: "Rate limits and blocks", where: "db/functions/create_sponsorship_request.sql (-- Wallet block / limit); blocks: lib/sponsorship/blocks.ts" },
-  { rule: "open request", decisions: "One open request per wallet", where: "db/functions/create_sponsorship_request.sql (-- One open request per wallet) and the partial unique index (db/schema.ts)" },
-  { rule: "already sponsored", decisions: "Already sponsored", where: "db/functions/create_sponsorship_request.sql (-- Already sponsored); the registry's mirror: worker/registry-index.ts; lib/sponsorship/eligibility.ts" },
-  { rule: "counting", decisions: "Every validated request counts", where: "db/functions/create_sponsorship_request.sql (hits inserted with the request, in one transaction)" },
+  {
+    rule: "wallet block / limit",
+    decisions: "Rate limits and blocks",
+    where: "db/functions/create_sponsorship_request.sql (-- Wallet block / limit); blocks: lib/sponsorship/blocks.ts",
+  },
+  {
+    rule: "open request",
+    decisions: "One open request per wallet",
+    where: "db/functions/create_sponsorship_request.sql (-- One open request per wallet) and the partial unique index (db/schema.ts)",
+  },
+  {
+    rule: "already sponsored",
+    decisions: "Already sponsored",
+    where:
+      "db/functions/create_sponsorship_request.sql (-- Already sponsored); the registry's mirror: worker/registry-index.ts; lib/sponsorship/eligibility.ts",
+  },
+  {
+    rule: "counting",
+    decisions: "Every validated request counts",
+    where: "db/functions/create_sponsorship_request.sql (hits inserted with the request, in one transaction)",
+  },
 ];
 
 /** The rules that run elsewhere than creation. */
 export const OTHER_RULES: readonly SponsorshipRule[] = [
-  { rule: "registration limit", decisions: "POST /wallets/register", where: "lib/sponsorship/wallets.ts -> db/queries/wallets.ts (attemptRegistration, two-step transaction)" },
+  {
+    rule: "registration limit",
+    decisions: "POST /wallets/register",
+    where: "lib/sponsorship/wallets.ts -> db/queries/wallets.ts (attemptRegistration, two-step transaction)",
+  },
   { rule: "review (blocked, sponsored on-chain, payment refused)", decisions: "Pipeline; Wallets that cannot be paid", where: "worker/stages/review.ts" },
   { rule: "relay (pause, treasury, fee ceiling)", decisions: "Pipeline; Pause; Fee ceiling", where: "worker/stages/relay.ts" },
-  { rule: "confirm, replace, fail after MAX_RELAY_ATTEMPTS", decisions: "Pipeline", where: "worker/stages/confirm/settle.ts, worker/stages/confirm/replace.ts" },
+  {
+    rule: "confirm, replace, fail after MAX_RELAY_ATTEMPTS",
+    decisions: "Pipeline",
+    where: "worker/stages/confirm/settle.ts, worker/stages/confirm/replace.ts",
+  },
   { rule: "legal status transitions and the audit trail", decisions: "Statuses", where: "db/migrations/0001_status-triggers.sql (triggers)" },
 ];

@@ -31,11 +31,7 @@ const walletAddressOutput = z
 /** A canonical UUID, 8-4-4-4-12 hex digits, any case (no version check: ids are compared, not interpreted). */
 export const uuid = z.guid().meta({ example: "0b7e3c52-8d6f-4c1e-9a57-3f2d1c0e9b8a" });
 
-export const transactionHashParam = z
-  .string()
-  .min(1)
-  .max(1024)
-  .meta({ description: "Any string of 1 to 1,024 characters; matched case-insensitively" });
+export const transactionHashParam = z.string().min(1).max(1024).meta({ description: "Any string of 1 to 1,024 characters; matched case-insensitively" });
 
 /** ISO 8601 in UTC with milliseconds (`2026-11-22T10:00:00.000Z`). */
 const timestamp = z.iso.datetime({ precision: 3 }).meta({ example: "2026-11-22T10:00:00.000Z" });
@@ -224,7 +220,10 @@ export const healthCheck = named(
     endpoints: z
       .array(
         z.strictObject({
-          index: z.int().min(1).meta({ description: "Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key)" }),
+          index: z
+            .int()
+            .min(1)
+            .meta({ description: "Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key)" }),
           status: z.enum(["ok", "down"]),
           code: healthCheckCode.optional(),
           blockNumber: z.string().optional(),
@@ -285,10 +284,7 @@ export const faucetStatusResponse = named(
     chainId: z.int().min(1),
     networkName: z.string().meta({ description: 'NETWORK_NAME; by default from the chain id ("Local development chain" for 31337)' }),
     nativeSymbol: z.string().meta({ example: "ETH" }),
-    amountWei: z
-      .string()
-      .regex(/^\d+$/)
-      .meta({ description: "What one sponsorship sends (SPONSOR_AMOUNT_WEI), decimal string", example: "10000000000000000" }),
+    amountWei: z.string().regex(/^\d+$/).meta({ description: "What one sponsorship sends (SPONSOR_AMOUNT_WEI), decimal string", example: "10000000000000000" }),
     explorerUrl: z.string().nullable().meta({ description: "Block explorer base URL (transactions at `{explorerUrl}/tx/{hash}`), or null" }),
     state: faucetState,
     retryAfterSeconds: z

@@ -65,7 +65,11 @@ export async function postWebhook(url: string, headers: Record<string, string>, 
   } catch (error) {
     const e = error as Error & { cause?: { code?: string; message?: string } };
     const message =
-      e.name === "TimeoutError" ? `no answer within ${timeoutMs} ms` : stop?.aborted ? "interrupted: the process stopped" : (e.cause?.code ?? e.cause?.message ?? e.message);
+      e.name === "TimeoutError"
+        ? `no answer within ${timeoutMs} ms`
+        : stop?.aborted
+          ? "interrupted: the process stopped"
+          : (e.cause?.code ?? e.cause?.message ?? e.message);
     return { delivered: false, statusCode: null, error: String(message).slice(0, 500) };
   }
 }
@@ -78,9 +82,7 @@ export class WebhookDispatcher {
   private readonly sleepers = new Map<string, () => void>();
   private readonly settings: DispatcherSettings;
 
-  constructor(
-    private readonly options: { db: Database; endpoints: readonly string[]; secret: string; log: Logger; settings?: Partial<DispatcherSettings> },
-  ) {
+  constructor(private readonly options: { db: Database; endpoints: readonly string[]; secret: string; log: Logger; settings?: Partial<DispatcherSettings> }) {
     this.settings = { ...DEFAULT_DISPATCHER_SETTINGS, ...options.settings };
   }
 
@@ -131,7 +133,10 @@ export class WebhookDispatcher {
         failures = 0;
       } catch (error) {
         failures++;
-        this.options.log.warn("webhook deliveries failed (database?); retrying", { endpoint: new URL(endpoint).origin, error: error instanceof Error ? error.message : String(error) });
+        this.options.log.warn("webhook deliveries failed (database?); retrying", {
+          endpoint: new URL(endpoint).origin,
+          error: error instanceof Error ? error.message : String(error),
+        });
       }
       if (sent > 0 || this.stopping) continue;
       const waitMs = failures > 0 ? Math.min(10_000, this.settings.pollMs * 2 ** failures) : this.settings.pollMs;

@@ -39,7 +39,14 @@ async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs 
 
 describe("worker.down", () => {
   it("is sent once when no worker heartbeat was seen for the limit, delivered without a worker, and again only after a worker was back", async () => {
-    const watch = new WorkerWatch({ db: t.db, log: createLogger({ test: "worker-watch" }), endpoints: [r.url], secret: SECRET, downAfterMs: 300, dispatcher: { baseDelayMs: 50, maxDelayMs: 100 } });
+    const watch = new WorkerWatch({
+      db: t.db,
+      log: createLogger({ test: "worker-watch" }),
+      endpoints: [r.url],
+      secret: SECRET,
+      downAfterMs: 300,
+      dispatcher: { baseDelayMs: 50, maxDelayMs: 100 },
+    });
     // No worker has ever beaten: down once the limit has passed since the watch started.
     await waitUntil("the watch to call the workers down", () => watch.check());
     for (let i = 0; i < 5; i++) expect(await watch.check()).toBe(true);

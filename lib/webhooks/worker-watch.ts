@@ -35,7 +35,13 @@ export class WorkerWatch {
 
   constructor(private readonly options: WorkerWatchOptions) {
     this.downAfterMs = options.downAfterMs ?? WORKER_DOWN_AFTER_MS;
-    this.dispatcher = new WebhookDispatcher({ db: options.db, endpoints: options.endpoints, secret: options.secret, log: options.log, settings: options.dispatcher });
+    this.dispatcher = new WebhookDispatcher({
+      db: options.db,
+      endpoints: options.endpoints,
+      secret: options.secret,
+      log: options.log,
+      settings: options.dispatcher,
+    });
   }
 
   /** One look: starts or ends `worker.down`; while down, delivers what is due. Returns whether the workers are down. */

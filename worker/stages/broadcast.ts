@@ -101,7 +101,14 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
         const reason = `rejected by the node before broadcast: ${outcome.message.slice(0, 300)}`;
         (tx.kind === "relay" ? rejectedRelays : rejectedFills).push({ id: tx.id, reason });
         if (tx.kind === "relay") metrics.failure(tx.relayer, "rpc_error");
-        ctx.log.warn("transaction refused by the node", { kind: tx.kind, requestId: tx.requestId, relayer: tx.relayer, nonce: tx.nonce, hash: tx.hash, message: outcome.message });
+        ctx.log.warn("transaction refused by the node", {
+          kind: tx.kind,
+          requestId: tx.requestId,
+          relayer: tx.relayer,
+          nonce: tx.nonce,
+          hash: tx.hash,
+          message: outcome.message,
+        });
         break;
       }
     }

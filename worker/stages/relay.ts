@@ -20,7 +20,8 @@ import { signAttempt, storedAttempt } from "./attempts";
 export type RelayOutcome = {
   sent: number;
   /** Why nothing was sent although work may be waiting. */
-  waiting?: "no_relayers" | "relayers_not_authorised" | "sponsorships_paused" | "treasury_paused" | "treasury_underfunded" | "treasury_capacity" | "fees_above_ceiling";
+  waiting?:
+    "no_relayers" | "relayers_not_authorised" | "sponsorships_paused" | "treasury_paused" | "treasury_underfunded" | "treasury_capacity" | "fees_above_ceiling";
   claimed: number;
   /** Attempts stored (and handed to the chain) by this batch. */
   stored?: number;
@@ -50,11 +51,7 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
 
   const result = await pipelinedTransaction(ctx.db, async (tx) => {
     // The relayer rows first (the fence), then the requests (SKIP LOCKED), as one batch.
-    const [nonces, locked, pause] = await tx.send([
-      lockLeasedRelayers(ctx.workerId, relayers),
-      lockRelayCandidates(ctx.settings.batchSize),
-      pauseState(),
-    ]);
+    const [nonces, locked, pause] = await tx.send([lockLeasedRelayers(ctx.workerId, relayers), lockRelayCandidates(ctx.settings.batchSize), pauseState()]);
     ctx.status.pause = pause.paused ? { reason: pause.reason } : undefined;
     for (const r of relayers) if (!nonces.has(r)) ctx.pool.drop(r, "lease not held at relay time");
     if (pause.paused) return { stored: [], claimed: locked.length, waiting: "sponsorships_paused" as const };

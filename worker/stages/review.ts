@@ -42,9 +42,7 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
     const [claims] = await tx.send([claimPendingRequests(ctx.settings.batchSize, now())]);
     if (claims.length === 0) return 0;
 
-    const decisions: ReviewDecision[] = claims
-      .filter((c) => c.blocked)
-      .map((c) => ({ id: c.id, status: "rejected", reason: "wallet_blocked" }));
+    const decisions: ReviewDecision[] = claims.filter((c) => c.blocked).map((c) => ({ id: c.id, status: "rejected", reason: "wallet_blocked" }));
     const toCheck = claims.filter((c) => !c.blocked);
     if (toCheck.length > 0) {
       try {
@@ -59,7 +57,11 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
         // Simulated from a relayer this worker may use (any configured one: eth_call needs no key).
         const relayer = (ctx.pool.leased[0] ?? ctx.pool.configured[0]) as Address | undefined;
         const reverts = relayer
-          ? await ctx.chain.simulateSponsorships(relayer, payable.map((c) => ({ id: c.id, wallet: c.walletAddress as Address })), SPONSOR_GAS_LIMIT)
+          ? await ctx.chain.simulateSponsorships(
+              relayer,
+              payable.map((c) => ({ id: c.id, wallet: c.walletAddress as Address })),
+              SPONSOR_GAS_LIMIT,
+            )
           : new Map();
         for (const c of payable) {
           const revert = reverts.get(c.id);

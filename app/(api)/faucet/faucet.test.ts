@@ -54,14 +54,20 @@ const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}`;
 async function completed(seconds: number, agoMs: number) {
   const completedAt = new Date(Date.now() - agoMs);
   const requestedAt = new Date(completedAt.getTime() - seconds * 1000);
-  const [wallet] = await ctx.t.db.insert(wallets).values({ walletAddress: hex(20) }).returning();
+  const [wallet] = await ctx.t.db
+    .insert(wallets)
+    .values({ walletAddress: hex(20) })
+    .returning();
   const [request] = await ctx.t.db
     .insert(sponsorshipRequests)
     .values({ walletId: wallet!.id, walletAddress: wallet!.walletAddress, ipAddress: "127.0.0.1", requestedAt })
     .returning();
   const id = request!.id;
   const move = (set: Partial<typeof sponsorshipRequests.$inferInsert>) =>
-    ctx.t.db.update(sponsorshipRequests).set({ statusActor: "worker:test", ...set }).where(eq(sponsorshipRequests.id, id));
+    ctx.t.db
+      .update(sponsorshipRequests)
+      .set({ statusActor: "worker:test", ...set })
+      .where(eq(sponsorshipRequests.id, id));
   await move({ status: "approved", approvedAt: requestedAt, eligibilityReason: "eligible", statusReason: "approved" });
   await ctx.t.db.insert(relayTransactions).values({
     sponsorshipRequestId: id,

@@ -17,7 +17,12 @@ const hash = () => `0x${randomBytes(32).toString("hex")}`;
 async function createdRequest() {
   const address = randomAddress();
   await callApi({ path: "/wallets/register", body: { walletAddress: address } });
-  const answer = await callApi({ path: "/sponsorship/request", body: { walletAddress: address }, ip: `10.9.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`, headers: { "user-agent": "reads-test" } });
+  const answer = await callApi({
+    path: "/sponsorship/request",
+    body: { walletAddress: address },
+    ip: `10.9.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`,
+    headers: { "user-agent": "reads-test" },
+  });
   expect(answer.status).toBe(201);
   return sponsorshipRequestResponse.parse(answer.json);
 }
@@ -27,7 +32,10 @@ async function relayedRequest() {
   const request = await createdRequest();
   const at = new Date();
   const update = (values: Partial<typeof sponsorshipRequests.$inferInsert>) =>
-    ctx.t.db.update(sponsorshipRequests).set({ ...values, statusActor: "worker:test" }).where(eq(sponsorshipRequests.id, request.id));
+    ctx.t.db
+      .update(sponsorshipRequests)
+      .set({ ...values, statusActor: "worker:test" })
+      .where(eq(sponsorshipRequests.id, request.id));
   await update({ status: "approved", approvedAt: at, eligibilityReason: "eligible" });
   await update({ status: "relayed", relayedAt: at });
   const first = { id: randomUUID(), hash: hash() };

@@ -32,7 +32,10 @@ async function requestsOf(address: string) {
 async function finish(id: string, status: "completed" | "failed" | "rejected") {
   const at = new Date();
   const set = (values: Partial<typeof sponsorshipRequests.$inferInsert>) =>
-    ctx.t.db.update(sponsorshipRequests).set({ ...values, statusActor: "test" }).where(eq(sponsorshipRequests.id, id));
+    ctx.t.db
+      .update(sponsorshipRequests)
+      .set({ ...values, statusActor: "test" })
+      .where(eq(sponsorshipRequests.id, id));
   if (status === "rejected") return set({ status: "rejected", rejectedAt: at, eligibilityReason: "wallet_blocked" });
   await set({ status: "approved", approvedAt: at, eligibilityReason: "eligible" });
   await set({ status: "relayed", relayedAt: at });
@@ -81,7 +84,11 @@ describe("POST /sponsorship/request: creation", () => {
     expectProblem(await requestSponsorship("0xnothex", ip), 400, "invalid_address");
     expectProblem(await requestSponsorship(12, ip), 422, "invalid_value");
     expectProblem(await callApi({ path: "/sponsorship/request", body: { walletAddress: randomAddress(), ipAddress: "1.1.1.1" }, ip }), 422, "unexpected_field");
-    expectProblem(await callApi({ path: "/sponsorship/request", rawBody: "not json", headers: { "content-type": "application/json" }, ip }), 400, "invalid_json");
+    expectProblem(
+      await callApi({ path: "/sponsorship/request", rawBody: "not json", headers: { "content-type": "application/json" }, ip }),
+      400,
+      "invalid_json",
+    );
     expectProblem(await callApi({ path: "/sponsorship/request", rawBody: "{}", headers: { "content-type": "text/plain" }, ip }), 415, "unsupported_media_type");
     expectProblem(
       await callApi({ path: "/sponsorship/request", rawBody: " ".repeat(16 * 1024 + 1), headers: { "content-type": "application/json" }, ip }),
@@ -313,7 +320,12 @@ describe("POST /sponsorship/request: rate limits and automatic blocks", () => {
     setClockForTests(() => new Date(t0 + 10_000));
     await requestSponsorship(address, ip); // 409: counts
     const count = async (scope: "sponsorship_ip" | "sponsorship_wallet", key: string) =>
-      (await ctx.t.db.select().from(rateLimitHits).where(and(eq(rateLimitHits.scope, scope), eq(rateLimitHits.key, key)))).length;
+      (
+        await ctx.t.db
+          .select()
+          .from(rateLimitHits)
+          .where(and(eq(rateLimitHits.scope, scope), eq(rateLimitHits.key, key)))
+      ).length;
     expect(await count("sponsorship_ip", ip)).toBe(2);
     expect(await count("sponsorship_wallet", address)).toBe(2);
   });
@@ -329,4 +341,3 @@ describe("POST /sponsorship/request: rate limits and automatic blocks", () => {
     }
   });
 });
-

@@ -127,7 +127,15 @@ describe("GET /wallets/:address/history", () => {
     const rows = Array.from({ length: count }, (_, i) => {
       // Three requests share each timestamp: the id breaks the tie.
       const at = new Date(base + Math.floor(i / 3) * 1000);
-      return { id: randomUUID(), walletId: wallet!.id, walletAddress: address, ipAddress: "192.0.2.1", requestedAt: at, status: "failed" as const, failedAt: at };
+      return {
+        id: randomUUID(),
+        walletId: wallet!.id,
+        walletAddress: address,
+        ipAddress: "192.0.2.1",
+        requestedAt: at,
+        status: "failed" as const,
+        failedAt: at,
+      };
     });
     await ctx.t.db.insert(sponsorshipRequests).values(rows);
     return { address, ids: rows.map((r) => r.id) };

@@ -14,7 +14,9 @@ describe("the RPC URL offered to browser wallets (Add <network> to your wallet)"
   });
 
   it("is none for a remote RPC_URL without PUBLIC_RPC_URL: RPC_URL may carry a provider key", () => {
-    expect(walletRpcUrl(config({ RPC_URL: "https://rpc.provider.example/KEY", CHAIN_ID: "11155111", RELAYER_PRIVATE_KEYS: "0x" + "11".repeat(32) }))).toBeNull();
+    expect(
+      walletRpcUrl(config({ RPC_URL: "https://rpc.provider.example/KEY", CHAIN_ID: "11155111", RELAYER_PRIVATE_KEYS: "0x" + "11".repeat(32) })),
+    ).toBeNull();
     expect(walletRpcUrl(config({}))).toBeNull();
   });
 

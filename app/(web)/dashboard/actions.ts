@@ -105,7 +105,9 @@ export async function unblockWalletAction(_previous: FormState, formData: FormDa
 
 /* ------------------------------------------------------------- controls */
 
-async function withSession(run: (context: { session: NonNullable<Awaited<ReturnType<typeof currentAdminSession>>>; ipAddress: string }) => Promise<string>): Promise<FormState> {
+async function withSession(
+  run: (context: { session: NonNullable<Awaited<ReturnType<typeof currentAdminSession>>>; ipAddress: string }) => Promise<string>,
+): Promise<FormState> {
   const session = await currentAdminSession();
   if (!session) return { error: "Your session has ended. Sign in again.", message: null };
   try {
@@ -121,12 +123,16 @@ async function withSession(run: (context: { session: NonNullable<Awaited<ReturnT
 export async function pauseAction(_previous: FormState, formData: FormData): Promise<FormState> {
   const reason = String(formData.get("reason") ?? "");
   if (reason.trim() === "") return { error: "Give a reason: it is shown on /health and kept in the audit log.", message: null };
-  return withSession(async (context) => ((await pauseSponsorships(appDb(), context, { reason })).changed ? "Sponsorships paused." : "Sponsorships were already paused."));
+  return withSession(async (context) =>
+    (await pauseSponsorships(appDb(), context, { reason })).changed ? "Sponsorships paused." : "Sponsorships were already paused.",
+  );
 }
 
 export async function resumeAction(_previous: FormState, formData: FormData): Promise<FormState> {
   const reason = String(formData.get("reason") ?? "");
-  return withSession(async (context) => ((await resumeSponsorships(appDb(), context, { reason })).changed ? "Sponsorships resumed." : "Sponsorships were not paused."));
+  return withSession(async (context) =>
+    (await resumeSponsorships(appDb(), context, { reason })).changed ? "Sponsorships resumed." : "Sponsorships were not paused.",
+  );
 }
 
 export async function blockIpAction(_previous: FormState, formData: FormData): Promise<FormState> {

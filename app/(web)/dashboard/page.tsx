@@ -21,7 +21,11 @@ export default async function OverviewPage({ searchParams }: { searchParams: Pro
   const session = await currentAdminSession();
   if (!session) return <SignInForm returnTo="/dashboard" />;
   const range = parseOverviewRange((await searchParams).range);
-  const [overview, actions, state] = await Promise.all([loadServiceOverview(range), listAdminActions(appDb(), { limit: 10, operatorsOnly: true }), readServiceState(appDb())]);
+  const [overview, actions, state] = await Promise.all([
+    loadServiceOverview(range),
+    listAdminActions(appDb(), { limit: 10, operatorsOnly: true }),
+    readServiceState(appDb()),
+  ]);
 
   return (
     <div className="space-y-6">
@@ -245,7 +249,10 @@ function ChainEndpoints({ overview }: { overview: DashboardOverview }) {
                 <span className={e.status === "ok" ? "font-medium text-green-800" : "font-medium text-red-800"}>{e.status === "ok" ? "Up" : "Down"}</span>{" "}
                 <span className="font-mono text-slate-900">{e.endpoint}</span>
                 {e.status === "ok" ? (
-                  <span className="text-slate-700"> block {e.blockNumber}, {e.latencyMs} ms</span>
+                  <span className="text-slate-700">
+                    {" "}
+                    block {e.blockNumber}, {e.latencyMs} ms
+                  </span>
                 ) : (
                   <span className="text-slate-700"> ({e.code ?? "down"})</span>
                 )}

@@ -12,8 +12,7 @@ export default async function RequestLayout({ children }: { children: ReactNode 
     <Providers chainId={getPublicSettings().chainId} cookie={cookie}>
       {children}
       <footer className="mx-auto w-full max-w-2xl px-4 pb-8 text-sm text-slate-700">
-        For programs: the{" "}
-        {/* /docs is a route handler (an HTML document), not a page: a full navigation, not <Link>. */}
+        For programs: the {/* /docs is a route handler (an HTML document), not a page: a full navigation, not <Link>. */}
         {/* eslint-disable-next-line @next/next/no-html-link-for-pages */}
         <a className={link} href="/docs">
           API reference

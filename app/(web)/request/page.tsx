@@ -14,8 +14,7 @@ export default async function RequestPage({ searchParams }: { searchParams: Prom
     <main id="main" className="mx-auto w-full max-w-2xl px-4 py-8 sm:py-12">
       <h1 className="text-2xl font-semibold tracking-tight text-slate-900 sm:text-3xl">Get gas for a new wallet</h1>
       <p className="mt-2 text-slate-700">
-        Paste a wallet address (or connect your browser wallet) and we send it its first gas tokens on the test network. Each wallet can be
-        sponsored once.
+        Paste a wallet address (or connect your browser wallet) and we send it its first gas tokens on the test network. Each wallet can be sponsored once.
       </p>
       <RequestFlow explorerUrl={explorerUrl} walletRpcUrl={walletRpcUrl} initialRequestId={typeof id === "string" && id !== "" ? id : null} />
     </main>

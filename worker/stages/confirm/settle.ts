@@ -1,4 +1,12 @@
-import { completeRequests, completeRequestsOfConfirmed, confirmRelays, countOpenAttempts, failRelays, findRelayByHash, lockRequest } from "@/db/queries/relay-outcomes";
+import {
+  completeRequests,
+  completeRequestsOfConfirmed,
+  confirmRelays,
+  countOpenAttempts,
+  failRelays,
+  findRelayByHash,
+  lockRequest,
+} from "@/db/queries/relay-outcomes";
 import type { MinedRelay, RelayFailure } from "@/db/queries/relay-outcomes";
 import { confirmNonceFill, failNonceFills } from "@/db/queries/nonce-fills";
 import type { OpenNonceTransaction } from "@/db/queries/nonce-groups";
@@ -75,7 +83,11 @@ async function settleSuccesses(ctx: WorkerContext, state: ConfirmState, items: S
   // One round trip: BEGIN, the attempts confirmed, the losers failed, the requests of the confirmed attempts
   // completed, COMMIT (each statement sees what the previous ones did).
   const completed = await pipelinedTransaction(ctx.db, async (tx) => {
-    const writes = [...confirmRelays(mined), ...(losers.length > 0 ? [failRelays(losers)] : []), ...(loserFills.length > 0 ? [failNonceFills(loserFills)] : [])];
+    const writes = [
+      ...confirmRelays(mined),
+      ...(losers.length > 0 ? [failRelays(losers)] : []),
+      ...(loserFills.length > 0 ? [failNonceFills(loserFills)] : []),
+    ];
     const complete = completeRequestsOfConfirmed(
       mined.map((m) => m.id),
       ctx.actor,
@@ -160,7 +172,8 @@ async function settleRevert(ctx: WorkerContext, state: ConfirmState, { group, wi
         await tx.send([...lockRequest(requestId), failRelays([{ id: winner.id, reason }])]);
         await closeGroup(ctx, tx, group, winner.id, superseded, () => undefined);
         const [, ids] = await tx.send(confirmRelays([{ id: ours.id, blockNumber: event.blockNumber, gasUsed: paid?.gasUsed ?? 0n }]));
-        if (ids.length > 0) metrics.finished((await tx.send([completeRequests(ids, ctx.actor, `relay transaction ${event.transactionHash} mined and confirmed`)]))[0]);
+        if (ids.length > 0)
+          metrics.finished((await tx.send([completeRequests(ids, ctx.actor, `relay transaction ${event.transactionHash} mined and confirmed`)]))[0]);
       });
       ctx.status.totals.completed++;
       ctx.log.info("request completed (found by its Sponsored event)", { requestId, hash: event.transactionHash });
@@ -204,7 +217,9 @@ async function settleFill(ctx: WorkerContext, state: ConfirmState, { group, winn
   const reason = `cancelled: nonce ${group.nonce} was filled by ${winner.transactionHash} (block ${receipt.blockNumber})`;
   await pipelinedTransaction(ctx.db, async (tx) => {
     await closeGroup(ctx, tx, group, winner.id, reason, (attempts) =>
-      attempts >= ctx.settings.maxRelayAttempts ? `relay failed after ${attempts} attempts: none was mined within the relay timeout; the last was cancelled` : undefined,
+      attempts >= ctx.settings.maxRelayAttempts
+        ? `relay failed after ${attempts} attempts: none was mined within the relay timeout; the last was cancelled`
+        : undefined,
     );
     await tx.send(confirmNonceFill(winner.id, receipt.blockNumber));
   });

@@ -48,7 +48,11 @@ export async function watch(ctx: WorkerContext, state: ConfirmState, groups: Gro
       "again",
     );
     state.noteSent(resend.map((r) => r.transactionHash));
-    if (summary.accepted > 0) ctx.log.info("stored transactions broadcast again", { count: summary.accepted, nonces: resend.slice(0, 20).map((r) => `${r.relayerAddress}:${r.nonce}`) });
+    if (summary.accepted > 0)
+      ctx.log.info("stored transactions broadcast again", {
+        count: summary.accepted,
+        nonces: resend.slice(0, 20).map((r) => `${r.relayerAddress}:${r.nonce}`),
+      });
   }
   for (const group of stuck.slice(0, ctx.settings.batchSize)) await replace(ctx, state, group);
 }

@@ -10,7 +10,12 @@ import { defineRoute, json } from "@/lib/http/route";
 
 const body = z.strictObject({ cidr: z.string().max(64), reason: z.string().trim().min(1).max(1000) });
 
-const view = (b: { id: string; cidr: string; reason: string; createdAt: Date }) => ({ id: b.id, cidr: b.cidr, reason: b.reason, createdAt: b.createdAt.toISOString() });
+const view = (b: { id: string; cidr: string; reason: string; createdAt: Date }) => ({
+  id: b.id,
+  cidr: b.cidr,
+  reason: b.reason,
+  createdAt: b.createdAt.toISOString(),
+});
 
 /**
  * GET /admin/ip-blocks: the active administrator IP blocks, newest first. POST `{ "cidr", "reason" }`: 201 with
@@ -23,7 +28,7 @@ export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
     const parsed = body.safeParse(await readJsonObject(request));
     if (!parsed.success) {
       const errors = parsed.error.issues.map((issue) => ({ path: issue.path.join(".") || "body", message: issue.message }));
-      throw new HttpProblem("invalid_value", "Send { \"cidr\": \"198.51.100.0/24\", \"reason\": \"...\" }", { errors });
+      throw new HttpProblem("invalid_value", 'Send { "cidr": "198.51.100.0/24", "reason": "..." }', { errors });
     }
     const block = await blockIpAsAdministrator(appDb(), { session, ipAddress: clientIp }, parsed.data);
     return json(view(block), 201, { location: `/admin/ip-blocks/${block.id}` });

@@ -13,7 +13,10 @@ const body = z.strictObject({ reason: z.string().trim().min(1).max(1000) });
 export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   POST: requireAdmin(async ({ request, session, clientIp }) => {
     const parsed = body.safeParse(await readJsonObject(request));
-    if (!parsed.success) throw new HttpProblem("invalid_value", "Send { \"reason\": \"...\" } with a reason of 1 to 1,000 characters", { errors: [{ path: "reason", message: "is required" }] });
+    if (!parsed.success)
+      throw new HttpProblem("invalid_value", 'Send { "reason": "..." } with a reason of 1 to 1,000 characters', {
+        errors: [{ path: "reason", message: "is required" }],
+      });
     const { state, changed } = await pauseSponsorships(appDb(), { session, ipAddress: clientIp }, { reason: parsed.data.reason });
     return json(jsonSafe({ ...state, changed }));
   }),

@@ -13,7 +13,10 @@ const body = z.strictObject({ reason: z.string().trim().min(1).max(1000).optiona
 export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   POST: requireAdmin(async ({ request, session, clientIp }) => {
     const parsed = body.safeParse(await readOptionalJsonObject(request));
-    if (!parsed.success) throw new HttpProblem("invalid_value", "Send no body, or { \"reason\": \"...\" } with 1 to 1,000 characters", { errors: [{ path: "reason", message: "is invalid" }] });
+    if (!parsed.success)
+      throw new HttpProblem("invalid_value", 'Send no body, or { "reason": "..." } with 1 to 1,000 characters', {
+        errors: [{ path: "reason", message: "is invalid" }],
+      });
     const { state, changed } = await resumeSponsorships(appDb(), { session, ipAddress: clientIp }, { reason: parsed.data.reason });
     return json(jsonSafe({ ...state, changed }));
   }),

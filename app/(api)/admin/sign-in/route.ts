@@ -13,7 +13,8 @@ const body = z.strictObject({ token: z.string().min(1).max(1024) });
 export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   POST: async ({ request, requestId, clientIp }) => {
     const parsed = body.safeParse(await readJsonObject(request));
-    if (!parsed.success) throw new HttpProblem("invalid_value", "Send { \"token\": \"<ADMIN_TOKEN>\" }", { errors: [{ path: "token", message: "must be a non-empty string" }] });
+    if (!parsed.success)
+      throw new HttpProblem("invalid_value", 'Send { "token": "<ADMIN_TOKEN>" }', { errors: [{ path: "token", message: "must be a non-empty string" }] });
     const result = await signInAdministrator(appDb(), {
       token: parsed.data.token,
       adminToken: appConfig().adminToken,

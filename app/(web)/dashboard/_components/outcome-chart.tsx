@@ -36,16 +36,9 @@ export function OutcomeChart({ buckets, bucketSeconds, title }: { buckets: Outco
     <figure>
       {/* Below ~560 px the chart keeps a legible size and scrolls sideways instead of shrinking its labels. */}
       <div className="-mx-4 overflow-x-auto px-4 sm:mx-0 sm:px-0" tabIndex={0} role="region" aria-label="Chart">
-        <svg
-          viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
-          className="h-auto w-full min-w-[560px]"
-          role="img"
-          aria-labelledby="outcome-chart-title outcome-chart-desc"
-        >
+        <svg viewBox={`0 0 ${WIDTH} ${HEIGHT}`} className="h-auto w-full min-w-[560px]" role="img" aria-labelledby="outcome-chart-title outcome-chart-desc">
           <title id="outcome-chart-title">{title}</title>
-          <desc id="outcome-chart-desc">
-            {`${totals.completed} completed and ${totals.failed} failed requests in ${buckets.length} intervals.`}
-          </desc>
+          <desc id="outcome-chart-desc">{`${totals.completed} completed and ${totals.failed} failed requests in ${buckets.length} intervals.`}</desc>
           {ticks.map((tick) => (
             <g key={tick}>
               <line x1={PAD.left} x2={WIDTH - PAD.right} y1={y(tick)} y2={y(tick)} stroke="#cbd5e1" strokeWidth={1} />

@@ -21,15 +21,7 @@ export function WalletBlockForm({ address, blocked }: { address: string; blocked
         <label htmlFor={`${id}-reason`} className="block font-medium text-slate-900">
           Reason for {blocked ? "unblocking" : "blocking"}
         </label>
-        <textarea
-          id={`${id}-reason`}
-          name="reason"
-          required
-          maxLength={1000}
-          rows={2}
-          aria-describedby={`${id}-status`}
-          className={textInput}
-        />
+        <textarea id={`${id}-reason`} name="reason" required maxLength={1000} rows={2} aria-describedby={`${id}-status`} className={textInput} />
       </div>
       <p id={`${id}-status`} role="status" className={`min-h-5 text-sm font-medium ${state.error ? "text-red-800" : "text-green-800"}`}>
         {state.error ?? state.message}

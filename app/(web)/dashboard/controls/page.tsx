@@ -25,8 +25,8 @@ export default async function ControlsPage() {
         <Section title="Sponsorships" id="pause">
           {state.paused ? (
             <Notice tone="warning">
-              Paused since {formatDateTime(state.pausedAt)}: {state.pauseReason}. New requests are refused (503) and no new relay is sent; relays
-              already sent are still confirmed.
+              Paused since {formatDateTime(state.pausedAt)}: {state.pauseReason}. New requests are refused (503) and no new relay is sent; relays already sent
+              are still confirmed.
             </Notice>
           ) : (
             <p className="mb-3 text-sm text-slate-800">Running: requests are created and relayed.</p>
@@ -42,10 +42,14 @@ export default async function ControlsPage() {
             <DataTable label="Budget per window" columns={["Window", "Budget", "Used", "Left"]}>
               {budget.map((b) => (
                 <tr key={b.window}>
-                  <th scope="row" className={td}>Rolling {b.window}</th>
+                  <th scope="row" className={td}>
+                    Rolling {b.window}
+                  </th>
                   <td className={td}>{b.limit.toLocaleString("en")}</td>
                   <td className={td}>{b.used.toLocaleString("en")}</td>
-                  <td className={`${td} ${b.left === 0 ? "font-semibold text-red-800" : ""}`}>{b.left === 0 ? "0 (exhausted)" : b.left.toLocaleString("en")}</td>
+                  <td className={`${td} ${b.left === 0 ? "font-semibold text-red-800" : ""}`}>
+                    {b.left === 0 ? "0 (exhausted)" : b.left.toLocaleString("en")}
+                  </td>
                 </tr>
               ))}
             </DataTable>
@@ -60,9 +64,15 @@ export default async function ControlsPage() {
             <table className="mb-4 w-full">
               <thead>
                 <tr>
-                  <th scope="col" className={th}>Address or prefix</th>
-                  <th scope="col" className={th}>Reason</th>
-                  <th scope="col" className={th}>Since</th>
+                  <th scope="col" className={th}>
+                    Address or prefix
+                  </th>
+                  <th scope="col" className={th}>
+                    Reason
+                  </th>
+                  <th scope="col" className={th}>
+                    Since
+                  </th>
                   <th scope="col" className={th}>
                     <span className="sr-only">Actions</span>
                   </th>

@@ -27,7 +27,13 @@ export default async function RequestsPage({ searchParams }: { searchParams: Pro
     <div className="space-y-4">
       <h1 className="text-2xl font-semibold text-slate-900">Requests</h1>
 
-      <form method="get" action="/dashboard/requests" role="search" aria-label="Filter requests" className="grid gap-3 sm:grid-cols-[1fr_1fr_2fr_auto] sm:items-end">
+      <form
+        method="get"
+        action="/dashboard/requests"
+        role="search"
+        aria-label="Filter requests"
+        className="grid gap-3 sm:grid-cols-[1fr_1fr_2fr_auto] sm:items-end"
+      >
         <div className="space-y-1">
           <label htmlFor="filter-status" className="block text-sm font-medium text-slate-900">
             Status
@@ -88,7 +94,11 @@ export default async function RequestsPage({ searchParams }: { searchParams: Pro
       {page.rows.length === 0 ? (
         <Notice>No request matches these filters.</Notice>
       ) : (
-        <DataTable label="Sponsorship requests" caption="Sponsorship requests, newest first" columns={["Requested (UTC)", "Request", "Wallet", "Status", "Transaction", "Attempts"]}>
+        <DataTable
+          label="Sponsorship requests"
+          caption="Sponsorship requests, newest first"
+          columns={["Requested (UTC)", "Request", "Wallet", "Status", "Transaction", "Attempts"]}
+        >
           {page.rows.map((r) => (
             <tr key={r.id}>
               <td className={`${td} whitespace-nowrap tabular-nums`}>{formatDateTime(r.requestedAt).replace(" UTC", "")}</td>

@@ -22,13 +22,13 @@ export default async function WebhooksPage() {
       <Section title="Endpoints" id="endpoints">
         {active.length === 0 ? (
           <p className="mb-3 text-sm text-slate-800">
-            No endpoint is configured: set WEBHOOK_URLS and WEBHOOK_SECRET (docs/webhooks.md) and restart. Request transitions and alerts are
-            then signed and delivered to each endpoint, retried for 24 hours.
+            No endpoint is configured: set WEBHOOK_URLS and WEBHOOK_SECRET (docs/webhooks.md) and restart. Request transitions and alerts are then signed and
+            delivered to each endpoint, retried for 24 hours.
           </p>
         ) : (
           <p className="mb-3 text-sm text-slate-800">
-            {active.length} endpoint{active.length === 1 ? " receives" : "s receive"} every event, signed with WEBHOOK_SECRET. A test event has
-            the type webhook.test.
+            {active.length} endpoint{active.length === 1 ? " receives" : "s receive"} every event, signed with WEBHOOK_SECRET. A test event has the type
+            webhook.test.
           </p>
         )}
         <TestWebhookButton disabled={active.length === 0} />
@@ -46,12 +46,24 @@ export default async function WebhooksPage() {
               <table className="w-full">
                 <thead>
                   <tr>
-                    <th scope="col" className={th}>Event</th>
-                    <th scope="col" className={th}>Status</th>
-                    <th scope="col" className={th}>Attempts</th>
-                    <th scope="col" className={th}>Next retry</th>
-                    <th scope="col" className={th}>Last error</th>
-                    <th scope="col" className={th}>Created</th>
+                    <th scope="col" className={th}>
+                      Event
+                    </th>
+                    <th scope="col" className={th}>
+                      Status
+                    </th>
+                    <th scope="col" className={th}>
+                      Attempts
+                    </th>
+                    <th scope="col" className={th}>
+                      Next retry
+                    </th>
+                    <th scope="col" className={th}>
+                      Last error
+                    </th>
+                    <th scope="col" className={th}>
+                      Created
+                    </th>
                   </tr>
                 </thead>
                 <tbody>

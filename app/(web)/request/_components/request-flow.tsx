@@ -160,10 +160,16 @@ export function RequestFlow({
         )}
       </form>
 
-      {refusal && <RefusalPanel key={refusal.serial} refusal={refusal} onFollow={(id) => {
+      {refusal && (
+        <RefusalPanel
+          key={refusal.serial}
+          refusal={refusal}
+          onFollow={(id) => {
             setRefusal(null);
             track(id);
-          }} />}
+          }}
+        />
+      )}
 
       {trackedId && (
         <RequestProgress

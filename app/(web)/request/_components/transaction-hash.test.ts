@@ -9,11 +9,15 @@ import { TransactionHash, transactionLinks } from "./transaction-hash";
  */
 
 const hash = "0x" + "ab".repeat(32);
-const render = (explorerUrl: string | null) => renderToStaticMarkup(createElement("dl", null, createElement(TransactionHash, { hash, explorerUrl, terminal: true })));
+const render = (explorerUrl: string | null) =>
+  renderToStaticMarkup(createElement("dl", null, createElement(TransactionHash, { hash, explorerUrl, terminal: true })));
 
 describe("the transaction hash of a request", () => {
   it("links to the block explorer's page of the hash when EXPLORER_URL is set", () => {
-    expect(transactionLinks(hash, "https://sepolia.etherscan.io")).toEqual({ explorer: `https://sepolia.etherscan.io/tx/${hash}`, record: `/sponsorship/tx/${hash}` });
+    expect(transactionLinks(hash, "https://sepolia.etherscan.io")).toEqual({
+      explorer: `https://sepolia.etherscan.io/tx/${hash}`,
+      record: `/sponsorship/tx/${hash}`,
+    });
     const html = render("https://sepolia.etherscan.io");
     expect(html).toContain(`href="https://sepolia.etherscan.io/tx/${hash}"`);
     expect(html).toContain("Copy hash");

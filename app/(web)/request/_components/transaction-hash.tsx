@@ -27,7 +27,13 @@ function CopyButton({ text }: { text: string }) {
         {state === "copied" ? "Copied" : "Copy hash"}
       </button>
       <span role="status" className="text-slate-700">
-        {state === "copied" ? <span className="sr-only">The transaction hash is copied.</span> : state === "failed" ? "Could not copy: select the hash instead." : ""}
+        {state === "copied" ? (
+          <span className="sr-only">The transaction hash is copied.</span>
+        ) : state === "failed" ? (
+          "Could not copy: select the hash instead."
+        ) : (
+          ""
+        )}
       </span>
     </>
   );

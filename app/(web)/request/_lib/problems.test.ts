@@ -35,14 +35,24 @@ describe("outcomes in plain words", () => {
 
   it("explains a wallet that refuses payment, rejected at review or failed when sent, without inviting a new request", () => {
     expect(describeOutcome({ status: "rejected", eligibilityReason: "payment_refused" })).toMatch(/refuses incoming payments/);
-    const failed = describeOutcome({ status: "failed", eligibilityReason: "eligible", failureReason: "payment_refused: the wallet refused the payment (reverted: TransferFailed(0x1))" });
+    const failed = describeOutcome({
+      status: "failed",
+      eligibilityReason: "eligible",
+      failureReason: "payment_refused: the wallet refused the payment (reverted: TransferFailed(0x1))",
+    });
     expect(failed).toMatch(/refused the payment/);
     expect(failed).not.toMatch(/You can submit a new request/);
   });
 
   it("carries Retry-After into a budget or pause refusal (the page counts down)", () => {
-    expect(describeProblem({ code: "budget_exhausted", status: 429, retryAfterSeconds: 900 })).toMatchObject({ kind: "budget_exhausted", retryAfterSeconds: 900 });
-    expect(describeProblem({ code: "sponsorships_paused", status: 503, retryAfterSeconds: 60 })).toMatchObject({ kind: "sponsorships_paused", retryAfterSeconds: 60 });
+    expect(describeProblem({ code: "budget_exhausted", status: 429, retryAfterSeconds: 900 })).toMatchObject({
+      kind: "budget_exhausted",
+      retryAfterSeconds: 900,
+    });
+    expect(describeProblem({ code: "sponsorships_paused", status: 503, retryAfterSeconds: 60 })).toMatchObject({
+      kind: "sponsorships_paused",
+      retryAfterSeconds: 60,
+    });
   });
 
   it("explains a failure with the attempts made and the last error", () => {

@@ -121,7 +121,10 @@ export default async function RequestDetailPage({ params }: { params: Promise<{ 
         {relays.length === 0 ? (
           <p className="text-sm text-slate-700">No relay transaction yet.</p>
         ) : (
-          <DataTable label="Relay attempts" columns={["#", "Status", "Transaction hash", "Relayer / nonce", "Submitted", "Confirmed / failed", "Block / gas", "Failure"]}>
+          <DataTable
+            label="Relay attempts"
+            columns={["#", "Status", "Transaction hash", "Relayer / nonce", "Submitted", "Confirmed / failed", "Block / gas", "Failure"]}
+          >
             {relays.map((r) => (
               <tr key={r.id}>
                 <td className={`${td} tabular-nums`}>{r.relayAttempt}</td>

@@ -15,7 +15,8 @@ export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   POST: requireAdmin(async ({ request, params, session, clientIp }) => {
     const walletAddress = parseAddressParam(params.address);
     const parsed = body.safeParse(await readJsonObject(request));
-    if (!parsed.success) throw new HttpProblem("invalid_value", "A reason of 1 to 1,000 characters is required", { errors: [{ path: "reason", message: "is required" }] });
+    if (!parsed.success)
+      throw new HttpProblem("invalid_value", "A reason of 1 to 1,000 characters is required", { errors: [{ path: "reason", message: "is required" }] });
     return json(jsonSafe(await unblockWalletAsAdministrator(appDb(), { session, ipAddress: clientIp }, { walletAddress, reason: parsed.data.reason })));
   }),
 });
