@@ -3,7 +3,8 @@ import { BaseError, HttpRequestError, RpcRequestError, TimeoutError } from "viem
 /**
  * How the worker reads the chain's answers: a node that was not reached (ChainUnavailableError, counted by
  * ChainHealth so the relay timeout ignores outages) apart from a node that said no, and what a broadcast's answer
- * means for the stored transaction (BroadcastOutcome). worker/chain.ts asks; this file judges.
+ * means for the stored transaction (BroadcastOutcome), and the shapes of the answers the stages work with (fees,
+ * nonces, receipts, endpoints). worker/chain.ts asks; this file judges.
  */
 
 /** The node could not be reached or did not answer in time: nothing is known, retry later. */
@@ -143,3 +144,21 @@ export function combineBroadcastOutcomes(outcomes: readonly BroadcastOutcome[]):
   }
   return outcomes[0]!;
 }
+
+export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
+/** The fees the market suggests, with the latest block's base fee they were derived from. */
+export type MarketFees = Fees & { baseFeePerGas: bigint };
+
+export type RelayerNonces = {
+  /** Nonce of the next transaction to be mined: every lower nonce is consumed. */
+  latest: number;
+  /** `latest` plus the transactions the node holds without a gap. */
+  pending: number;
+  /** Nonce at the block CONFIRMATIONS - 1 below the head (`latest` when CONFIRMATIONS is 1): lower nonces settle. */
+  settled: number;
+};
+
+export type MinedReceipt = { status: "success" | "reverted"; blockNumber: bigint; gasUsed: bigint };
+
+/** One RPC endpoint as the worker last found it (shown in its heartbeat: `chain.endpoints`). */
+export type EndpointState = { url: string; reachable: boolean; downSince: Date | undefined; lastError: string | undefined };

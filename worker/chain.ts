@@ -15,6 +15,10 @@ import {
   messageOf,
   reach,
   type BroadcastOutcome,
+  type EndpointState,
+  type MarketFees,
+  type MinedReceipt,
+  type RelayerNonces,
 } from "./chain-answers";
 
 /**
@@ -23,28 +27,10 @@ import {
  * failure to reach the node turned into ChainUnavailableError so the loop can back off without burning attempts.
  */
 
-export type Fees = { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint };
-/** The fees the market suggests, with the latest block's base fee they were derived from. */
-export type MarketFees = Fees & { baseFeePerGas: bigint };
-
-export type RelayerNonces = {
-  /** Nonce of the next transaction to be mined: every lower nonce is consumed. */
-  latest: number;
-  /** `latest` plus the transactions the node holds without a gap. */
-  pending: number;
-  /** Nonce at the block CONFIRMATIONS - 1 below the head (`latest` when CONFIRMATIONS is 1): lower nonces settle. */
-  settled: number;
-};
-
-export type MinedReceipt = { status: "success" | "reverted"; blockNumber: bigint; gasUsed: bigint };
-
 type RpcReceipt = { status: Hex; blockNumber: Hex; gasUsed: Hex } | null;
 
 const sponsoredEvent = getAbiItem({ abi: treasuryAbi, name: "Sponsored" });
 const walletSponsoredEvent = getAbiItem({ abi: registryAbi, name: "WalletSponsored" });
-
-/** One RPC endpoint as the worker last found it (shown in its heartbeat: `chain.endpoints`). */
-export type EndpointState = { url: string; reachable: boolean; downSince: Date | undefined; lastError: string | undefined };
 
 export type WorkerChainOptions = {
   /** One endpoint, or several of the same chain: reads fail over in order, broadcasts go to all. */

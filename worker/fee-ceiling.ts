@@ -1,4 +1,4 @@
-import type { Fees, MarketFees } from "./chain";
+import type { Fees, MarketFees } from "./chain-answers";
 import { metrics } from "./metrics";
 
 /**

@@ -1,7 +1,7 @@
 import type { Address } from "viem";
 import type { NewNonceFill } from "@/db/queries/nonce-fills";
 import type { NewRelayAttempt } from "@/db/queries/relay-queue";
-import type { Fees } from "../chain";
+import type { Fees } from "../chain-answers";
 import type { WorkerContext } from "../context";
 import type { StoredTransaction } from "./broadcast";
 import { SPONSOR_GAS_LIMIT, signFillTransaction, signSponsorTransaction } from "./transactions";

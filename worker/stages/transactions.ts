@@ -2,7 +2,7 @@ import { encodeFunctionData, keccak256, type Address, type Hash, type Hex, type 
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { requestIdHash } from "@/lib/chain/ids";
 import { SPONSOR_GAS_LIMIT } from "@/lib/chain/treasury";
-import type { Fees } from "../chain";
+import type { Fees } from "../chain-answers";
 
 /**
  * Transactions are signed locally with everything explicit (nonce, gas, fees), so the worker knows the hash and

@@ -2,7 +2,7 @@ import type { Address } from "viem";
 import { insertNonceFill } from "@/db/queries/nonce-fills";
 import { listRelayerLeases, lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
 import { pipelinedTransaction } from "@/db/sql/transaction";
-import type { RelayerNonces } from "../../chain";
+import type { RelayerNonces } from "../../chain-answers";
 import { currentFees, type WorkerContext } from "../../context";
 import { LeaseLostError } from "../../relayers";
 import { signFill, storedFill } from "../attempts";

@@ -13,7 +13,7 @@ import type { OpenNonceTransaction } from "@/db/queries/nonce-groups";
 import { failRequest, SERVICE_STATE_FAILURE } from "@/db/queries/relay-queue";
 import { run } from "@/db/sql/run";
 import { pipelinedTransaction, type PipelinedTransaction } from "@/db/sql/transaction";
-import type { MinedReceipt } from "../../chain";
+import type { MinedReceipt } from "../../chain-answers";
 import type { WorkerContext } from "../../context";
 import { metrics } from "../../metrics";
 import { SERVICE_STATE_REVERTS, WALLET_REFUSED_REVERT } from "../review";

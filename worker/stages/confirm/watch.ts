@@ -1,7 +1,7 @@
 import type { Address } from "viem";
 import { readRawTransactions, type OpenNonceTransaction } from "@/db/queries/nonce-groups";
 import { run } from "@/db/sql/run";
-import type { RelayerNonces } from "../../chain";
+import type { RelayerNonces } from "../../chain-answers";
 import type { WorkerContext } from "../../context";
 import { broadcastStored } from "../broadcast";
 import { replace } from "./replace";
