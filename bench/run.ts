@@ -9,16 +9,17 @@ import { measureCeiling } from "./ceiling";
 import { compareTrees } from "./compare";
 import { runEndToEnd } from "./end-to-end";
 import { runChainMemoryPhase } from "./chain-memory";
-import { timeBudgetCheck } from "./budget-check";
+import { runBudget } from "./budget";
+import { httpData, rejectOpenRequests } from "./http-data";
+import { runScaleOut } from "./scale-out";
+import { env, has, int, settings } from "./settings";
 import { measureGrowth } from "./growth";
-import { runEndpoint, runInterleaved, standardEndpoints, type HttpResult } from "./http";
+import { runInterleaved, standardEndpoints, type HttpResult } from "./http";
 import { measurePipeline } from "./pipeline";
-import { evaluateTargets, renderMarkdown, type BenchReport, type BudgetResult, type ChainRun, type ScaleOutResult } from "./report";
-import { seedFreshWallets } from "./seed";
-import { attachStack, healthy, spawnInstance, startStack, type Stack } from "./stack";
-import { note, waitFor } from "./util";
-import { withExtraPids } from "./cpu";
-import { freePort } from "@/test/ports";
+import { renderMarkdown, type BenchReport, type ChainRun } from "./report";
+import { evaluateTargets } from "./targets";
+import { attachStack, startStack, type Stack } from "./stack";
+import { note } from "./util";
 
 /**
  * `npm run bench`: brings up the service (or uses BENCH_URL), measures HTTP, the pipeline at 1-s and instant
@@ -35,28 +36,6 @@ import { freePort } from "@/test/ports";
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
-const env = process.env;
-const int = (v: string | undefined, d: number) => (v && /^\d+$/.test(v) ? Number(v) : d);
-const settings = {
-  phases: (env.BENCH_PHASES ?? "http,budget,pipeline1,e2e,pipeline0,growth,scaleout,chainmemory").split(",").map((s) => s.trim()),
-  requests: int(env.BENCH_REQUESTS, 1000),
-  pacedRate: int(env.BENCH_PACED_RATE, 200),
-  seconds: int(env.BENCH_SECONDS, 5),
-  rounds: int(env.BENCH_ROUNDS, 3),
-  connections: int(env.BENCH_CONNECTIONS, 32),
-  /** Requests in flight in the pipeline's "all at once" run (the ceiling sends its 1,000 up front). */
-  burstConcurrency: int(env.BENCH_BURST_CONCURRENCY, 256),
-  growth: (env.BENCH_GROWTH ?? "1000,100000,1000000")
-    .split(",")
-    .map(Number)
-    .filter((n) => n > 0),
-  ceilingRelayers: int(env.BENCH_CEILING_RELAYERS, 4),
-  chainMemory: (() => {
-    const [transactions, rate, idleSeconds] = (env.BENCH_CHAIN_MEMORY ?? "3000,30,60").split(",").map((v) => int(v.trim(), -1));
-    return { transactions: transactions! > 0 ? transactions! : 3000, rate: rate! > 0 ? rate! : 30, idleSeconds: idleSeconds! >= 0 ? idleSeconds! : 60 };
-  })(),
-};
-const has = (phase: string) => settings.phases.includes(phase);
 
 function version(pkg: string): string {
   try {
@@ -98,44 +77,6 @@ async function serverVersion(databaseUrl: string | undefined): Promise<string> {
   }
 }
 
-let seedRound = 0;
-
-/** Requests and wallets that exist, for the read endpoints; fresh registered wallets for POST /sponsorship/request. */
-async function httpData(stack: Stack, seeded: number) {
-  const sql = postgres(stack.databaseUrl!, { max: 1, onnotice: () => {} });
-  try {
-    let rows = await sql<{ id: string; wallet_address: string }[]>`
-      SELECT id, wallet_address FROM sponsorship_requests ORDER BY requested_at DESC LIMIT 5000`;
-    if (rows.length === 0) {
-      // Nothing yet (an HTTP-only run): seed a little history, then read it.
-      const { growRequests } = await import("./seed");
-      await growRequests(sql, 0, 2000);
-      rows = await sql<{ id: string; wallet_address: string }[]>`SELECT id, wallet_address FROM sponsorship_requests LIMIT 5000`;
-    }
-    // A prefix per call: wallets seeded for an earlier run already have requests.
-    const fresh = await seedFreshWallets(sql, seeded, `b${(seedRound++ % 16).toString(16)}`);
-    return { requestIds: rows.map((r) => r.id), historyWallets: [...new Set(rows.map((r) => r.wallet_address))], freshRegisteredWallets: fresh };
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
-}
-
-/** Open requests the HTTP run created (the worker was paused): rejected, so no worker relays them afterwards. */
-async function rejectOpenRequests(databaseUrl: string): Promise<number> {
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-  try {
-    await sql`SET lock_timeout = '10s'`;
-    const rows = await sql`
-      UPDATE sponsorship_requests SET status = 'rejected', rejected_at = now(), status_actor = 'bench',
-        status_reason = 'bench: created by the HTTP measurement, not to be relayed'
-      WHERE id IN (SELECT id FROM sponsorship_requests WHERE status = 'pending' FOR UPDATE SKIP LOCKED)
-      RETURNING id`;
-    return rows.length;
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
-}
-
 async function runHttpSuite(stack: Stack, resultsNote: string[]): Promise<HttpResult[]> {
   const data = stack.databaseUrl
     ? await httpData(stack, Math.max(50_000, settings.seconds * settings.rounds * 3000))
@@ -157,75 +98,6 @@ async function runHttpSuite(stack: Stack, resultsNote: string[]): Promise<HttpRe
   );
   for (const r of results) r.ratioToHealth = r.reqPerSec / health;
   return results;
-}
-
-/**
- * The global budget's cost (issue 10): POST /sponsorship/request on the stack's web server (no budget) and on a
- * second web server of the same stack with a budget set far above what the run creates (every answer still a 201),
- * in interleaved rounds, one instance at a time, workers paused. The budget must not serialise creations, so the
- * two rates should be within noise of each other.
- */
-async function runBudget(stack: Stack, logDir: string): Promise<BudgetResult> {
-  const port = await freePort();
-  note(`budget: a second web server on ${port} with SPONSOR_BUDGET_PER_HOUR and _PER_DAY set`);
-  const web = spawnInstance(stack, "web", { PORT: String(port), SPONSOR_BUDGET_PER_HOUR: "1000000000", SPONSOR_BUDGET_PER_DAY: "1000000000" }, logDir);
-  const url = `http://127.0.0.1:${port}`;
-  try {
-    await waitFor("the budgeted web server", async () => ((await healthy(url)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
-    stack.pauseWorker();
-    // Two chunks of wallets more than the rounds use: both servers are warmed up first (a cold one loses its first
-    // round to the JIT, not to the budget; the stack's own server is cold when the HTTP phase did not run).
-    const data = await httpData(stack, (settings.rounds * 2 + 2) * Math.max(15_000, settings.seconds * 3000));
-    const chunk = Math.floor(data.freshRegisteredWallets.length / (settings.rounds * 2 + 2));
-    const post = (round: number, k: number) =>
-      standardEndpoints({ ...data, freshRegisteredWallets: data.freshRegisteredWallets.slice((round * 2 + k) * chunk, (round * 2 + k + 1) * chunk) }).find(
-        (e) => e.name === "sponsorship-request",
-      )!;
-    for (const [k, base] of [stack.url, url].entries()) {
-      await runEndpoint(base, post(settings.rounds, k), { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 3 });
-    }
-    const without: number[] = [];
-    const withBudget: number[] = [];
-    // CPU per created request of the serving web server and PostgreSQL's sessions (workers paused: they are all
-    // the round's work), less sensitive than the rate to what else the machine runs.
-    const cpuWithout: number[] = [];
-    const cpuWith: number[] = [];
-    const groups = (pid: () => number[]) => ({ web: pid, postgres: stack.cpu!.postgres! });
-    const cpuOf = (r: { cpuMsPerRequest?: Record<string, number> }) => (r.cpuMsPerRequest?.web ?? NaN) + (r.cpuMsPerRequest?.postgres ?? NaN);
-    for (let round = 0; round < settings.rounds; round++) {
-      // Alternate which goes first, so a drift of the machine's load falls on both alike.
-      const order: [string, number[], number[], number, () => number[]][] =
-        round % 2 === 0
-          ? [
-              [stack.url, without, cpuWithout, 0, stack.cpu!.web!],
-              [url, withBudget, cpuWith, 1, () => [web.pid]],
-            ]
-          : [
-              [url, withBudget, cpuWith, 1, () => [web.pid]],
-              [stack.url, without, cpuWithout, 0, stack.cpu!.web!],
-            ];
-      for (const [base, into, cpuInto, k, pid] of order) {
-        const r = await runEndpoint(base, post(round, k), { connections: settings.connections, seconds: settings.seconds, warmupSeconds: 1, cpu: groups(pid) });
-        into.push(r.reqPerSec);
-        cpuInto.push(cpuOf(r));
-      }
-    }
-    await rejectOpenRequests(stack.databaseUrl!);
-    stack.resumeWorker();
-    const checkMicros = await timeBudgetCheck(stack.databaseUrl!);
-    note(`budget: the check costs ${checkMicros.check.toFixed(0)} µs in the database with a full day counted (SELECT 1: ${checkMicros.select1.toFixed(0)} µs)`);
-    const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
-    return {
-      checkMicros,
-      withoutPerSec: mean(without),
-      withPerSec: mean(withBudget),
-      ratio: mean(withBudget) / mean(without),
-      rounds: { without, with: withBudget },
-      cpuMsPerRequest: { without: mean(cpuWithout), with: mean(cpuWith), rounds: { without: cpuWithout, with: cpuWith } },
-    };
-  } finally {
-    await web.stop();
-  }
 }
 
 async function runChain(stack: Stack, blockTime: number): Promise<ChainRun> {
@@ -251,93 +123,6 @@ async function runChain(stack: Stack, blockTime: number): Promise<ChainRun> {
   run.paced = await measurePipeline({ ...common, mode: "paced", rate: settings.pacedRate });
   note(`pipeline paced at ${blockTime}-s blocks: ${Math.round(run.paced.completedPerSecond)}/s, p50 ${Math.round(run.paced.latencyMs.p50)} ms`);
   return run;
-}
-
-async function relayerLeases(databaseUrl: string): Promise<Record<string, number>> {
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
-  try {
-    const rows = await sql<{ owner: string | null; n: number }[]>`
-      SELECT lease_owner AS owner, count(*)::int AS n FROM relayer_accounts
-      WHERE lease_expires_at > now() GROUP BY lease_owner`;
-    return Object.fromEntries(rows.map((r) => [r.owner ?? "none", r.n]));
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
-}
-
-async function runScaleOut(stack: Stack, logDir: string): Promise<ScaleOutResult> {
-  // One web server and one worker first, measured right here so both sides see the same chain and tables.
-  const common = {
-    databaseUrl: stack.databaseUrl!,
-    rpcUrl: stack.rpcUrl!,
-    treasury: stack.treasuryAddress!,
-    requests: settings.requests,
-  };
-  const singlePipeline = await measurePipeline({ ...common, baseUrls: [stack.url], mode: "burst", concurrency: settings.burstConcurrency, cpu: stack.cpu });
-
-  const port2 = await freePort();
-  note(`scale-out: a second web server on ${port2} and a second worker`);
-  const web2 = spawnInstance(stack, "web", { PORT: String(port2) }, logDir);
-  const worker2 = spawnInstance(stack, "worker", {}, logDir);
-  const url2 = `http://127.0.0.1:${port2}`;
-  const cpu = stack.cpu ? withExtraPids(stack.cpu, { web: () => [web2.pid], worker: () => [worker2.pid] }) : undefined;
-  const bothLease = () =>
-    waitFor(
-      "both workers to hold relayer leases",
-      async () => {
-        const l = await relayerLeases(stack.databaseUrl!);
-        return Object.keys(l).filter((k) => k !== "none").length >= 2 ? l : undefined;
-      },
-      { timeoutMs: 90_000, intervalMs: 500 },
-    ).catch(async () => relayerLeases(stack.databaseUrl!));
-  try {
-    await waitFor("the second web server", async () => ((await healthy(url2)) ? true : undefined), { timeoutMs: 120_000, intervalMs: 250 });
-    const leases = await bothLease();
-
-    // HTTP: POST /sponsorship/request on one instance, then on both at once, in interleaved rounds (workers paused).
-    stack.pauseWorker();
-    process.kill(worker2.pid, "SIGSTOP");
-    const data = await httpData(stack, settings.rounds * 3 * Math.max(15_000, settings.seconds * 3000));
-    const post = (wallets: readonly string[]) => standardEndpoints({ ...data, freshRegisteredWallets: wallets }).find((e) => e.name === "sponsorship-request")!;
-    // Disjoint wallets for each run of each round: every request is a new one (201), never a 409.
-    const chunk = Math.floor(data.freshRegisteredWallets.length / (settings.rounds * 3));
-    const wallets = (round: number, k: number) => data.freshRegisteredWallets.slice((round * 3 + k) * chunk, (round * 3 + k + 1) * chunk);
-    const single: number[] = [];
-    const double: [number, number][] = [];
-    for (let round = 0; round < settings.rounds; round++) {
-      const one = await runEndpoint(stack.url, post(wallets(round, 0)), {
-        connections: settings.connections,
-        seconds: settings.seconds,
-        warmupSeconds: 1,
-      });
-      single.push(one.reqPerSec);
-      const half = Math.max(1, Math.floor(settings.connections / 2));
-      const [a, b] = await Promise.all(
-        [stack.url, url2].map((url, k) => runEndpoint(url, post(wallets(round, 1 + k)), { connections: half, seconds: settings.seconds, warmupSeconds: 1 })),
-      );
-      double.push([a!.reqPerSec, b!.reqPerSec]);
-    }
-    await rejectOpenRequests(stack.databaseUrl!);
-    process.kill(worker2.pid, "SIGCONT");
-    stack.resumeWorker();
-
-    // Pipeline: requests spread over both web servers, relayed by both workers.
-    await bothLease();
-    const pipeline = await measurePipeline({ ...common, baseUrls: [stack.url, url2], mode: "burst", concurrency: settings.burstConcurrency, cpu });
-    const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
-    return {
-      single: { postRequestPerSec: mean(single), pipelinePerSec: singlePipeline.completedPerSecond, pipeline: singlePipeline },
-      double: {
-        postRequestPerSec: mean(double.map(([a, b]) => a + b)),
-        perInstance: [mean(double.map(([a]) => a)), mean(double.map(([, b]) => b))],
-        pipelinePerSec: pipeline.completedPerSecond,
-        pipeline,
-      },
-      relayerLeases: leases,
-    };
-  } finally {
-    await Promise.all([web2.stop(), worker2.stop()]);
-  }
 }
 
 async function truncateForGrowth(databaseUrl: string): Promise<void> {
