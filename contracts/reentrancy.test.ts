@@ -4,7 +4,7 @@ import { requestIdHash } from "@/lib/chain/ids";
 import { readIsSponsored } from "@/lib/chain/registry";
 import { parseSponsoredEvents } from "@/lib/chain/treasury";
 import { compileTestContract } from "./test-helpers";
-import { AMOUNT, freshWallet, newRequestId, OWNER, RELAYER, setUpTreasuryChain, STRANGER } from "./treasury-fixture";
+import { AMOUNT, freshWallet, newRequestId, OWNER, RELAYER, setUpTreasuryChain, STRANGER } from "@/test/treasury-fixture";
 
 /** The treasury against recipients that call back into it from receive(): paid once, or nothing at all. */
 

@@ -7,7 +7,7 @@ import { requestIdHash } from "@/lib/chain/ids";
 import { readAreSponsored, readIsSponsored } from "@/lib/chain/registry";
 import { describeRevert, readAccountBalances } from "@/lib/chain/treasury";
 import { addressOfKey } from "./deploy-lib";
-import { freshWallet, newRequestId, OWNER, RELAYER, setUpTreasuryChain, STRANGER } from "./treasury-fixture";
+import { freshWallet, newRequestId, OWNER, RELAYER, setUpTreasuryChain, STRANGER } from "@/test/treasury-fixture";
 
 /** The registry (one mark per wallet, written only by its treasury) and the reads health and the dashboard make. */
 

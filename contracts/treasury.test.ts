@@ -7,7 +7,7 @@ import { requestIdHash, uuidToBytes16 } from "@/lib/chain/ids";
 import { readIsSponsored } from "@/lib/chain/registry";
 import { parseSponsoredEvents, readTreasuryState } from "@/lib/chain/treasury";
 import { addressOfKey } from "./deploy-lib";
-import { AMOUNT, freshWallet, newRequestId, OWNER, RELAYER, RELAYER_2, setUpTreasuryChain, STRANGER } from "./treasury-fixture";
+import { AMOUNT, freshWallet, newRequestId, OWNER, RELAYER, RELAYER_2, setUpTreasuryChain, STRANGER } from "@/test/treasury-fixture";
 
 /** The treasury: sponsoring (who may, whom, how often, with what event) and the owner's functions. */
 

@@ -6,8 +6,8 @@ import { createChainClients, type ChainClients } from "@/lib/chain/clients";
 import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { startTestChain } from "@/test/chain";
-import type { Anvil } from "./anvil";
-import { addressOfKey, deployContracts, type DeployResult } from "./deploy-lib";
+import type { Anvil } from "@/contracts/anvil";
+import { addressOfKey, deployContracts, type DeployResult } from "@/contracts/deploy-lib";
 
 /** The contracts' tests (treasury, registry, reentrancy): a real anvil per file and the calls they make. */
 
