@@ -48,7 +48,10 @@ beforeAll(async () => {
     blocks[requestId] = (await clients.waitForTransactionReceipt({ hash })).blockNumber;
   };
   await sponsor(oldRequest);
-  await clients.request({ method: "anvil_mine" as never, params: ["0x9c4"] as never }); // 2,500 empty blocks
+  // 2,500 empty blocks, in five calls with a generous timeout: anvil takes a while per block on a loaded machine
+  // (one call of 2,500 passed viem's default 10 s there).
+  const miner = createChainClients({ rpcUrl: chain.rpcUrl, chainId: deployment.chainId, timeoutMs: 120_000 });
+  for (let i = 0; i < 5; i++) await miner.request({ method: "anvil_mine" as never, params: ["0x1f4"] as never });
   await sponsor(recentRequest);
 
   gateway = await startRpcProxy(chain.rpcUrl, (body) => {
