@@ -213,6 +213,18 @@ export async function readRequest(fx: PipelineFixture, id: string): Promise<Spon
   return row;
 }
 
+/** Polls until the request has `status`, then returns its row (fails after `timeoutMs`). */
+export async function waitForStatus(fx: PipelineFixture, id: string, status: string, timeoutMs = 20_000): Promise<SponsorshipRequest> {
+  return waitFor(
+    `request ${id} to be ${status}`,
+    async () => {
+      const row = await readRequest(fx, id);
+      return row.status === status ? row : undefined;
+    },
+    timeoutMs,
+  );
+}
+
 export async function readRelays(fx: PipelineFixture, requestId: string): Promise<RelayTransaction[]> {
   return fx.database.db
     .select()

@@ -16,6 +16,7 @@ import {
   waitFor,
   setUpPipelineFixture,
   type PipelineFixture,
+  waitForStatus,
 } from "@/test/worker-fixture";
 
 /**
@@ -40,16 +41,7 @@ afterEach(async () => {
   await anvilRpc(fx, "evm_setAutomine", [true]);
 });
 
-async function waitStatus(id: string, status: string, timeoutMs = 20_000) {
-  return waitFor(
-    `request ${id} to be ${status}`,
-    async () => {
-      const row = await readRequest(fx, id);
-      return row.status === status ? row : undefined;
-    },
-    timeoutMs,
-  );
-}
+const waitStatus = (id: string, status: string, timeoutMs = 20_000) => waitForStatus(fx, id, status, timeoutMs);
 
 async function pauseMining() {
   await anvilRpc(fx, "evm_setAutomine", [false]);

@@ -23,6 +23,7 @@ import {
   waitFor,
   setUpPipelineFixture,
   type PipelineFixture,
+  waitForStatus,
 } from "@/test/worker-fixture";
 
 /**
@@ -63,16 +64,7 @@ afterAll(async () => {
 
 const startWorker = () => startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200" });
 
-async function waitStatus(id: string, status: string, timeoutMs = 30_000) {
-  return waitFor(
-    `request ${id} to be ${status}`,
-    async () => {
-      const row = await readRequest(fx, id);
-      return row.status === status ? row : undefined;
-    },
-    timeoutMs,
-  );
-}
+const waitStatus = (id: string, status: string, timeoutMs = 30_000) => waitForStatus(fx, id, status, timeoutMs);
 
 async function deployRefusingWallet(refuses: boolean): Promise<`0x${string}`> {
   const deployerClient = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);

@@ -18,6 +18,7 @@ import {
   waitFor,
   setUpPipelineFixture,
   type PipelineFixture,
+  waitForStatus,
 } from "@/test/worker-fixture";
 
 /**
@@ -45,16 +46,7 @@ afterAll(async () => {
   setAppContextForTests({});
 });
 
-async function waitStatus(id: string, status: string, timeoutMs = 20_000) {
-  return waitFor(
-    `request ${id} to be ${status}`,
-    async () => {
-      const row = await readRequest(fx, id);
-      return row.status === status ? row : undefined;
-    },
-    timeoutMs,
-  );
-}
+const waitStatus = (id: string, status: string, timeoutMs = 20_000) => waitForStatus(fx, id, status, timeoutMs);
 
 describe("a request goes through the pipeline", () => {
   it("reaches completed: the wallet receives the amount, isSponsored is true, the hash is recorded and findable", async () => {

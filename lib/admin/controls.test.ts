@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { insertAdminAction, listAdminActions } from "@/db/queries/admin";
+import { signedInAdministrator } from "@/test/admin";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { readServiceState } from "@/db/queries/controls";
 import { blockIpAsAdministrator, pauseSponsorships, resumeSponsorships, unblockIpAsAdministrator } from "./controls";
-import { signInAdministrator } from "./session";
 
 /** The operator's brakes (decisions.md, "On the open internet"): each change audited with it, in one transaction. */
 
@@ -14,11 +14,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.drop());
 
-async function context() {
-  const r = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: "203.0.113.9", userAgent: null });
-  if (r.kind !== "signed_in") throw new Error(r.kind);
-  return { session: r.session, ipAddress: "203.0.113.9" };
-}
+const context = () => signedInAdministrator(t.db, ADMIN_TOKEN);
 
 describe("operator controls", () => {
   it("pauses with a reason and resumes, each audited once; a second pause changes nothing", async () => {

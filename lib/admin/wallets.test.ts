@@ -3,8 +3,8 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { adminActions } from "@/db/schema";
 import { isWalletBlocked } from "@/lib/sponsorship/blocks";
+import { signedInAdministrator } from "@/test/admin";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { signInAdministrator } from "./session";
 import { blockWalletAsAdministrator, lookUpWallet, unblockWalletAsAdministrator } from "./wallets";
 
 const ADMIN_TOKEN = "wallets-test-admin-token-123";
@@ -14,11 +14,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.drop());
 
-async function session() {
-  const r = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: "203.0.113.9", userAgent: null });
-  if (r.kind !== "signed_in") throw new Error(r.kind);
-  return r.session;
-}
+const session = async () => (await signedInAdministrator(t.db, ADMIN_TOKEN)).session;
 
 const address = () => `0x${randomBytes(20).toString("hex")}`;
 

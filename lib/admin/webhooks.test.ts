@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listAdminActions } from "@/db/queries/admin";
 import { syncWebhookEndpoints } from "@/db/queries/webhooks";
+import { signedInAdministrator } from "@/test/admin";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { signInAdministrator } from "./session";
 import { sendTestWebhook, webhooksOverview } from "./webhooks";
 
 /** The dashboard's webhooks page (issue 12 item 3): a test event per endpoint, audited; deliveries per endpoint. */
@@ -14,11 +14,7 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.drop());
 
-async function context() {
-  const r = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: "203.0.113.9", userAgent: null });
-  if (r.kind !== "signed_in") throw new Error(r.kind);
-  return { session: r.session, ipAddress: "203.0.113.9" };
-}
+const context = () => signedInAdministrator(t.db, ADMIN_TOKEN);
 
 describe("send a test event", () => {
   it("writes nothing and audits nothing while no endpoint is configured", async () => {
