@@ -6,7 +6,7 @@ import { appConfig, appDb } from "@/lib/http/app-context";
 import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
 import { IpBlockForm, LiftIpBlockButton, PauseForm } from "../_components/control-forms";
-import { DataTable, Notice, Section, TableScroll, td, th } from "../_components/ui";
+import { DataTable, Notice, Section, td } from "../_components/ui";
 
 export const metadata: Metadata = { title: "Controls" };
 
@@ -60,38 +60,30 @@ export default async function ControlsPage() {
         {blocks.length === 0 ? (
           <p className="mb-3 text-sm text-slate-800">No address or range is blocked.</p>
         ) : (
-          <TableScroll label="Active IP blocks">
-            <table className="mb-4 w-full">
-              <thead>
-                <tr>
-                  <th scope="col" className={th}>
-                    Address or prefix
-                  </th>
-                  <th scope="col" className={th}>
-                    Reason
-                  </th>
-                  <th scope="col" className={th}>
-                    Since
-                  </th>
-                  <th scope="col" className={th}>
-                    <span className="sr-only">Actions</span>
-                  </th>
+          <div className="mb-4">
+            <DataTable
+              label="Active IP blocks"
+              columns={[
+                "Address or prefix",
+                "Reason",
+                "Since",
+                <span key="actions" className="sr-only">
+                  Actions
+                </span>,
+              ]}
+            >
+              {blocks.map((b) => (
+                <tr key={b.id}>
+                  <td className={`${td} font-mono`}>{b.cidr}</td>
+                  <td className={td}>{b.reason}</td>
+                  <td className={td}>{formatDateTime(b.createdAt)}</td>
+                  <td className={td}>
+                    <LiftIpBlockButton id={b.id} cidr={b.cidr} />
+                  </td>
                 </tr>
-              </thead>
-              <tbody>
-                {blocks.map((b) => (
-                  <tr key={b.id}>
-                    <td className={`${td} font-mono`}>{b.cidr}</td>
-                    <td className={td}>{b.reason}</td>
-                    <td className={td}>{formatDateTime(b.createdAt)}</td>
-                    <td className={td}>
-                      <LiftIpBlockButton id={b.id} cidr={b.cidr} />
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </TableScroll>
+              ))}
+            </DataTable>
+          </div>
         )}
         <IpBlockForm />
       </Section>

@@ -5,7 +5,7 @@ import { appDb } from "@/lib/http/app-context";
 import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
 import { TestWebhookButton } from "../_components/webhook-forms";
-import { Notice, Section, TableScroll, td, th } from "../_components/ui";
+import { DataTable, Notice, Section, td } from "../_components/ui";
 
 export const metadata: Metadata = { title: "Webhooks" };
 
@@ -42,49 +42,23 @@ export default async function WebhooksPage() {
           {endpoint.recent.length === 0 ? (
             <p className="text-sm text-slate-800">No delivery yet.</p>
           ) : (
-            <TableScroll label={`Recent deliveries to ${endpoint.url}`}>
-              <table className="w-full">
-                <thead>
-                  <tr>
-                    <th scope="col" className={th}>
-                      Event
-                    </th>
-                    <th scope="col" className={th}>
-                      Status
-                    </th>
-                    <th scope="col" className={th}>
-                      Attempts
-                    </th>
-                    <th scope="col" className={th}>
-                      Next retry
-                    </th>
-                    <th scope="col" className={th}>
-                      Last error
-                    </th>
-                    <th scope="col" className={th}>
-                      Created
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {endpoint.recent.map((d) => (
-                    <tr key={d.id}>
-                      <th scope="row" className={td}>
-                        <span className="font-mono">{d.type}</span>
-                        <span className="block font-mono text-xs text-slate-700">{d.eventId}</span>
-                      </th>
-                      <td className={`${td} ${d.status === "failed" ? "font-semibold text-red-800" : ""}`}>
-                        {d.status === "delivered" ? `delivered ${formatDateTime(d.deliveredAt)}` : d.status === "failed" ? "given up" : "waiting"}
-                      </td>
-                      <td className={td}>{d.attempts}</td>
-                      <td className={td}>{d.nextAttemptAt ? formatDateTime(d.nextAttemptAt) : "—"}</td>
-                      <td className={td}>{d.lastError ?? "—"}</td>
-                      <td className={td}>{formatDateTime(d.createdAt)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableScroll>
+            <DataTable label={`Recent deliveries to ${endpoint.url}`} columns={["Event", "Status", "Attempts", "Next retry", "Last error", "Created"]}>
+              {endpoint.recent.map((d) => (
+                <tr key={d.id}>
+                  <th scope="row" className={td}>
+                    <span className="font-mono">{d.type}</span>
+                    <span className="block font-mono text-xs text-slate-700">{d.eventId}</span>
+                  </th>
+                  <td className={`${td} ${d.status === "failed" ? "font-semibold text-red-800" : ""}`}>
+                    {d.status === "delivered" ? `delivered ${formatDateTime(d.deliveredAt)}` : d.status === "failed" ? "given up" : "waiting"}
+                  </td>
+                  <td className={td}>{d.attempts}</td>
+                  <td className={td}>{d.nextAttemptAt ? formatDateTime(d.nextAttemptAt) : "—"}</td>
+                  <td className={td}>{d.lastError ?? "—"}</td>
+                  <td className={td}>{formatDateTime(d.createdAt)}</td>
+                </tr>
+              ))}
+            </DataTable>
           )}
         </Section>
       ))}
