@@ -1,5 +1,7 @@
 import { sql } from "drizzle-orm";
+import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseCidr } from "@/lib/sponsorship/client-identity";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 
 /**
@@ -59,5 +61,23 @@ describe("administrator IP blocks", () => {
     expect(await ask("2001:db8:7:1::/64")).toBe(true); // inside 2001:db8:7::/48 (i = 7)
     expect(await ask("2001:db8:1771::/64")).toBe(false); // i = 6001: lifted
     expect(await ask("192.0.2.1/32")).toBe(false);
+  });
+
+  it("are written as PostgreSQL prints them, so what an administrator is told is what the table holds", async () => {
+    // The IPv4-compatible ::a.b.c.d form is where PostgreSQL's text and plain hex part ways (::1:0 is ::0.1.0.0).
+    const edges = ["::0.1.0.0", "::1:0", "::1", "::2", "::ffff", "::1:0:0", "::1.2.3.4", "::1:0/112", "2001:db8::/32", "fe80::1:2"];
+    const random = fc.sample(
+      fc.oneof(
+        fc.ipV6(),
+        fc.ipV6().map((a) => `${a}/${64}`),
+      ),
+      { numRuns: 300, seed: 42 },
+    );
+    for (const text of [...edges, ...random]) {
+      const ours = parseCidr(text);
+      if (ours === undefined || !ours.includes(":")) continue; // IPv4 (mapped addresses are recorded as IPv4)
+      const [row] = await t.db.$client<{ c: string }[]>`SELECT ${ours}::cidr::text AS c`;
+      expect(ours, text).toBe(row!.c);
+    }
   });
 });

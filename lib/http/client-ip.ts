@@ -44,7 +44,7 @@ export function normalizeIp(input: string | undefined | null): string | undefine
   return groups ? compressIpv6(groups) : value;
 }
 
-/** RFC 5952 text: lowercase, no leading zeros, the longest run (>= 2) of zero groups as "::". */
+/** RFC 5952 text: lowercase, no leading zeros, the longest run (>= 2) of zero groups as "::"; the IPv4 tail of a mapped or compatible address dotted, as PostgreSQL prints it. */
 export function compressIpv6(groups: number[]): string {
   let bestStart = -1;
   let bestLength = 0;
@@ -58,6 +58,11 @@ export function compressIpv6(groups: number[]): string {
     if (j - i > bestLength) [bestStart, bestLength] = [i, j - i];
     i = j;
   }
+  // As PostgreSQL prints inet and cidr (and BIND before it): an IPv4-compatible address (96 zero bits, then a
+  // non-zero seventh group) and an IPv4-mapped one end in dotted IPv4, so a value the database hands back reads the same.
+  const v4 = `${groups[6]! >> 8}.${groups[6]! & 255}.${groups[7]! >> 8}.${groups[7]! & 255}`;
+  if (bestStart === 0 && bestLength === 6) return `::${v4}`;
+  if (bestStart === 0 && bestLength === 5 && groups[5] === 0xffff) return `::ffff:${v4}`;
   const hex = groups.map((g) => g.toString(16));
   if (bestLength < 2) return hex.join(":");
   return `${hex.slice(0, bestStart).join(":")}::${hex.slice(bestStart + bestLength).join(":")}`;
