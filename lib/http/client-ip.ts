@@ -35,13 +35,18 @@ export function normalizeIp(input: string | undefined | null): string | undefine
   if (version !== 6) return undefined;
   value = value.toLowerCase();
   const groups = expandIpv6(value);
-  // IPv4-mapped (::ffff:a.b.c.d): five zero groups, then ffff, then the IPv4 address.
-  if (groups && groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
-    const hi = groups[6]!;
-    const lo = groups[7]!;
-    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-  }
+  if (groups && isIpv4Mapped(groups)) return dottedIpv4(groups[6]!, groups[7]!);
   return groups ? compressIpv6(groups) : value;
+}
+
+/** IPv4-mapped (::ffff:a.b.c.d): five zero groups, then ffff, then the IPv4 address. */
+export function isIpv4Mapped(groups: readonly number[]): boolean {
+  return groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff;
+}
+
+/** Two 16-bit groups as the dotted IPv4 address they carry. */
+export function dottedIpv4(hi: number, lo: number): string {
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
 }
 
 /** RFC 5952 text: lowercase, no leading zeros, the longest run (>= 2) of zero groups as "::"; the IPv4 tail of a mapped or compatible address dotted, as PostgreSQL prints it. */
@@ -60,9 +65,8 @@ export function compressIpv6(groups: number[]): string {
   }
   // As PostgreSQL prints inet and cidr (and BIND before it): an IPv4-compatible address (96 zero bits, then a
   // non-zero seventh group) and an IPv4-mapped one end in dotted IPv4, so a value the database hands back reads the same.
-  const v4 = `${groups[6]! >> 8}.${groups[6]! & 255}.${groups[7]! >> 8}.${groups[7]! & 255}`;
-  if (bestStart === 0 && bestLength === 6) return `::${v4}`;
-  if (bestStart === 0 && bestLength === 5 && groups[5] === 0xffff) return `::ffff:${v4}`;
+  if (bestStart === 0 && bestLength === 6) return `::${dottedIpv4(groups[6]!, groups[7]!)}`;
+  if (isIpv4Mapped(groups)) return `::ffff:${dottedIpv4(groups[6]!, groups[7]!)}`;
   const hex = groups.map((g) => g.toString(16));
   if (bestLength < 2) return hex.join(":");
   return `${hex.slice(0, bestStart).join(":")}::${hex.slice(bestStart + bestLength).join(":")}`;

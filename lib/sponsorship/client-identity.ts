@@ -1,5 +1,5 @@
 import { isIP } from "node:net";
-import { compressIpv6, expandIpv6 } from "@/lib/http/client-ip";
+import { compressIpv6, dottedIpv4, expandIpv6, isIpv4Mapped } from "@/lib/http/client-ip";
 
 /**
  * The client identity that every limit and block keys on (decisions.md, "On the open internet"): an IPv4 client is
@@ -27,9 +27,8 @@ export function clientIdentity(ip: string, prefixLength: number): string {
 export function embeddedIpv4(ip: string): string | undefined {
   const groups = expandIpv6(ip.toLowerCase());
   if (!groups) return undefined;
-  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-  if (groups[0] === 0x2002) return v4(groups[1]!, groups[2]!);
-  if (groups[0] === 0x2001 && groups[1] === 0) return v4(groups[6]! ^ 0xffff, groups[7]! ^ 0xffff);
+  if (groups[0] === 0x2002) return dottedIpv4(groups[1]!, groups[2]!);
+  if (groups[0] === 0x2001 && groups[1] === 0) return dottedIpv4(groups[6]! ^ 0xffff, groups[7]! ^ 0xffff);
   return undefined;
 }
 
@@ -69,9 +68,9 @@ export function parseCidr(text: string): string | undefined {
   if (version === 0) return undefined;
   let length = match[2] === undefined ? (version === 4 ? 32 : 128) : Number(match[2]);
   const mapped = version === 6 ? expandIpv6(address.toLowerCase()) : undefined;
-  if (mapped && mapped.slice(0, 5).every((g) => g === 0) && mapped[5] === 0xffff) {
+  if (mapped && isIpv4Mapped(mapped)) {
     if (length < 96) return undefined;
-    address = `${mapped[6]! >> 8}.${mapped[6]! & 255}.${mapped[7]! >> 8}.${mapped[7]! & 255}`;
+    address = dottedIpv4(mapped[6]!, mapped[7]!);
     length -= 96;
     version = 4;
   }
