@@ -70,12 +70,13 @@ describe("supervise", () => {
     expect(starts.length).toBe(count);
   });
 
-  it("asks a child to stop with SIGTERM and writes its output to the log file", async () => {
+  it("asks a child to stop with SIGTERM and writes its output to the log file, the last line too", async () => {
     const logFile = path.join(dir, "graceful.log");
     const child = supervise({
       name: "graceful",
       command: process.execPath,
-      args: ["-e", "console.log('ready'); process.on('SIGTERM', () => { console.log('drained'); process.exit(0); }); setInterval(() => {}, 1000)"],
+      // The handler is in place before "ready" is written: a SIGTERM that came between the two would kill it.
+      args: ["-e", "process.on('SIGTERM', () => process.stdout.write('drained\\n', () => process.exit(0))); console.log('ready'); setInterval(() => {}, 1000)"],
       env: process.env,
       cwd: dir,
       logger,
@@ -83,7 +84,7 @@ describe("supervise", () => {
     });
     await until(async () => ((await readFile(logFile, "utf8").catch(() => "")).includes("ready") ? true : undefined));
     await child.stop();
-    expect(await readFile(logFile, "utf8")).toContain("drained");
+    expect(await readFile(logFile, "utf8")).toBe("ready\ndrained\n");
     expect(child.restarts).toBe(0);
   });
 

@@ -74,8 +74,11 @@ export function supervise(options: SupervisedOptions): Supervised {
       file?.write(chunk);
     });
     exited = new Promise<void>((resolve) => {
+      // "exit" can come before the child's last output has been read from its pipes; "close" comes after. A
+      // grandchild still holding the pipes would delay "close" for ever, so the wait for it is bounded.
+      proc.once("close", () => resolve());
       proc.once("exit", (code, signal) => {
-        resolve();
+        setTimeout(resolve, 2_000).unref();
         if (child === proc) child = undefined;
         if (stopping) {
           log.info("stopped", { exit: describeExit(code, signal) });
