@@ -10,7 +10,23 @@ const agent = new Agent({ keepAlive: true, maxSockets: 256 });
 
 let counter = 0;
 
-export function postJson(baseUrl: string, path: string, body: unknown, ip = ipFor(++counter)): Promise<{ status: number; json: Record<string, unknown> }> {
+export async function postJson(
+  baseUrl: string,
+  path: string,
+  body: unknown,
+  ip = ipFor(++counter),
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  try {
+    return await postOnce(baseUrl, path, body, ip);
+  } catch (error) {
+    // A kept-alive connection the server closed just as it was reused fails before the server read the request
+    // (Node's documented case for `reusedSocket`): sent again once, on a new connection.
+    if ((error as { reusedSocket?: boolean }).reusedSocket) return postOnce(baseUrl, path, body, ip);
+    throw error;
+  }
+}
+
+function postOnce(baseUrl: string, path: string, body: unknown, ip: string): Promise<{ status: number; json: Record<string, unknown> }> {
   const payload = JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = request(
@@ -40,7 +56,7 @@ export function postJson(baseUrl: string, path: string, body: unknown, ip = ipFo
         });
       },
     );
-    req.on("error", reject);
+    req.on("error", (error: NodeJS.ErrnoException) => reject(Object.assign(error, { reusedSocket: req.reusedSocket && error.code === "ECONNRESET" })));
     req.end(payload);
   });
 }

@@ -17,7 +17,7 @@ import { note, percentile, randomAddress, round, waitFor, type Address } from ".
  * The end-to-end burst (issue 15 items 1 and 3, issue 12 item 6), `BENCH_PHASES=e2e`: the shape PoWFaucet was
  * measured with. A stack at 1-s blocks; its own worker is paused (SIGSTOP) and replaced by one whose JSON-RPC goes
  * through a counting proxy (test/rpc-proxy.ts), and the clients talk to a second web server with its own counting
- * proxy. `BENCH_E2E_CLIENTS` clients (32) each take a
+ * proxy. After `BENCH_E2E_WARMUP` (300) sponsorships through the fresh processes, `BENCH_E2E_CLIENTS` clients (32) each take a
  * fresh wallet, register it, then request its sponsorship, until `BENCH_REQUESTS` (1,000) are requested; the clock
  * runs from the first registration to the last completion. Reported: completed/s, request -> completed
  * percentiles, CPU ms per completed sponsorship of every process (register + request + relay + confirm), JSON-RPC
@@ -31,6 +31,8 @@ import { note, percentile, randomAddress, round, waitFor, type Address } from ".
 export type EndToEndResult = {
   clients: number;
   requests: number;
+  /** Sponsorships through the same processes before the measured ones. */
+  warmup: number;
   blockTime: number;
   seconds: number;
   completedPerSecond: number;
@@ -67,6 +69,35 @@ type Pass = {
 };
 
 /**
+ * The clients of the end-to-end shape: `count` fresh wallets, each registered then requested by one of `clients`
+ * clients that take the next wallet as soon as their last is requested; resolves with the request ids once every
+ * request is terminal.
+ */
+export async function clientsBurst(url: string, sql: postgres.Sql, count: number, clients: number): Promise<string[]> {
+  const wallets = Array.from({ length: count }, () => randomAddress() as Address);
+  const ids: string[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      for (let i = next++; i < count; i = next++) {
+        await registerWallet(url, wallets[i]!);
+        ids.push(await requestSponsorship(url, wallets[i]!));
+      }
+    }),
+  );
+  await waitFor(
+    "every end-to-end request to reach a terminal status",
+    async () => {
+      const [r] = await sql<{ open: number }[]>`
+        SELECT count(*)::int AS open FROM sponsorship_requests WHERE id = ANY(${ids}::uuid[]) AND status IN ('pending', 'approved', 'relayed')`;
+      return r && r.open === 0 ? true : undefined;
+    },
+    { timeoutMs: 10 * 60_000, intervalMs: 100 },
+  );
+  return ids;
+}
+
+/**
  * One burst on a web server and a worker started for it (their JSON-RPC through the counting proxies). With
  * `profileDir`, both run under --cpu-prof and the profiles are summarised from the burst's start on (the
  * start-up's module loading left out); without, the figures are the processes' own (the profiler costs CPU too).
@@ -74,7 +105,7 @@ type Pass = {
 async function burst(
   stack: Stack,
   proxies: { worker: CountingRpcProxy; web: CountingRpcProxy },
-  options: { logDir: string; requests: number; clients: number; idleSeconds: number; profileDir?: string },
+  options: { logDir: string; requests: number; clients: number; idleSeconds: number; warmup: number; profileDir?: string },
 ): Promise<Pass> {
   const dirs = options.profileDir ? { web: path.join(options.profileDir, "e2e-web"), worker: path.join(options.profileDir, "e2e-worker") } : undefined;
   for (const dir of Object.values(dirs ?? {})) mkdirSync(dir, { recursive: true });
@@ -101,32 +132,20 @@ async function burst(
     );
 
     const cpu = withExtraPids(stack.cpu!, { web: () => [web.pid], worker: () => [worker.pid] });
+    const run = (count: number) => clientsBurst(url, sql, count, options.clients);
+    // A service runs warm: the first requests of a fresh process pay for loading the routes' modules and for the
+    // JIT, which a 10-s burst would spread over every sponsorship.
+    if (options.warmup > 0) {
+      note(`e2e${dirs ? " (profiled)" : ""}: warming up with ${options.warmup} sponsorships`);
+      await run(options.warmup);
+    }
     const n = options.requests;
-    const wallets = Array.from({ length: n }, () => randomAddress() as Address);
     const startBlock = BigInt(await rpc<Hex>(stack.rpcUrl!, "eth_blockNumber"));
     note(`e2e${dirs ? " (profiled)" : ""}: ${options.clients} clients, each registers a fresh wallet then requests, ${n} in all`);
     const rpcBefore = { worker: proxies.worker.byMethod(), web: proxies.web.byMethod() };
     const cpuBefore = snapshotCpu(cpu);
     const t0 = Date.now();
-    const ids: string[] = [];
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: options.clients }, async () => {
-        for (let i = next++; i < n; i = next++) {
-          await registerWallet(url, wallets[i]!);
-          ids.push(await requestSponsorship(url, wallets[i]!));
-        }
-      }),
-    );
-    await waitFor(
-      "every end-to-end request to reach a terminal status",
-      async () => {
-        const [r] = await sql<{ open: number }[]>`
-          SELECT count(*)::int AS open FROM sponsorship_requests WHERE id = ANY(${ids}::uuid[]) AND status IN ('pending', 'approved', 'relayed')`;
-        return r && r.open === 0 ? true : undefined;
-      },
-      { timeoutMs: 10 * 60_000, intervalMs: 100 },
-    );
+    const ids = await run(n);
     const cpuMs = cpuBetween(cpuBefore, cpu);
     const rpcAfter = { worker: proxies.worker.byMethod(), web: proxies.web.byMethod() };
     const rows = await sql<{ status: string; requested_at: Date; completed_at: Date | null }[]>`
@@ -189,7 +208,14 @@ async function burst(
   }
 }
 
-export async function runEndToEnd(options: { logDir: string; requests: number; clients: number; idleSeconds: number }): Promise<EndToEndResult> {
+export async function runEndToEnd(options: {
+  logDir: string;
+  requests: number;
+  clients: number;
+  idleSeconds: number;
+  /** Sponsorships run through each burst's fresh processes before the measured ones. */
+  warmup: number;
+}): Promise<EndToEndResult> {
   const stack = await startStack({ name: "e2e", blockTime: 1, logDir: options.logDir });
   const opened: CountingRpcProxy[] = [];
   try {
@@ -210,6 +236,7 @@ export async function runEndToEnd(options: { logDir: string; requests: number; c
     return {
       clients: options.clients,
       requests: options.requests,
+      warmup: options.warmup,
       blockTime: 1,
       seconds: round(measured.seconds, 2),
       completedPerSecond: round(measured.completed / measured.seconds, 1),
@@ -250,7 +277,7 @@ export function renderEndToEnd(e: EndToEndResult): string {
       .join(", ") || "none";
   const done = Math.max(1, e.statuses.completed ?? 0);
   return [
-    `## End-to-end burst (${e.clients} clients, each registers then requests; ${e.requests} sponsorships, ${e.blockTime}-s blocks)`,
+    `## End-to-end burst (${e.clients} clients, each registers then requests; ${e.requests} sponsorships after ${e.warmup ?? 0} to warm up, ${e.blockTime}-s blocks)`,
     "",
     "| | |",
     "|---|---|",

@@ -32,7 +32,9 @@ import { note } from "./util";
  * ("1000,100000,1000000"), BENCH_CHAIN_MEMORY ("3000,30,60": sponsor calls, per second, idle seconds after them: the
  * local chain's resident memory, issue 11 item 10), BENCH_URL (+ BENCH_DATABASE_URL, BENCH_RPC_URL, BENCH_DATA_DIR)
  * for a running stack. The "compare" phase (not in the default list) runs this tree beside the checkouts in
- * BENCH_COMPARE_ROOTS (comma-separated), with BENCH_PROFILE=1 a --cpu-prof web server of each (bench/compare.ts).
+ * BENCH_COMPARE_ROOTS (comma-separated), with BENCH_PROFILE=1 a --cpu-prof web server of each, and
+ * BENCH_COMPARE_PIPELINE (500, 0 for none) requests per pipeline burst of each tree and round, BENCH_COMPARE_E2E (0: none)
+ * sponsorships per end-to-end burst of each tree and round, BENCH_COMPARE_HTTP=0 to leave out the HTTP rounds (bench/compare.ts).
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -249,6 +251,7 @@ async function main(): Promise<void> {
           requests: settings.requests,
           clients: int(env.BENCH_E2E_CLIENTS, 32),
           idleSeconds: int(env.BENCH_IDLE_SECONDS, 60),
+          warmup: int(env.BENCH_E2E_WARMUP, 300),
         });
         save();
       }
@@ -273,6 +276,9 @@ async function main(): Promise<void> {
           rounds: settings.rounds,
           connections: settings.connections,
           profile: env.BENCH_PROFILE === "1",
+          http: env.BENCH_COMPARE_HTTP !== "0",
+          pipelineRequests: int(env.BENCH_COMPARE_PIPELINE, 500),
+          endToEndRequests: int(env.BENCH_COMPARE_E2E, 0),
         });
         save();
       }
