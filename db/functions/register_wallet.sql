@@ -54,6 +54,7 @@ BEGIN
   ON CONFLICT (wallet_address) DO UPDATE SET last_seen_at = GREATEST(w.last_seen_at, EXCLUDED.last_seen_at)
   RETURNING w.id, w.first_seen_at, w.last_seen_at, w.sponsorship_count, (w.xmax = 0) INTO v_id, v_first_seen, v_last_seen, v_count, v_created;
 
+  -- The wallet view of db/queries/wallets.ts (walletViewColumns; lib/sponsorship/wallets.test.ts compares them).
   RETURN json_build_object(
     'outcome', 'registered',
     'created', v_created,

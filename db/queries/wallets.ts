@@ -2,7 +2,10 @@ import { sql } from "drizzle-orm";
 import { query, run, type Executor, type Query } from "@/db/sql/run";
 import { blockActive, isoUtc } from "@/db/sql/fragments";
 
-/** A wallet as the API shows it, timestamps already in the wire format. */
+/**
+ * A wallet as the API shows it, timestamps already in the wire format. Registration's answer is built the same way
+ * inside db/functions/register_wallet.sql (lib/sponsorship/wallets.test.ts compares the two).
+ */
 export type WalletView = {
   id: string;
   walletAddress: string;
