@@ -1,12 +1,11 @@
 import { sql } from "drizzle-orm";
-import type { Database } from "@/db/client";
-import { lockKeysSql } from "@/db/sql/advisory-locks";
-import { run, type Executor } from "@/db/sql/run";
-import { insertHitsSql, limitReachedAtMs } from "./rate-limits";
-import { twoStepTransaction } from "@/db/sql/transaction";
-import { blockActive, isoUtc, ts } from "@/db/sql/fragments";
+import { query, run, type Executor, type Query } from "@/db/sql/run";
+import { blockActive, isoUtc } from "@/db/sql/fragments";
 
-/** A wallet as the API shows it, timestamps already in the wire format. */
+/**
+ * A wallet as the API shows it, timestamps already in the wire format. Registration's answer is built the same way
+ * inside db/functions/register_wallet.sql (lib/sponsorship/wallets.test.ts compares the two).
+ */
 export type WalletView = {
   id: string;
   walletAddress: string;
@@ -32,50 +31,34 @@ export async function findWalletView(db: Executor, address: string, now: Date): 
   return rows[0];
 }
 
-function upsertWalletSql(address: string, now: Date) {
-  return sql`
-    WITH w AS (
-      INSERT INTO wallets (wallet_address, first_seen_at, last_seen_at)
-      VALUES (${address}, ${ts(now)}, ${ts(now)})
-      ON CONFLICT (wallet_address) DO UPDATE SET last_seen_at = GREATEST(wallets.last_seen_at, EXCLUDED.last_seen_at)
-      RETURNING *, (xmax = 0) AS created
-    )
-    SELECT ${walletViewColumns(now)}, w.created FROM w`;
-}
+export type RegistrationCallInput = {
+  /** The client identity the limit and its lock key on (lib/sponsorship/client-identity.ts). */
+  clientKey: string;
+  /** The identity as a CIDR network, matched against administrator IP blocks. */
+  clientNetwork: string;
+  address: string;
+  now: Date;
+  limit: number;
+  windowStart: Date;
+};
 
-export type RegistrationAttempt =
-  { admitted: false; ipBlocked?: true; limitReachedAtMs: number | null } | { admitted: true; wallet: WalletView; created: boolean };
+export type RegistrationCallResult =
+  | { refusal: "ip_blocked" }
+  | { refusal: "rate_limited"; limitReachedAtMs: number }
+  | { outcome: "registered"; created: boolean; wallet: WalletView };
+
+const registerWalletCall = (input: RegistrationCallInput): Query<RegistrationCallResult> =>
+  query(
+    "SELECT register_wallet($1::text, $2::cidr, $3::text, $4::timestamptz, $5::int, $6::timestamptz) AS result",
+    [input.clientKey, input.clientNetwork, input.address, input.now.toISOString(), input.limit, input.windowStart.toISOString()],
+    (rows) => rows[0]!.result as RegistrationCallResult,
+  );
 
 /**
- * A registration in two round trips (db/sql/transaction.ts): BEGIN, the IP's lock and its registration count
- * leave together; `admit` (the domain's rule) sees when the IP reached its limit; if admitted, the counted hit,
- * the upsert and COMMIT leave together.
+ * One registration attempt as one prepared statement: `register_wallet` (db/functions/register_wallet.sql) checks
+ * administrator IP blocks, takes the identity's lock, reads the rolling hour's count and, if admitted, counts the
+ * hit and upserts the wallet, in the statement's own transaction.
  */
-export async function attemptRegistration(
-  db: Database,
-  input: { clientKey: string; clientNetwork: string; address: string; now: Date; limit: number; windowStart: Date; lockKey: string },
-  admit: (limitReachedAtMs: number | null) => boolean,
-): Promise<RegistrationAttempt> {
-  const { clientKey: ip, address, now } = input;
-  return twoStepTransaction<RegistrationAttempt>(
-    db,
-    [
-      lockKeysSql([input.lockKey]),
-      sql`SELECT ${limitReachedAtMs("register_ip", ip, input.limit, input.windowStart)} AS at,
-        client_ip_blocked(${input.clientNetwork}::cidr) AS "ipBlocked"`,
-    ],
-    ([, countRows]) => {
-      const { at: reachedAt, ipBlocked } = countRows![0] as { at: number | null; ipBlocked: boolean };
-      // An administrator's IP block refuses before anything is counted (decisions.md, "On the open internet").
-      if (ipBlocked) return { statements: [], finish: () => ({ admitted: false as const, ipBlocked: true as const, limitReachedAtMs: null }) };
-      if (!admit(reachedAt)) return { statements: [], finish: () => ({ admitted: false as const, limitReachedAtMs: reachedAt }) };
-      return {
-        statements: [insertHitsSql([{ scope: "register_ip", key: ip }], now), upsertWalletSql(address, now)],
-        finish: ([, upserted]) => {
-          const { created, ...wallet } = upserted![0] as WalletView & { created: boolean };
-          return { admitted: true as const, wallet, created };
-        },
-      };
-    },
-  );
+export async function registerWalletInDatabase(db: Executor, input: RegistrationCallInput): Promise<RegistrationCallResult> {
+  return run(db, registerWalletCall(input));
 }

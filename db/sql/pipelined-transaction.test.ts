@@ -55,4 +55,19 @@ describe("pipelinedTransaction", () => {
     const rows = await Promise.all(Array.from({ length: 12 }, (_, i) => t.db.execute<{ i: number }>(sql`SELECT ${i}::int AS i`)));
     expect(rows.map((r) => r[0]!.i)).toEqual(Array.from({ length: 12 }, (_, i) => i));
   });
+
+  // Moved from the two-step transaction's tests when registration became one statement (db/functions/register_wallet.sql).
+  it("rolls back what a batch did when the body throws after it; the pool's connections stay usable", async () => {
+    await t.db.execute(sql`DELETE FROM pipelined_probe`);
+    await expect(
+      pipelinedTransaction(t.db, async (tx) => {
+        await tx.run([insert([1])]);
+        throw new Error("decided to give up");
+      }),
+    ).rejects.toThrow("decided to give up");
+    expect(await count()).toBe(0);
+    // Every pooled connection still works (none was left inside an open or aborted transaction).
+    await Promise.all(Array.from({ length: 20 }, () => t.db.execute(sql`SELECT 1`)));
+    expect(await count()).toBe(0);
+  });
 });

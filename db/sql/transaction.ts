@@ -7,11 +7,9 @@ import { assertSendable, send, statement, type Answers, type Query, type Row, ty
  * statements leave in batches. BEGIN leaves with the first batch and COMMIT with the last: statements that do not
  * depend on each other's answers leave together (pipelined: still executed one after the other, each seeing what the
  * previous ones did), so a transaction costs one round trip per decision the client makes rather than one per
- * statement (`db.transaction` costs one per statement plus BEGIN and COMMIT). Two shapes of it:
- * - `pipelinedTransaction(db, body)`: `body` sends batches with `tx.run` / `tx.send` and may end with `tx.commit`;
- * - `twoStepTransaction(db, first, decide)`: the hot write paths' shape (registration): the first statements
- *   (typically an advisory lock, then a read of every fact the decision needs), the caller decides, then the
- *   writes with COMMIT. Two round trips.
+ * statement (`db.transaction` costs one per statement plus BEGIN and COMMIT): `pipelinedTransaction(db, body)`, where
+ * `body` sends batches with `tx.run` / `tx.send` and may end with `tx.commit`. (A path whose whole decision can run in
+ * the database is one statement instead: creation and registration call SQL functions, db/functions/.)
  * If any statement fails, the transaction is rolled back and the error is thrown; a statement that fails in a batch
  * aborts the transaction, so a COMMIT sent behind it commits nothing.
  */
@@ -103,16 +101,4 @@ export async function pipelinedTransaction<T>(db: Database, body: (tx: Pipelined
   } finally {
     connection.release();
   }
-}
-
-/** The second step: its statements, and how to make the result from their rows. */
-export type SecondStep<T> = { statements: Runnable[]; finish: (results: Row[][]) => T };
-
-/** A transaction in two round trips (see above): `first` with BEGIN, then `decide`'s statements with COMMIT. */
-export async function twoStepTransaction<T>(db: Database, first: Runnable[], decide: (results: Row[][]) => Promise<SecondStep<T>> | SecondStep<T>): Promise<T> {
-  return pipelinedTransaction(db, async (tx) => {
-    const results = await tx.run(first);
-    const { statements, finish } = await decide(results);
-    return finish(await tx.commit(statements));
-  });
 }

@@ -10,7 +10,8 @@
  *
  * Where they run: for sponsorship requests inside the database, in the PL/pgSQL function
  * `create_sponsorship_request` (db/functions/create_sponsorship_request.sql, blocks "IP block / limit" and
- * "Wallet block / limit"), under the IP and wallet locks; for registrations in db/queries/wallets.ts. This file
+ * "Wallet block / limit"), under the IP and wallet locks; for registrations in `register_wallet`
+ * (db/functions/register_wallet.sql, "Registration limit"), under the identity's lock. This file
  * holds only the window arithmetic both callers share (rules.ts maps every rule).
  */
 

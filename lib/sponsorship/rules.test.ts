@@ -22,10 +22,14 @@ describe("the map of the sponsorship rules", () => {
     expect(names).toEqual(order);
   });
 
-  it("points only to files that exist, and to SQL blocks the function's source really has", () => {
-    const sql = readFileSync(path.join(ROOT, "db/functions/create_sponsorship_request.sql"), "utf8");
+  it("points only to files that exist, and to SQL blocks the functions' sources it names really have", () => {
     for (const rule of [...CREATION_RULES, ...OTHER_RULES]) {
-      for (const file of rule.where.match(/[\w./-]+\.(?:ts|sql)/g) ?? []) expect(existsSync(path.join(ROOT, file)), `${rule.rule}: ${file}`).toBe(true);
+      const files = rule.where.match(/[\w./-]+\.(?:ts|sql)/g) ?? [];
+      for (const file of files) expect(existsSync(path.join(ROOT, file)), `${rule.rule}: ${file}`).toBe(true);
+      const sql = files
+        .filter((file) => file.endsWith(".sql"))
+        .map((file) => readFileSync(path.join(ROOT, file), "utf8"))
+        .join("\n");
       for (const [, block] of rule.where.matchAll(/\(-- ([^)]+)\)/g)) expect(sql, `${rule.rule}: -- ${block}`).toContain(`-- ${block}`);
     }
   });

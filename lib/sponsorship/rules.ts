@@ -51,7 +51,7 @@ export const OTHER_RULES: readonly SponsorshipRule[] = [
   {
     rule: "registration limit",
     decisions: "POST /wallets/register",
-    where: "lib/sponsorship/wallets.ts -> db/queries/wallets.ts (attemptRegistration, two-step transaction)",
+    where: "lib/sponsorship/wallets.ts -> db/functions/register_wallet.sql (-- Registration limit), after (-- Administrator IP blocks)",
   },
   { rule: "review (blocked, sponsored on-chain, payment refused)", decisions: "Pipeline; Wallets that cannot be paid", where: "worker/stages/review.ts" },
   { rule: "relay (pause, treasury, fee ceiling)", decisions: "Pipeline; Pause; Fee ceiling", where: "worker/stages/relay.ts" },
