@@ -1,4 +1,4 @@
-import { encodeFunctionData, keccak256, type Address, type Hash, type Hex, type PrivateKeyAccount } from "viem";
+import { getAbiItem, InvalidAddressError, isAddress, keccak256, toFunctionSelector, type Address, type Hash, type Hex, type PrivateKeyAccount } from "viem";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { requestIdHash } from "@/lib/chain/ids";
 import { SPONSOR_GAS_LIMIT } from "@/lib/chain/treasury";
@@ -16,6 +16,19 @@ export const FILL_GAS_LIMIT = 21_000n;
 
 export type SignedTransaction = { raw: Hex; hash: Hash };
 
+/** `sponsor(address,bytes32)`'s selector, computed once (encodeFunctionData hashes the signature on every call). */
+const SPONSOR_SELECTOR = toFunctionSelector(getAbiItem({ abi: treasuryAbi, name: "sponsor" }));
+
+/**
+ * The calldata of `sponsor(wallet, requestIdHash(requestId))`, byte for byte what viem's encodeFunctionData gives
+ * (two static words after the selector: the address left-padded, lowercase, and the 32-byte hash), without
+ * looking the function up in the ABI and hashing its signature on every attempt (bench/worker-sign.ts).
+ */
+export function encodeSponsorCall(wallet: Address, requestId: string): Hex {
+  if (!isAddress(wallet)) throw new InvalidAddressError({ address: wallet });
+  return `${SPONSOR_SELECTOR}${wallet.slice(2).toLowerCase().padStart(64, "0")}${requestIdHash(requestId).slice(2)}`;
+}
+
 export async function signSponsorTransaction(
   account: PrivateKeyAccount,
   tx: { chainId: number; treasury: Address; nonce: number; fees: Fees; wallet: Address; requestId: string },
@@ -29,7 +42,7 @@ export async function signSponsorTransaction(
     gas: SPONSOR_GAS_LIMIT,
     maxFeePerGas: tx.fees.maxFeePerGas,
     maxPriorityFeePerGas: tx.fees.maxPriorityFeePerGas,
-    data: encodeFunctionData({ abi: treasuryAbi, functionName: "sponsor", args: [tx.wallet, requestIdHash(tx.requestId)] }),
+    data: encodeSponsorCall(tx.wallet, tx.requestId),
   });
   return { raw, hash: keccak256(raw) };
 }
