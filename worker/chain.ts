@@ -59,6 +59,11 @@ export class WorkerChain {
   readonly endpoints: EndpointState[];
   /** One client per endpoint, for broadcasts (every raw transaction goes to all). */
   private readonly broadcastClients: ChainPublicClient[];
+  /**
+   * The same endpoints without batching, for the head (`eth_blockNumber`), always asked alone: viem schedules a
+   * batch with `setTimeout` even for one call, which about doubles a lone call's CPU (bench/worker-sign.ts).
+   */
+  private readonly headClient: ChainPublicClient;
 
   constructor(options: WorkerChainOptions) {
     this.health = options.health ?? new ChainHealth();
@@ -74,11 +79,13 @@ export class WorkerChain {
       fetchFn,
       maxResponseBodySize: false as const,
     };
-    this.client = createChainClients({
+    const readOptions = {
       ...clientOptions,
       rpcUrl: rpcUrls,
-      onEndpointResponse: (url, outcome) => this.noteEndpoint(url, outcome.ok ? undefined : outcome.error),
-    }).publicClient;
+      onEndpointResponse: (url: string, outcome: { ok: true } | { ok: false; error: Error }) => this.noteEndpoint(url, outcome.ok ? undefined : outcome.error),
+    };
+    this.client = createChainClients(readOptions).publicClient;
+    this.headClient = createChainClients({ ...readOptions, batch: false }).publicClient;
     this.broadcastClients = rpcUrls.length === 1 ? [this.client] : rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl }).publicClient);
     this.chainId = options.chainId;
     this.registryAddress = options.registryAddress;
@@ -113,7 +120,7 @@ export class WorkerChain {
   }
 
   async blockNumber(): Promise<bigint> {
-    return this.reach("eth_blockNumber", async () => hexToBigInt(await this.client.request({ method: "eth_blockNumber" })));
+    return this.reach("eth_blockNumber", async () => hexToBigInt(await this.headClient.request({ method: "eth_blockNumber" })));
   }
 
   /**

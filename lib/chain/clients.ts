@@ -39,6 +39,11 @@ export type ChainClientOptions = {
    * tick share a request. A few milliseconds gather calls from concurrent HTTP requests (the eligibility check).
    */
   batchWaitMs?: number;
+  /**
+   * Default true. False: every call is its own HTTP request, sent at once. viem schedules even a lone call's batch
+   * with `setTimeout`, which costs a lone call about twice the CPU (bench/worker-sign.ts); for calls made alone.
+   */
+  batch?: boolean;
   /** The transport's `fetch` (default: the global one), e.g. lib/chain/node-fetch.ts. */
   fetchFn?: typeof fetch;
   /** The transport's cap on an answer's size (viem's default 10 MB); `false` when `fetchFn` enforces its own. */
@@ -87,7 +92,7 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
   const pollingInterval = options.pollingIntervalMs ?? (rpcUrls.every(isLoopbackRpc) ? 100 : 1_000);
   const httpTo = (url: string, retryCount: number) =>
     http(url, {
-      batch: { batchSize: 200, wait: options.batchWaitMs ?? 0 },
+      batch: options.batch === false ? false : { batchSize: 200, wait: options.batchWaitMs ?? 0 },
       timeout: options.timeoutMs ?? 10_000,
       retryCount,
       ...(options.fetchFn ? { fetchFn: options.fetchFn } : {}),
