@@ -28,7 +28,7 @@ export const WALLET_REFUSED_REVERT = "TransferFailed";
  * - an active block of the wallet (administrator, or automatic and not expired) -> rejected `wallet_blocked`;
  * - `isSponsored` true on-chain (one batched `areSponsored` call) -> rejected `already_sponsored`;
  * - the payment itself simulated (`eth_call` of the treasury's `sponsor` from a relayer, with the relay's gas
- *   limit, all in one JSON-RPC batch) reverts with TransferFailed (a contract whose `receive` refuses the
+ *   limit, in the same JSON-RPC batch as `areSponsored`) reverts with TransferFailed (a contract whose `receive` refuses the
  *   transfer) -> rejected `payment_refused`, and nothing is ever sent for it; any other revert (the service's own
  *   state, SERVICE_STATE_REVERTS, or one without a reason) approves as usual, and the relay stage decides;
  * - otherwise approved `eligible`.
@@ -46,7 +46,20 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
     const toCheck = claims.filter((c) => !c.blocked);
     if (toCheck.length > 0) {
       try {
-        const sponsored = await ctx.chain.areSponsored(toCheck.map((c) => c.walletAddress));
+        // Simulated from a relayer this worker may use (any configured one: eth_call needs no key). Both reads are
+        // issued together, so they travel in one JSON-RPC batch (one HTTP request); a wallet found already sponsored
+        // is rejected as such whatever its dry run says.
+        const relayer = (ctx.pool.leased[0] ?? ctx.pool.configured[0]) as Address | undefined;
+        const [sponsored, reverts] = await Promise.all([
+          ctx.chain.areSponsored(toCheck.map((c) => c.walletAddress)),
+          relayer
+            ? ctx.chain.simulateSponsorships(
+                relayer,
+                toCheck.map((c) => ({ id: c.id, wallet: c.walletAddress as Address })),
+                SPONSOR_GAS_LIMIT,
+              )
+            : new Map<string, { errorName?: string; text: string } | null>(),
+        ]);
         const payable: typeof toCheck = [];
         for (const c of toCheck) {
           const already = sponsored.get(c.walletAddress);
@@ -54,15 +67,6 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
           if (already) decisions.push({ id: c.id, status: "rejected", reason: "already_sponsored" });
           else payable.push(c);
         }
-        // Simulated from a relayer this worker may use (any configured one: eth_call needs no key).
-        const relayer = (ctx.pool.leased[0] ?? ctx.pool.configured[0]) as Address | undefined;
-        const reverts = relayer
-          ? await ctx.chain.simulateSponsorships(
-              relayer,
-              payable.map((c) => ({ id: c.id, wallet: c.walletAddress as Address })),
-              SPONSOR_GAS_LIMIT,
-            )
-          : new Map();
         for (const c of payable) {
           const revert = reverts.get(c.id);
           if (revert && (revert.errorName === WALLET_REFUSED_REVERT || revert.errorName === "AlreadySponsored")) {
