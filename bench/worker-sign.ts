@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { createECDH, randomBytes, randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import { secp256k1 } from "@noble/curves/secp256k1";
 import { encodeFunctionData, keccak256, serializeTransaction, type Address, type TransactionSerializableEIP1559 } from "viem";
@@ -20,7 +20,8 @@ import { encodeSponsorCall, SPONSOR_GAS_LIMIT, signSponsorTransaction } from "@/
  * encodeFunctionData on every attempt) and now (encodeSponsorCall: the selector computed once), and its pieces:
  * calldata, request id hash, serialising, hashing, secp256k1 (noble, through viem's `sign`).
  * `--windows` also times noble's base-point multiplication and signing with other precomputation windows (noble
- * precomputes the base point with a window of 8 when the module loads).
+ * precomputes the base point with a window of 8 when the module loads), and the same multiplication in OpenSSL
+ * (node:crypto's ECDH public key).
  *
  * JSON-RPC (the worker's transport: viem's `http` transport over lib/chain/node-fetch.ts, as worker/chain.ts builds
  * it), against a private anvil on a port from TEST_PORT_BASE: one call alone through the batching client (viem
@@ -115,6 +116,17 @@ if (args.windows) {
     }
   }
   secp256k1.utils.precompute(8);
+  const ecdh = createECDH("secp256k1");
+  const scalarBytes = scalars.map((k) => Buffer.from(k.toString(16).padStart(64, "0"), "hex"));
+  windows["OpenSSL G x k (node:crypto ECDH public key)"] = [];
+  for (let r = 0; r < Math.min(ROUNDS, 3); r++) {
+    windows["OpenSSL G x k (node:crypto ECDH public key)"].push(
+      await cpuPer(N, (i) => {
+        ecdh.setPrivateKey(scalarBytes[i]!);
+        return ecdh.getPublicKey();
+      }),
+    );
+  }
   process.stdout.write("noble's base-point precomputation window:\n");
   for (const [name, xs] of Object.entries(windows)) show(name, xs);
 }
