@@ -142,7 +142,12 @@ async function main(): Promise<void> {
       LOG_LEVEL: "warn",
     };
     const config = parseConfig(env);
-    let db = createDatabase(pg.url, { max: 20, applicationName: "statements-probe" });
+    // Two pools, so the cluster's CPU splits into the two API calls by application_name.
+    const pools = () => ({
+      register: createDatabase(pg.url, { max: 10, applicationName: "probe-register" }),
+      request: createDatabase(pg.url, { max: 10, applicationName: "probe-request" }),
+    });
+    let db = pools();
 
     let counter = 0;
     // One client's sponsorship as the end-to-end bench makes it: register a fresh wallet, then request it.
@@ -150,8 +155,8 @@ async function main(): Promise<void> {
       const i = ++counter;
       const ip = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
       const wallet = privateKeyToAccount(generatePrivateKey()).address.toLowerCase() as Address;
-      await registerWallet(db, { walletAddress: wallet, ip }, { config });
-      await createSponsorshipRequest(db, { walletAddress: wallet, ip, userAgent: "statements-probe" }, { config });
+      await registerWallet(db.register, { walletAddress: wallet, ip }, { config });
+      await createSponsorshipRequest(db.request, { walletAddress: wallet, ip, userAgent: "statements-probe" }, { config });
     };
     let polls = 0;
     const finished = async (total: number) => {
@@ -196,8 +201,8 @@ async function main(): Promise<void> {
     if (WARMUP > 0) await burst(WARMUP, WARMUP);
     // A backend flushes its pending counters when it exits, or idle within 10 s (PGSTAT_IDLE_INTERVAL): the probe's
     // pool is replaced and the worker's backends are given 11 s, so nothing of the warm-up lands after the reset.
-    await closeDatabase(db);
-    db = createDatabase(pg.url, { max: 20, applicationName: "statements-probe" });
+    await Promise.all([closeDatabase(db.register), closeDatabase(db.request)]);
+    db = pools();
     await new Promise((r) => setTimeout(r, 11_000));
     await admin.unsafe(`SELECT pg_stat_statements_reset(), pg_stat_reset(), pg_stat_reset_shared('wal'), pg_stat_reset_shared('io')`);
     polls = 0;
@@ -212,7 +217,7 @@ async function main(): Promise<void> {
     worker.kill("SIGTERM");
     await exited;
     child = undefined;
-    await closeDatabase(db);
+    await Promise.all([closeDatabase(db.register), closeDatabase(db.request)]);
     const cpuMs = (clusterTicks(postmaster) - cpu0) * TICK_MS;
 
     const [status] = await admin<{ completed: number; other: number }[]>`
@@ -227,7 +232,7 @@ async function main(): Promise<void> {
     );
     out.push(`PostgreSQL cluster CPU: ${cpuMs} ms, ${fmt(cpuMs / completed, 3)} ms per completed sponsorship`);
     out.push(
-      `  by part (live processes, ms per sponsorship; "statements-probe" is the API's side, register + request): ` +
+      `  by part (live processes, ms per sponsorship; probe-register and probe-request are the API's two calls): ` +
         [...byPart].sort((a, b) => b[1] - a[1]).map(([part, ms]) => `${part} ${fmt(ms / completed, 3)}`).join(", "),
     );
 
