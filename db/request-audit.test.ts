@@ -3,9 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 
 /**
- * The audit trail and the webhook outbox of a request's status changes are written by one row trigger
- * (db/functions/sponsorship_requests_audit.sql): a status change runs the transition guard and that trigger, and
- * nothing else, whether or not a webhook endpoint is configured (issue 15, docs/performance.md "Session 6: cuts").
+ * The audit trail and the webhook outbox of a request's status changes are written by one statement-level trigger
+ * (db/functions/sponsorship_requests_audit.sql): a status change runs the transition guard (per row) and that
+ * trigger (once per statement), and nothing else, whether or not a webhook endpoint is configured (issue 15,
+ * docs/performance.md "Session 6: cuts").
  */
 
 let t: TestDatabase;
@@ -60,6 +61,24 @@ describe("a request's status change", () => {
     expect(events.map((e) => `${String(e.from_status)}->${String(e.to_status)} ${String(e.actor)}`)).toEqual(["null->pending api", "pending->approved worker"]);
     const [outbox] = await t.db.$client.unsafe(`SELECT count(*)::int AS n FROM webhook_events WHERE sponsorship_request_id = '${id}'`);
     expect(outbox!.n).toBe(0);
+  });
+
+  it("writes the audit rows of a batch moved by one UPDATE with one trigger call, one row per request whose status changed", async () => {
+    const c = t.db.$client as unknown as Session;
+    const ids = [await pendingRequest(c), await pendingRequest(c), await pendingRequest(c)];
+    const list = ids.map((id) => `'${id}'`).join(", ");
+    const calls = await functionCalls(async (s) => {
+      await s.unsafe(`UPDATE sponsorship_requests SET status = 'approved', approved_at = now(), status_actor = 'worker', status_reason = 'eligible' WHERE id IN (${list})`);
+      // No status changed: no audit row.
+      await s.unsafe(`UPDATE sponsorship_requests SET available_at = now() WHERE id IN (${list})`);
+    });
+    expect(calls).toEqual({ sponsorship_requests_guard_transition: 6, sponsorship_requests_audit: 2 });
+    const events = await t.db.$client.unsafe(
+      `SELECT sponsorship_request_id AS id, from_status, to_status, actor, reason FROM request_events WHERE sponsorship_request_id IN (${list}) AND from_status IS NOT NULL`,
+    );
+    expect(events.map((e) => `${String(e.id)} ${String(e.from_status)}->${String(e.to_status)} ${String(e.actor)} ${String(e.reason)}`).sort()).toEqual(
+      ids.map((id) => `${id} pending->approved worker eligible`).sort(),
+    );
   });
 
   it("writes its audit row and, with an active endpoint, one outbox event with a delivery, from the same trigger", async () => {
