@@ -43,7 +43,9 @@ async function main(): Promise<void> {
   // Migration 0001's row trigger function (the tree before issue 15 kept it there).
   const migration = execFileSync("git", ["show", `${args.before}:db/migrations/0001_status-triggers.sql`], { cwd: ROOT, encoding: "utf8" });
   const rowFunction = migration.slice(migration.indexOf("CREATE OR REPLACE FUNCTION sponsorship_requests_audit()"));
-  const beforeSql = rowFunction.slice(0, rowFunction.indexOf("--> statement-breakpoint")).replace("sponsorship_requests_audit()", "sponsorship_requests_audit_before()");
+  const beforeSql = rowFunction
+    .slice(0, rowFunction.indexOf("--> statement-breakpoint"))
+    .replace("sponsorship_requests_audit()", "sponsorship_requests_audit_before()");
 
   const dataDir = await mkdtemp(path.join(tmpdir(), "audit-trigger-cpu-"));
   const port = await freePort();
@@ -121,10 +123,15 @@ async function main(): Promise<void> {
     const expected = n + 2 * ROUNDS * 2 * BATCH * BATCHES;
     if (events?.n !== expected) throw new Error(`request_events: ${events?.n} rows, expected ${expected}`);
     await admin.end();
-    for (const [what, key] of [["creation (one row inserted)", "insert"], ["batched request (2 updates)", "update"]] as const) {
+    for (const [what, key] of [
+      ["creation (one row inserted)", "insert"],
+      ["batched request (2 updates)", "update"],
+    ] as const) {
       const b = median(results.before[key]);
       const a = median(results.after[key]);
-      process.stdout.write(`${what}: backend CPU median of ${ROUNDS} rounds: row trigger ${b.toFixed(4)} ms, this tree ${a.toFixed(4)} ms; ratio ${(a / b).toFixed(3)}\n`);
+      process.stdout.write(
+        `${what}: backend CPU median of ${ROUNDS} rounds: row trigger ${b.toFixed(4)} ms, this tree ${a.toFixed(4)} ms; ratio ${(a / b).toFixed(3)}\n`,
+      );
     }
     process.stdout.write(`audit rows: ${expected}, as expected (one per status each request took)\n`);
   } finally {

@@ -67,8 +67,27 @@ async function main(): Promise<void> {
           return c.unsafe(
             `SELECT ${fn}($1::text, $2::text, $3::cidr, $4::text, $5::timestamptz, $6::int, $7::int, $8::timestamptz, ` +
               "$9::timestamptz, $10::int, $11::text, $12::text, $13::uuid, $14::text, $15::text, $16::int, $17::int, $18::int, $19::timestamptz) AS result",
-            [ip, ip, `${ip}/32`, wallets[i]!, now.toISOString(), 1000, 1000, new Date(now.getTime() - 3_600_000).toISOString(),
-              new Date(now.getTime() - 5000).toISOString(), 60, "ip", "wallet", randomUUID(), "bench", null, 0, 0, 16, null],
+            [
+              ip,
+              ip,
+              `${ip}/32`,
+              wallets[i]!,
+              now.toISOString(),
+              1000,
+              1000,
+              new Date(now.getTime() - 3_600_000).toISOString(),
+              new Date(now.getTime() - 5000).toISOString(),
+              60,
+              "ip",
+              "wallet",
+              randomUUID(),
+              "bench",
+              null,
+              0,
+              0,
+              16,
+              null,
+            ],
             { prepare: true },
           );
         };

@@ -233,14 +233,19 @@ async function main(): Promise<void> {
     out.push(`PostgreSQL cluster CPU: ${cpuMs} ms, ${fmt(cpuMs / completed, 3)} ms per completed sponsorship`);
     out.push(
       `  by part (live processes, ms per sponsorship; probe-register and probe-request are the API's two calls): ` +
-        [...byPart].sort((a, b) => b[1] - a[1]).map(([part, ms]) => `${part} ${fmt(ms / completed, 3)}`).join(", "),
+        [...byPart]
+          .sort((a, b) => b[1] - a[1])
+          .map(([part, ms]) => `${part} ${fmt(ms / completed, 3)}`)
+          .join(", "),
     );
 
     const [dbStats] = await admin<{ xact_commit: string; xact_rollback: string }[]>`
       SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = current_database()`;
     // The probe's own transactions in the window are its polls (this session's reads are flushed after this query).
     const commits = Number(dbStats?.xact_commit ?? 0) - polls;
-    out.push(`transactions committed: ${fmt(per(commits))} per sponsorship (${commits} in all, the probe's ${polls} polls taken out); rolled back: ${dbStats?.xact_rollback ?? 0}`);
+    out.push(
+      `transactions committed: ${fmt(per(commits))} per sponsorship (${commits} in all, the probe's ${polls} polls taken out); rolled back: ${dbStats?.xact_rollback ?? 0}`,
+    );
 
     const [wal] = await admin<{ wal_records: string; wal_fpi: string; wal_bytes: string }[]>`SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal`;
     const [io] = await admin<{ writes: string | null; fsyncs: string | null; write_bytes: string | null }[]>`
@@ -281,11 +286,16 @@ async function main(): Promise<void> {
       `statements per sponsorship (the service's role): top level ${fmt(per(sum(top, (s) => Number(s.calls))))} calls, ${fmt(per(sum(top, (s) => s.total)), 3)} ms executing; ` +
         `nested in functions ${fmt(per(sum(nested, (s) => Number(s.calls))))} calls, ${fmt(per(sum(nested, (s) => s.total)), 3)} ms`,
     );
-    for (const [title, rows] of [["top level", top], ["nested in functions and triggers", nested]] as const) {
+    for (const [title, rows] of [
+      ["top level", top],
+      ["nested in functions and triggers", nested],
+    ] as const) {
       out.push("", `${title}, by total time (first ${TOP}):`, "| calls | rows | total ms | mean ms | query |", "|--:|--:|--:|--:|---|");
       for (const s of rows.slice(0, TOP)) {
         const q = oneLine(s.query);
-        out.push(`| ${fmt(per(s.calls))} | ${fmt(per(s.rows))} | ${fmt(per(s.total), 4)} | ${fmt(s.mean, 4)} | \`${q.length > 140 ? `${q.slice(0, 140)}…` : q}\` |`);
+        out.push(
+          `| ${fmt(per(s.calls))} | ${fmt(per(s.rows))} | ${fmt(per(s.total), 4)} | ${fmt(s.mean, 4)} | \`${q.length > 140 ? `${q.slice(0, 140)}…` : q}\` |`,
+        );
       }
     }
     process.stdout.write(`${out.join("\n")}\n`);

@@ -68,7 +68,9 @@ describe("a request's status change", () => {
     const ids = [await pendingRequest(c), await pendingRequest(c), await pendingRequest(c)];
     const list = ids.map((id) => `'${id}'`).join(", ");
     const calls = await functionCalls(async (s) => {
-      await s.unsafe(`UPDATE sponsorship_requests SET status = 'approved', approved_at = now(), status_actor = 'worker', status_reason = 'eligible' WHERE id IN (${list})`);
+      await s.unsafe(
+        `UPDATE sponsorship_requests SET status = 'approved', approved_at = now(), status_actor = 'worker', status_reason = 'eligible' WHERE id IN (${list})`,
+      );
       // No status changed: no audit row.
       await s.unsafe(`UPDATE sponsorship_requests SET available_at = now() WHERE id IN (${list})`);
     });
@@ -87,7 +89,9 @@ describe("a request's status change", () => {
     try {
       const id = await pendingRequest(c as unknown as Session);
       const calls = await functionCalls(async (s) => {
-        await s.unsafe(`UPDATE sponsorship_requests SET status = 'rejected', rejected_at = now(), status_actor = 'worker', status_reason = 'wallet_blocked' WHERE id = '${id}'`);
+        await s.unsafe(
+          `UPDATE sponsorship_requests SET status = 'rejected', rejected_at = now(), status_actor = 'worker', status_reason = 'wallet_blocked' WHERE id = '${id}'`,
+        );
       });
       expect(calls).toEqual({ sponsorship_requests_guard_transition: 1, sponsorship_requests_audit: 1, webhook_enqueue: 1 });
       const events = await c.unsafe(`SELECT to_status, reason FROM request_events WHERE sponsorship_request_id = '${id}' ORDER BY id`);
