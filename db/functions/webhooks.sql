@@ -52,11 +52,9 @@ BEGIN
 END;
 $$ LANGUAGE plpgsql;
 
--- The five request transitions are written by the audit trigger (db/functions/sponsorship_requests_audit.sql): one
--- row trigger per status change does both, and looks for an active endpoint only after the audit row. The separate
--- trigger of the first version is dropped (its function with it).
-DROP TRIGGER IF EXISTS sponsorship_requests_webhook ON sponsorship_requests;
-DROP FUNCTION IF EXISTS sponsorship_requests_webhook();
+-- The five request transitions are written by the audit trigger (db/functions/sponsorship_requests_audit.sql, which
+-- also drops the separate trigger of the first version): one trigger per statement does both, and looks for an
+-- active endpoint once, after the audit rows.
 
 -- sponsorships.paused / sponsorships.resumed, in the transaction that pauses or resumes (admin routes, dashboard).
 CREATE OR REPLACE FUNCTION service_state_webhook() RETURNS trigger AS $$
