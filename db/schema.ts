@@ -21,7 +21,8 @@ import { REQUEST_STATUSES } from "../lib/sponsorship/status";
 
 /**
  * The whole schema. The database holds the truth: invariants that matter are enforced here (checks, partial
- * unique indexes, foreign keys) and by the triggers of migration 0001 (legal status transitions, audit trail).
+ * unique indexes, foreign keys) and by triggers: migration 0001's (legal status transitions) and
+ * db/functions/sponsorship_requests_audit.sql's (audit trail).
  * Timestamps are timestamptz with millisecond precision, the precision of the wire format.
  *
  * One piece on purpose (over 350 lines): drizzle-kit generates the migrations from this one file

@@ -2,8 +2,8 @@
 -- source of these functions and triggers: db/migrate.ts applies it after the migrations (CREATE OR REPLACE).
 --
 -- Every event is written by webhook_enqueue in the transaction of the change it announces: a request's status
--- change (trigger below), the pause and its end (trigger on service_state), an alert starting (webhook_alert), a
--- test event from the dashboard. A crash after the commit loses nothing; a rollback sends nothing. With no active
+-- change (the audit trigger, db/functions/sponsorship_requests_audit.sql), the pause and its end (trigger on
+-- service_state), an alert starting (webhook_alert), a test event from the dashboard. A crash after the commit loses nothing; a rollback sends nothing. With no active
 -- endpoint (WEBHOOK_URLS empty) nothing is written at all. The worker delivers (lib/webhooks/dispatcher.ts).
 
 -- Writes one event and one delivery per active endpoint; NULL (and nothing written) when no endpoint is active.
@@ -52,37 +52,9 @@ BEGIN
 END;
 $$ LANGUAGE plpgsql;
 
--- The five request transitions: a snapshot of the request as it is now (without ip_address, user_agent and
--- client_key: they never enter the outbox), its wallet and its relay attempts. lib/webhooks/payload.ts turns it
--- into the record of GET /sponsorship/:id (db/queries/webhooks.test.ts proves they agree).
-CREATE OR REPLACE FUNCTION sponsorship_requests_webhook() RETURNS trigger AS $$
-BEGIN
-  IF NEW.status NOT IN ('approved', 'rejected', 'relayed', 'completed', 'failed')
-     OR NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE active) THEN
-    RETURN NULL;
-  END IF;
-  PERFORM webhook_enqueue('sponsorship.' || NEW.status, jsonb_build_object(
-    'request', to_jsonb(NEW) - 'ip_address' - 'user_agent' - 'client_key',
-    'wallet', (
-      SELECT jsonb_build_object('id', w.id, 'walletAddress', w.wallet_address, 'sponsorshipCount', w.sponsorship_count,
-        'isBlocked', EXISTS (
-          SELECT 1 FROM blocks b WHERE b.subject_type = 'wallet' AND b.subject = w.wallet_address
-            AND b.lifted_at IS NULL AND (b.expires_at IS NULL OR b.expires_at > now())))
-      FROM wallets w WHERE w.id = NEW.wallet_id),
-    'relayTransactions', coalesce((
-      SELECT jsonb_agg(jsonb_build_object('id', t.id, 'status', t.status, 'relay_attempt', t.relay_attempt,
-        'transaction_hash', t.transaction_hash, 'submitted_at', t.submitted_at, 'confirmed_at', t.confirmed_at,
-        'failed_at', t.failed_at, 'failure_reason', t.failure_reason) ORDER BY t.relay_attempt)
-      FROM relay_transactions t WHERE t.sponsorship_request_id = NEW.id), '[]'::jsonb)
-  ), NEW.id);
-  RETURN NULL;
-END;
-$$ LANGUAGE plpgsql;
-
-CREATE OR REPLACE TRIGGER sponsorship_requests_webhook
-  AFTER UPDATE OF status ON sponsorship_requests
-  FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
-  EXECUTE FUNCTION sponsorship_requests_webhook();
+-- The five request transitions are written by the audit trigger (db/functions/sponsorship_requests_audit.sql, which
+-- also drops the separate trigger of the first version): one trigger per statement does both, and looks for an
+-- active endpoint once, after the audit rows.
 
 -- sponsorships.paused / sponsorships.resumed, in the transaction that pauses or resumes (admin routes, dashboard).
 CREATE OR REPLACE FUNCTION service_state_webhook() RETURNS trigger AS $$

@@ -60,5 +60,9 @@ export const OTHER_RULES: readonly SponsorshipRule[] = [
     decisions: "Pipeline",
     where: "worker/stages/confirm/settle.ts, worker/stages/confirm/replace.ts",
   },
-  { rule: "legal status transitions and the audit trail", decisions: "Statuses", where: "db/migrations/0001_status-triggers.sql (triggers)" },
+  {
+    rule: "legal status transitions and the audit trail",
+    decisions: "Statuses",
+    where: "db/migrations/0001_status-triggers.sql (transition guards), db/functions/sponsorship_requests_audit.sql (audit trail)",
+  },
 ];
