@@ -121,10 +121,22 @@ async function main(): Promise<void> {
       const rs = rounds[name];
       process.stdout.write(
         `${name}:\n` +
-          `  registrations/s ${f(rs.map((x) => x.perSec), 0)}\n` +
-          `  CPU ms per registration: this process ${f(rs.map((x) => x.cpuNode), 3)}\n` +
-          `                           PostgreSQL sessions ${f(rs.map((x) => x.cpuSessions), 3)}\n` +
-          `                           PostgreSQL server processes ${f(rs.map((x) => x.cpuServer), 3)}\n`,
+          `  registrations/s ${f(
+            rs.map((x) => x.perSec),
+            0,
+          )}\n` +
+          `  CPU ms per registration: this process ${f(
+            rs.map((x) => x.cpuNode),
+            3,
+          )}\n` +
+          `                           PostgreSQL sessions ${f(
+            rs.map((x) => x.cpuSessions),
+            3,
+          )}\n` +
+          `                           PostgreSQL server processes ${f(
+            rs.map((x) => x.cpuServer),
+            3,
+          )}\n`,
       );
     }
     const [before, after] = names.map((n) => rounds[n]);

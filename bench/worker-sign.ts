@@ -86,8 +86,7 @@ async function signBefore(i: number) {
   const raw = await account.signTransaction({ ...txs[i]!, data: calldata(i) });
   return { raw, hash: keccak256(raw) };
 }
-const signNow = (i: number) =>
-  signSponsorTransaction(account, { chainId: 31337, treasury, nonce: i, fees, wallet: wallets[i]!, requestId: ids[i]! });
+const signNow = (i: number) => signSponsorTransaction(account, { chainId: 31337, treasury, nonce: i, fees, wallet: wallets[i]!, requestId: ids[i]! });
 
 process.stdout.write(`per relay attempt (signing), ${N} per round, ${ROUNDS} rounds:\n`);
 const signing = await interleave(

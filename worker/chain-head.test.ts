@@ -35,7 +35,11 @@ describe("the head read", () => {
     const workerChain = new WorkerChain({ rpcUrl: proxy.url, chainId: 31337, ...addresses });
     bodies.length = 0;
     const head = await workerChain.blockNumber();
-    const direct = await fetch(chain.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}' });
+    const direct = await fetch(chain.rpcUrl, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}',
+    });
     expect(head).toBe(BigInt(((await direct.json()) as { result: string }).result));
     expect(bodies).toHaveLength(1);
     const sent = JSON.parse(bodies[0]!) as unknown;

@@ -39,7 +39,11 @@ describe("the review's chain reads", () => {
     const sponsor = toFunctionSelector("sponsor(address,bytes32)");
     const created = await createRequests(fx, 6);
     worker = await startInProcessWorker(fx, { RPC_URL: proxy.url });
-    const outcome = await waitTerminal(fx, created.map((r) => r.id), 30_000);
+    const outcome = await waitTerminal(
+      fx,
+      created.map((r) => r.id),
+      30_000,
+    );
     expect(outcome).toEqual({ completed: 6 });
 
     const ethCalls = (calls: RpcCall[], selector: string) => calls.filter((c) => c.method === "eth_call" && c.params?.[0]?.data?.startsWith(selector));

@@ -43,9 +43,7 @@ export type RegistrationCallInput = {
 };
 
 export type RegistrationCallResult =
-  | { refusal: "ip_blocked" }
-  | { refusal: "rate_limited"; limitReachedAtMs: number }
-  | { outcome: "registered"; created: boolean; wallet: WalletView };
+  { refusal: "ip_blocked" } | { refusal: "rate_limited"; limitReachedAtMs: number } | { outcome: "registered"; created: boolean; wallet: WalletView };
 
 const registerWalletCall = (input: RegistrationCallInput): Query<RegistrationCallResult> =>
   query(

@@ -16,14 +16,17 @@ beforeAll(async () => {
 });
 afterAll(async () => t?.drop());
 
-const configWithLimit = (limit: number) => parseConfig({ DATA_DIR: "/nonexistent/sponsorship-test", LOG_LEVEL: "silent", REGISTER_LIMIT_IP_PER_HOUR: String(limit) });
+const configWithLimit = (limit: number) =>
+  parseConfig({ DATA_DIR: "/nonexistent/sponsorship-test", LOG_LEVEL: "silent", REGISTER_LIMIT_IP_PER_HOUR: String(limit) });
 const randomAddress = () => `0x${crypto.randomUUID().replaceAll("-", "")}${crypto.randomUUID().replaceAll("-", "").slice(0, 8)}` as `0x${string}`;
 let nextIp = 1;
 /** A client address of its own for each test (TEST-NET-2). */
 const freshIp = () => `198.51.100.${nextIp++}`;
 
 async function hitsOf(clientKey: string): Promise<number> {
-  const rows = await t.db.$client.unsafe<{ n: number }[]>("SELECT count(*)::int AS n FROM rate_limit_hits WHERE scope = 'register_ip' AND key = $1", [clientKey]);
+  const rows = await t.db.$client.unsafe<{ n: number }[]>("SELECT count(*)::int AS n FROM rate_limit_hits WHERE scope = 'register_ip' AND key = $1", [
+    clientKey,
+  ]);
   return rows[0]!.n;
 }
 
@@ -132,10 +135,10 @@ describe("registerWallet", () => {
     const address = randomAddress();
     const first = await registerWallet(t.db, { walletAddress: address, ip: freshIp() }, { config, now: at });
     expect(first.wallet).toEqual(await findWalletView(t.db, address, at));
-    await t.db.$client.unsafe("INSERT INTO blocks (subject_type, subject, kind, reason, created_by, created_at) VALUES ('wallet', $1, 'admin', 'test', 'test', $2::timestamptz)", [
-      address,
-      at.toISOString(),
-    ]);
+    await t.db.$client.unsafe(
+      "INSERT INTO blocks (subject_type, subject, kind, reason, created_by, created_at) VALUES ('wallet', $1, 'admin', 'test', 'test', $2::timestamptz)",
+      [address, at.toISOString()],
+    );
     const later = new Date(at.getTime() + 1_000);
     const again = await registerWallet(t.db, { walletAddress: address, ip: freshIp() }, { config, now: later });
     expect(again.created).toBe(false);
