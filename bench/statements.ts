@@ -6,17 +6,16 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import postgres from "postgres";
 import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
-import { startAnvil } from "@/contracts/anvil";
-import { deployContracts } from "@/contracts/deploy-lib";
 import { closeDatabase, createDatabase } from "@/db/client";
 import { embeddedSuperuserUrl, startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrations } from "@/db/migrate";
-import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig } from "@/lib/config";
+import { parseConfig } from "@/lib/config";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
 import { registerWallet } from "@/lib/sponsorship/wallets";
 import type { Address } from "@/lib/sponsorship/address";
 import { freePort } from "@/test/ports";
 import { childrenOf } from "./cpu";
+import { startProbeChain } from "./probe-chain";
 import { BENCH_LIMITS } from "./stack";
 
 /**
@@ -116,27 +115,19 @@ async function main(): Promise<void> {
   const admin = postgres(embeddedSuperuserUrl(dataDir, port), { max: 1, onnotice: () => {} });
   await admin.unsafe(`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`);
 
-  const anvilDir = await mkdtemp(path.join(tmpdir(), "statements-probe-anvil-"));
-  const anvil = await startAnvil({ port: await freePort(), blockTime: BLOCK_TIME, dataDir: anvilDir });
+  const anvil = await startProbeChain({
+    name: "statements-probe",
+    blockTime: BLOCK_TIME,
+    relayers: RELAYERS,
+    sponsorAmountWei: 10n ** 15n,
+    sponsorships: N + WARMUP,
+  });
   let child: ReturnType<typeof spawn> | undefined;
   let exited: Promise<unknown> = Promise.resolve();
   try {
-    const relayerKeys = LOCAL_RELAYER_KEYS.slice(0, RELAYERS) as `0x${string}`[];
-    const deployment = await deployContracts({
-      rpcUrl: anvil.rpcUrl,
-      deployerKey: LOCAL_DEPLOYER_KEY,
-      relayers: relayerKeys.map((k) => privateKeyToAccount(k).address.toLowerCase() as Address),
-      sponsorAmountWei: 10n ** 15n,
-      fundWei: 10n ** 15n * BigInt(N + WARMUP + 10),
-      pollingIntervalMs: 50,
-    });
     const env: Record<string, string> = {
       DATABASE_URL: pg.url,
-      RPC_URL: anvil.rpcUrl,
-      CHAIN_ID: String(deployment.chainId),
-      REGISTRY_ADDRESS: deployment.registryAddress,
-      TREASURY_ADDRESS: deployment.treasuryAddress,
-      RELAYER_PRIVATE_KEYS: relayerKeys.join(","),
+      ...anvil.env,
       DATA_DIR: dataDir,
       ...BENCH_LIMITS,
       LOG_LEVEL: "warn",
@@ -305,9 +296,8 @@ async function main(): Promise<void> {
       await exited;
     }
     await admin.end().catch(() => {});
-    await anvil.stop().catch(() => {});
+    await anvil.stop();
     await pg.stop().catch(() => {});
-    await rm(anvilDir, { recursive: true, force: true });
     await rm(dataDir, { recursive: true, force: true });
   }
 }

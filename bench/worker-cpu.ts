@@ -6,17 +6,16 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { sql } from "drizzle-orm";
 import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
-import { startAnvil } from "@/contracts/anvil";
-import { deployContracts } from "@/contracts/deploy-lib";
 import { closeDatabase, createDatabase, type Database } from "@/db/client";
 import { startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrations } from "@/db/migrate";
-import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig } from "@/lib/config";
+import { parseConfig } from "@/lib/config";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
 import { registerWallet } from "@/lib/sponsorship/wallets";
 import type { Address } from "@/lib/sponsorship/address";
 import { freePort } from "@/test/ports";
 import { childrenOf } from "./cpu";
+import { startProbeChain } from "./probe-chain";
 
 /**
  * The worker's CPU per sponsorship (docs/worker.md "CPU per sponsorship"): a private embedded PostgreSQL and anvil,
@@ -130,25 +129,11 @@ async function main(): Promise<void> {
 }
 
 async function oneRun(run: number, db: Database, databaseUrl: string, dataDir: string, postmaster: number): Promise<RunResult> {
-  const anvilDir = await mkdtemp(path.join(tmpdir(), "worker-cpu-anvil-"));
-  const anvil = await startAnvil({ port: await freePort(), blockTime: BLOCK_TIME, dataDir: anvilDir });
+  const anvil = await startProbeChain({ name: "worker-cpu", blockTime: BLOCK_TIME, relayers: RELAYERS, sponsorAmountWei: 10n ** 16n, sponsorships: N });
   try {
-    const relayerKeys = LOCAL_RELAYER_KEYS.slice(0, RELAYERS) as `0x${string}`[];
-    const deployment = await deployContracts({
-      rpcUrl: anvil.rpcUrl,
-      deployerKey: LOCAL_DEPLOYER_KEY,
-      relayers: relayerKeys.map((k) => privateKeyToAccount(k).address.toLowerCase() as Address),
-      sponsorAmountWei: 10n ** 16n,
-      fundWei: 10n ** 16n * BigInt(N + 10),
-      pollingIntervalMs: 50,
-    });
     const env: Record<string, string> = {
       DATABASE_URL: databaseUrl,
-      RPC_URL: anvil.rpcUrl,
-      CHAIN_ID: String(deployment.chainId),
-      REGISTRY_ADDRESS: deployment.registryAddress,
-      TREASURY_ADDRESS: deployment.treasuryAddress,
-      RELAYER_PRIVATE_KEYS: relayerKeys.join(","),
+      ...anvil.env,
       DATA_DIR: dataDir,
       RATE_LIMIT_IP_PER_HOUR: "1000000",
       RATE_LIMIT_WALLET_PER_HOUR: "1000000",
@@ -259,8 +244,7 @@ async function oneRun(run: number, db: Database, databaseUrl: string, dataDir: s
       }
     }
   } finally {
-    await anvil.stop().catch(() => {});
-    await rm(anvilDir, { recursive: true, force: true });
+    await anvil.stop();
   }
 }
 
