@@ -1,12 +1,13 @@
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createPublicClient, http } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { treasuryAbi } from "@/contracts/generated/treasury";
+import { anvilDir } from "@/contracts/local-chain";
 import { alive, NpmStartStack } from "@/test/npm-start";
 import { freePort } from "@/test/ports";
 
@@ -65,6 +66,18 @@ function startStream() {
       await done;
     },
   };
+}
+
+/** When the request completed (epoch ms), if it has. */
+async function completedAtOf(id: string): Promise<number | undefined> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/sponsorship/${id}`, { signal: AbortSignal.timeout(5000) });
+    if (res.status !== 200) return undefined;
+    const completedAt = ((await res.json()) as { completedAt: unknown }).completedAt;
+    return typeof completedAt === "string" ? Date.parse(completedAt) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 async function statusOf(id: string): Promise<string | undefined> {
@@ -159,20 +172,35 @@ describe("npm start heals itself", () => {
     const deploymentBefore = readFileSync(path.join(dataDir, "deployment.json"), "utf8");
     const stream = startStream();
     try {
-      // Some sponsorships completed since the chain's last state dump (every 10 s): the kill loses them on the chain.
       await stack.until("requests accepted before the kill", () => (stream.accepted().length >= 8 ? true : undefined), 60_000);
-      await stack.until(
-        "requests of this stream completed",
-        async () => {
-          const statuses = await Promise.all(stream.accepted().map((s) => statusOf(s.id!)));
-          return statuses.filter((s) => s === "completed").length >= 3 ? true : undefined;
-        },
-        60_000,
-      );
+      // The kill must lose a sponsorship on the chain: one completed after the chain's last state dump (anvil writes
+      // its state every 10 s). So: a dump is seen (the file's time moves), then a request of this stream completes
+      // after it, and the kill follows at once; had the next dump come first, it starts again from that dump.
+      const stateFile = path.join(anvilDir(dataDir), "state.json");
+      const dumpedAt = () => statSync(stateFile, { throwIfNoEntry: false })?.mtimeMs ?? 0;
       const anvil = stack.processes().chain!;
       expect(alive(anvil)).toBe(true);
-      const killedAt = Date.now();
-      process.kill(anvil, "SIGKILL");
+      let killedAt = 0;
+      for (let tries = 0; tries < 5 && killedAt === 0; tries++) {
+        const before = dumpedAt();
+        const dump = await stack.until("a state dump of the chain", () => (dumpedAt() > before ? dumpedAt() : undefined), 30_000);
+        const completedAfterDump = await stack
+          .until(
+            "a request of this stream completed after the dump",
+            async () => {
+              const times = await Promise.all(stream.accepted().map((s) => completedAtOf(s.id!)));
+              // Completed 1.5 s after the dump: its block (1-s blocks, seen within a poll) was mined after the dump.
+              return times.some((t) => t !== undefined && t > dump + 1_500) ? true : undefined;
+            },
+            30_000,
+          )
+          .catch(() => false);
+        if (completedAfterDump && dumpedAt() === dump) {
+          killedAt = Date.now();
+          process.kill(anvil, "SIGKILL");
+        }
+      }
+      expect(killedAt).toBeGreaterThan(0);
       const chainBack = await stack.until(
         "the chain answering again",
         async () => {
