@@ -1,0 +1,37 @@
+import postgres from "postgres";
+import { clientsBurst } from "./end-to-end";
+import { startStack } from "./stack";
+import { note, percentile } from "./util";
+
+/**
+ * Where a sponsorship's latency goes (`npx tsx bench/latency.ts`, `TEST_PORT_BASE` for the ports): a stack at
+ * 1-s blocks, 300 end-to-end sponsorships to warm up, then `BENCH_REQUESTS` (1,000) with each count of clients in
+ * `BENCH_LATENCY_CLIENTS` (`32,8`), each client registering a fresh wallet then requesting it. Printed per run, from
+ * the request's own timestamps and its first attempt's: p50/p90 of request -> completed, and of its stages: review
+ * (requested -> approved), queue (approved -> relayed), relayed -> submitted (stored, then broadcast) and
+ * submitted -> completed (the wait for a block, the poll that sees it, the receipts and the settling commit).
+ */
+const clientCounts = (process.env.BENCH_LATENCY_CLIENTS ?? "32,8").split(",").map(Number);
+const requests = Number(process.env.BENCH_REQUESTS ?? 1000);
+
+const stack = await startStack({ name: "latency", blockTime: 1, logDir: process.env.BENCH_LOG_DIR ?? "/tmp" });
+const sql = postgres(stack.databaseUrl!, { max: 2, onnotice: () => {} });
+try {
+  await clientsBurst(stack.url, sql, 300, 32);
+  for (const clients of clientCounts) {
+    const ids = await clientsBurst(stack.url, sql, requests, clients);
+    const rows = await sql<{ requested: Date; approved: Date; relayed: Date; completed: Date; submitted: Date | null }[]>`
+      SELECT r.requested_at AS requested, r.approved_at AS approved, r.relayed_at AS relayed, r.completed_at AS completed,
+             (SELECT min(t.submitted_at) FROM relay_transactions t WHERE t.sponsorship_request_id = r.id) AS submitted
+      FROM sponsorship_requests r WHERE r.id = ANY(${ids}::uuid[]) AND r.status = 'completed'`;
+    const p = (f: (r: (typeof rows)[number]) => number) => [50, 90].map((q) => Math.round(percentile(rows.map(f), q))).join(" / ");
+    note(
+      `${clients} clients, ${rows.length} completed; p50 / p90 ms: request -> completed ${p((r) => +r.completed - +r.requested)}; ` +
+        `review ${p((r) => +r.approved - +r.requested)}, queue ${p((r) => +r.relayed - +r.approved)}, ` +
+        `relayed -> submitted ${p((r) => (r.submitted ? +r.submitted - +r.relayed : 0))}, submitted -> completed ${p((r) => +r.completed - +(r.submitted ?? r.relayed))}`,
+    );
+  }
+} finally {
+  await sql.end({ timeout: 5 });
+  await stack.stop();
+}
