@@ -105,4 +105,33 @@ describe("a request's status change", () => {
       await c.unsafe(`DELETE FROM webhook_endpoints WHERE url = 'https://hooks.example/audit-test'`);
     }
   });
+
+  it("leaves the outbox to an older build's row trigger while one is there (a rollback, or instances upgraded one at a time): each transition announced once", async () => {
+    const c = t.db.$client;
+    await c.unsafe(`INSERT INTO webhook_endpoints (url) VALUES ('https://hooks.example/mixed-builds')`);
+    // What db/functions/webhooks.sql of the builds before the statement-level trigger creates on every start.
+    await c.unsafe(`
+      CREATE FUNCTION sponsorship_requests_webhook() RETURNS trigger AS $$
+      BEGIN
+        IF NEW.status NOT IN ('approved', 'rejected', 'relayed', 'completed', 'failed') OR NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE active) THEN
+          RETURN NULL;
+        END IF;
+        PERFORM webhook_enqueue('sponsorship.' || NEW.status, jsonb_build_object('request', to_jsonb(NEW) - 'ip_address' - 'user_agent' - 'client_key'), NEW.id);
+        RETURN NULL;
+      END;
+      $$ LANGUAGE plpgsql;
+      CREATE TRIGGER sponsorship_requests_webhook AFTER UPDATE OF status ON sponsorship_requests
+        FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION sponsorship_requests_webhook();`);
+    try {
+      const id = await pendingRequest(c as unknown as Session);
+      await c.unsafe(
+        `UPDATE sponsorship_requests SET status = 'rejected', rejected_at = now(), status_actor = 'worker', status_reason = 'wallet_blocked' WHERE id = '${id}'`,
+      );
+      const outbox = await c.unsafe(`SELECT type FROM webhook_events WHERE sponsorship_request_id = '${id}'`);
+      expect(outbox.map((e) => String(e.type))).toEqual(["sponsorship.rejected"]);
+    } finally {
+      await c.unsafe(`DROP TRIGGER sponsorship_requests_webhook ON sponsorship_requests; DROP FUNCTION sponsorship_requests_webhook()`);
+      await c.unsafe(`DELETE FROM webhook_endpoints WHERE url = 'https://hooks.example/mixed-builds'`);
+    }
+  });
 });

@@ -88,6 +88,27 @@ describe("supervise", () => {
     expect(child.restarts).toBe(0);
   });
 
+  it("keeps what is still written to a child's pipes after it exited (a grandchild holding them) when stopped then", async () => {
+    const logFile = path.join(dir, "late.log");
+    const child = supervise({
+      name: "parent",
+      command: process.execPath,
+      args: [
+        "-e",
+        "require('child_process').spawn(process.execPath, ['-e', \"setTimeout(() => console.log('late'), 300)\"], { stdio: 'inherit' }).unref(); console.log('early')",
+      ],
+      env: process.env,
+      cwd: dir,
+      logger,
+      logFile,
+      // No restart before the test stops it.
+      minBackoffMs: 60_000,
+    });
+    await until(() => (child.restarts === 1 ? true : undefined));
+    await child.stop();
+    expect(await readFile(logFile, "utf8")).toBe("early\nlate\n");
+  });
+
   it("describes how a process ended", () => {
     expect(describeExit(null, "SIGKILL")).toBe("killed by SIGKILL");
     expect(describeExit(2, null)).toBe("exited with code 2");

@@ -67,11 +67,11 @@ export function supervise(options: SupervisedOptions): Supervised {
     child = proc;
     proc.stdout?.on("data", (chunk: Buffer) => {
       process.stdout.write(chunk);
-      file?.write(chunk);
+      if (file && !file.writableEnded) file.write(chunk);
     });
     proc.stderr?.on("data", (chunk: Buffer) => {
       process.stderr.write(chunk);
-      file?.write(chunk);
+      if (file && !file.writableEnded) file.write(chunk);
     });
     exited = new Promise<void>((resolve) => {
       // "exit" can come before the child's last output has been read from its pipes; "close" comes after. A
@@ -121,6 +121,9 @@ export function supervise(options: SupervisedOptions): Supervised {
         await exited;
         clearTimeout(killer);
       }
+      // A child that had exited already may still have output in its pipes (or a grandchild holding them): its
+      // close is waited for too (bounded, see above) before the log file ends.
+      await exited;
       await new Promise<void>((resolve) => (file ? file.end(resolve) : resolve()));
     },
   };

@@ -32,6 +32,12 @@ BEGIN
   IF NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE active) THEN
     RETURN NULL;
   END IF;
+  -- A build from before this trigger, started after this one (a rollback, or instances upgraded one at a time),
+  -- re-creates its own row trigger for the outbox (sponsorship_requests_webhook). While it is there it announces the
+  -- transitions and this one does not, so none is announced twice; the next start of this build drops it again.
+  IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'sponsorship_requests'::regclass AND tgname = 'sponsorship_requests_webhook') THEN
+    RETURN NULL;
+  END IF;
   FOR r IN
     SELECT n.* FROM new_rows n JOIN old_rows o ON o.id = n.id
     WHERE n.status IS DISTINCT FROM o.status AND n.status IN ('approved', 'rejected', 'relayed', 'completed', 'failed')
