@@ -1,5 +1,4 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -8,6 +7,8 @@ import postgres from "postgres";
 import { embeddedSuperuserUrl, startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrations } from "@/db/migrate";
 import { freePort } from "@/test/ports";
+import { schedCpuMs } from "./cpu";
+import { median } from "./util";
 
 /**
  * The backend CPU of the request audit trigger (db/functions/sponsorship_requests_audit.sql) in the two shapes the
@@ -35,9 +36,6 @@ const ROUNDS = Number(args.rounds);
 const BATCH = Number(args.batch);
 const BATCHES = Number(args.batches);
 const INSERTS = Number(args.inserts);
-
-const cpuMs = (pid: number) => Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
   // Migration 0001's row trigger function (the tree before issue 15 kept it there).
@@ -81,13 +79,13 @@ async function main(): Promise<void> {
             { prepare: true },
           );
         // Creations: one row a transaction.
-        const i0 = cpuMs(pid);
+        const i0 = schedCpuMs(pid);
         for (let k = 0; k < INSERTS; k++) await insert(nextWallet++);
-        const insertMs = (cpuMs(pid) - i0) / INSERTS;
+        const insertMs = (schedCpuMs(pid) - i0) / INSERTS;
         // The worker's batches (their rows created first, outside the count).
         const ids: string[] = [];
         for (let k = 0; k < BATCH * BATCHES; k++) ids.push(((await insert(nextWallet++))[0] as unknown as { id: string }).id);
-        const u0 = cpuMs(pid);
+        const u0 = schedCpuMs(pid);
         for (let b = 0; b < BATCHES; b++) {
           const batch = ids.slice(b * BATCH, (b + 1) * BATCH);
           await c.unsafe(
@@ -101,7 +99,7 @@ async function main(): Promise<void> {
             [batch],
           );
         }
-        return { insertMs, updateMs: (cpuMs(pid) - u0) / (BATCH * BATCHES) };
+        return { insertMs, updateMs: (schedCpuMs(pid) - u0) / (BATCH * BATCHES) };
       } finally {
         await c.end();
       }

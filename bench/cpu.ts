@@ -7,7 +7,7 @@ import path from "node:path";
  * load generator itself). Linux only; elsewhere the groups read as empty.
  */
 
-const TICK_MS = 10; // CLK_TCK is 100 on Linux
+export const TICK_MS = 10; // CLK_TCK is 100 on Linux
 
 export type CpuGroups = Record<string, () => number[]>;
 export type CpuSnapshot = Map<string, Map<number, number>>;
@@ -16,16 +16,41 @@ export type CpuSnapshot = Map<string, Map<number, number>>;
 type WithChildren = number;
 const reapedToo = new Set<WithChildren>();
 
-function ticks(pid: number): number | undefined {
+/** utime, stime, cutime, cstime of /proc/<pid>/stat (fields 14-17 of the full line), or undefined once it is gone. */
+function statTicks(pid: number): { user: number; system: number; reaped: number } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    // utime, stime (fields 14 and 15 of the full line); cutime, cstime (16, 17): children waited for.
-    const own = Number(fields[11]) + Number(fields[12]);
-    return reapedToo.has(pid) ? own + Number(fields[13]) + Number(fields[14]) : own;
+    return { user: Number(fields[11]), system: Number(fields[12]), reaped: Number(fields[13]) + Number(fields[14]) };
   } catch {
     return undefined;
   }
+}
+
+function ticks(pid: number): number | undefined {
+  const t = statTicks(pid);
+  return t && t.user + t.system + (reapedToo.has(pid) ? t.reaped : 0);
+}
+
+/**
+ * A process's CPU ticks (user + system; `reaped`: with its children waited for; `only: "system"`: system time
+ * alone), 0 once it is gone. For the probes that read one process at a time (bench/worker-cpu.ts, bench/statements.ts).
+ */
+export function processTicks(pid: number, options: { reaped?: boolean; only?: "system" } = {}): number {
+  const t = statTicks(pid);
+  if (!t) return 0;
+  if (options.only === "system") return t.system;
+  return t.user + t.system + (options.reaped ? t.reaped : 0);
+}
+
+/** A PostgreSQL cluster's CPU ticks: the postmaster with its reaped children, and every live child. */
+export function clusterTicks(postmaster: number): number {
+  return processTicks(postmaster, { reaped: true }) + childrenOf(postmaster).reduce((sum, pid) => sum + processTicks(pid, { reaped: true }), 0);
+}
+
+/** A process's time on a CPU in ms, from /proc/<pid>/schedstat (nanoseconds, finer than stat's 10-ms ticks). */
+export function schedCpuMs(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
 }
 
 /** Client sessions ("postgres: user db host(port) state") vs the server's own processes. */

@@ -1,6 +1,5 @@
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -9,6 +8,8 @@ import postgres from "postgres";
 import { startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrations } from "@/db/migrate";
 import { freePort } from "@/test/ports";
+import { schedCpuMs } from "./cpu";
+import { median } from "./util";
 
 /**
  * The CPU a PostgreSQL backend spends on one creation (create_sponsorship_request, each call its own transaction
@@ -32,13 +33,6 @@ const { values: args } = parseArgs({
 });
 const ROUNDS = Number(args.rounds);
 const CALLS = Number(args.calls);
-
-/** The backend's time on a CPU (user and system), in ms, from /proc/<pid>/schedstat (nanoseconds, unlike stat's ticks). */
-function backendCpuMs(pid: number): number {
-  return Number(readFileSync(`/proc/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
   const beforeSource = execFileSync("git", ["show", `${args.before}:db/functions/create_sponsorship_request.sql`], { cwd: ROOT, encoding: "utf8" });
@@ -93,12 +87,12 @@ async function main(): Promise<void> {
         };
         // Warm the session (plans are made on a function's first calls) before counting.
         for (let k = 0; k < 10; k++) await call(next++);
-        const t0 = backendCpuMs(pid);
+        const t0 = schedCpuMs(pid);
         for (let k = 0; k < CALLS - 10; k++) {
           const [row] = (await call(next++)) as unknown as [{ result: { outcome?: string } }];
           if (row.result.outcome !== "created") throw new Error(`${fn}: ${JSON.stringify(row.result)}`);
         }
-        return (backendCpuMs(pid) - t0) / (CALLS - 10);
+        return (schedCpuMs(pid) - t0) / (CALLS - 10);
       } finally {
         await c.end();
       }

@@ -15,7 +15,7 @@ import { rateWindowStart } from "@/lib/sponsorship/rate-limits";
 import { registerWallet } from "@/lib/sponsorship/wallets";
 import { freePort } from "@/test/ports";
 import { cpuBetween, snapshotCpu, stackCpuGroups } from "./cpu";
-import { ipFor, mapConcurrent, randomAddress, type Address } from "./util";
+import { ipFor, mapConcurrent, median, randomAddress, type Address } from "./util";
 
 /**
  * `TEST_PORT_BASE=<yours> npx tsx bench/registration.ts`: the registration's database work alone (issue 15, "the
@@ -79,8 +79,6 @@ async function oneStatement(db: Database, walletAddress: Address, ip: string): P
 const variants = { "two round trips (before)": twoRoundTrips, "register_wallet (after)": oneStatement } as const;
 type Variant = keyof typeof variants;
 type Round = { cpuNode: number; cpuSessions: number; cpuServer: number; perSec: number };
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function main(): Promise<void> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "bench-registration-"));

@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import { applySecurityHeaders } from "@/lib/http/security-headers";
 import { resolveClientIp, resolveClientProto } from "@/lib/http/client-ip";
 import { requestIdFor } from "@/lib/http/request-id";
+import { median } from "./util";
 
 /**
  * `npx tsx bench/server-overhead.ts`: microseconds of CPU per request of server.ts's own steps before Next runs
@@ -65,7 +66,6 @@ for (let r = 0; r < 6; r++) {
   rounds.first.push(measure(firstVersion, n));
   rounds.now.push(measure(applySecurityHeaders, n));
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const f = (xs: number[]) => `${median(xs).toFixed(2)} µs (rounds ${xs.map((x) => x.toFixed(2)).join(", ")})`;
 process.stdout.write(
   `per request, request/response objects + address, scheme and request id only: ${f(rounds.bare)}\n` +

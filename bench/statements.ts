@@ -1,6 +1,5 @@
 import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -14,7 +13,8 @@ import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
 import { registerWallet } from "@/lib/sponsorship/wallets";
 import type { Address } from "@/lib/sponsorship/address";
 import { freePort } from "@/test/ports";
-import { childrenOf } from "./cpu";
+import { clusterTicks, processTicks, TICK_MS } from "./cpu";
+import { waitFor } from "./util";
 import { startProbeChain } from "./probe-chain";
 import { BENCH_LIMITS } from "./stack";
 
@@ -43,7 +43,6 @@ import { BENCH_LIMITS } from "./stack";
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
-const TICK_MS = 10;
 
 const { values: args } = parseArgs({
   options: {
@@ -62,37 +61,12 @@ const BLOCK_TIME = Number(args["block-time"]);
 const RELAYERS = Number(args.relayers);
 const TOP = Number(args.top);
 
-function ticks(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-  } catch {
-    return 0;
-  }
-}
-
-/** The cluster: the postmaster with its reaped children, and every live child. */
-function clusterTicks(postmaster: number): number {
-  return ticks(postmaster) + childrenOf(postmaster).reduce((sum, pid) => sum + ticks(pid), 0);
-}
-
 /** CPU ticks of each live server process by what it serves: application_name, or the backend type (walwriter, ...). */
 async function cpuByPart(admin: postgres.Sql): Promise<Map<number, { part: string; ticks: number }>> {
   const rows = await admin<{ pid: number; part: string }[]>`
     SELECT pid, CASE WHEN backend_type = 'client backend' THEN coalesce(nullif(application_name, ''), 'client') ELSE backend_type END AS part
     FROM pg_stat_activity WHERE pid <> pg_backend_pid()`;
-  return new Map(rows.map((r) => [r.pid, { part: r.part, ticks: ticks(r.pid) }]));
-}
-
-async function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number, intervalMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
+  return new Map(rows.map((r) => [r.pid, { part: r.part, ticks: processTicks(r.pid, { reaped: true }) }]));
 }
 
 const fmt = (x: number, digits = 2) => (Number.isInteger(x) && digits === 0 ? String(x) : x.toFixed(digits));
@@ -165,7 +139,7 @@ async function main(): Promise<void> {
         await new Promise((r) => setTimeout(r, 5));
       }
       await Promise.all(pending);
-      await waitFor(`${total} requests settled`, () => finished(total), 180_000, 50);
+      await waitFor(`${total} requests settled`, () => finished(total), { timeoutMs: 180_000, intervalMs: 50 });
       return performance.now() - t0;
     };
 
@@ -185,8 +159,7 @@ async function main(): Promise<void> {
         const [row] = await admin<{ n: number }[]>`SELECT count(*)::int AS n FROM worker_heartbeats WHERE pid = ${worker.pid!}`;
         return (row?.n ?? 0) > 0 ? true : undefined;
       },
-      60_000,
-      20,
+      { timeoutMs: 60_000, intervalMs: 20 },
     );
 
     if (WARMUP > 0) await burst(WARMUP, WARMUP);

@@ -25,6 +25,9 @@ export function percentile(values: readonly number[], p: number): number {
   return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (rank - lo);
 }
 
+/** The median of rounds as the one-part probes report it: the upper middle value, no interpolation. */
+export const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
 /** Polls `check` until it returns a value other than undefined, or throws after `timeoutMs`. */
 export async function waitFor<T>(
   what: string,

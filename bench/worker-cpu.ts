@@ -14,7 +14,8 @@ import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
 import { registerWallet } from "@/lib/sponsorship/wallets";
 import type { Address } from "@/lib/sponsorship/address";
 import { freePort } from "@/test/ports";
-import { childrenOf } from "./cpu";
+import { clusterTicks, processTicks, TICK_MS } from "./cpu";
+import { waitFor } from "./util";
 import { startProbeChain } from "./probe-chain";
 
 /**
@@ -36,7 +37,6 @@ import { startProbeChain } from "./probe-chain";
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
-const TICK_MS = 10;
 
 const { values: args } = parseArgs({
   options: {
@@ -57,40 +57,6 @@ const RUNS = Number(args.runs);
 const RELAYERS = Number(args.relayers);
 /** 0: all N created before the worker starts; otherwise created at this rate per second while it runs. */
 const RATE = Number(args.rate);
-
-function ticks(pid: number, which: "both" | "system" = "both"): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return which === "system" ? Number(f[12]) : Number(f[11]) + Number(f[12]);
-  } catch {
-    return 0;
-  }
-}
-
-/** The PostgreSQL cluster: postmaster (with reaped children) and every live child. */
-function postgresTicks(postmaster: number): number {
-  let total = 0;
-  try {
-    const stat = readFileSync(`/proc/${postmaster}/stat`, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    total += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-  } catch {
-    return 0;
-  }
-  for (const pid of childrenOf(postmaster)) total += ticks(pid);
-  return total;
-}
-
-async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs: number, intervalMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
 
 type RunResult = {
   workerMs: number;
@@ -178,15 +144,14 @@ async function oneRun(run: number, db: Database, databaseUrl: string, dataDir: s
         async () => {
           if (child.exitCode !== null) throw new Error(`worker exited ${child.exitCode}: ${stderr.slice(-2000)}`);
           const [row] = await db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM worker_heartbeats WHERE pid = ${pid}`);
-          return (row?.n ?? 0) > 0;
+          return (row?.n ?? 0) > 0 ? true : undefined;
         },
-        60_000,
-        5,
+        { timeoutMs: 60_000, intervalMs: 5 },
       );
-      const w0 = ticks(pid);
-      const ws0 = ticks(pid, "system");
-      const p0 = postgresTicks(postmaster);
-      const a0 = ticks(anvil.pid);
+      const w0 = processTicks(pid);
+      const ws0 = processTicks(pid, { only: "system" });
+      const p0 = clusterTicks(postmaster);
+      const a0 = processTicks(anvil.pid);
       const t0 = performance.now();
       let paced: Promise<unknown> = Promise.resolve();
       if (RATE > 0) {
@@ -208,18 +173,17 @@ async function oneRun(run: number, db: Database, databaseUrl: string, dataDir: s
           const c = Object.fromEntries(rows.map((r) => [r.status, r.n])) as Record<string, number>;
           return (c.completed ?? 0) + (c.failed ?? 0) + (c.rejected ?? 0) >= N ? c : undefined;
         },
-        120_000,
-        20,
+        { timeoutMs: 120_000, intervalMs: 20 },
       ).catch((error: unknown) => {
         throw new Error(`${error instanceof Error ? error.message : String(error)}; the worker's last log lines:\n${stderr.split("\n").slice(-4).join("\n")}`);
       });
       await paced;
       const wallMs = performance.now() - t0;
       const result: RunResult = {
-        workerMs: (ticks(pid) - w0) * TICK_MS,
-        workerSystemMs: (ticks(pid, "system") - ws0) * TICK_MS,
-        postgresMs: (postgresTicks(postmaster) - p0) * TICK_MS,
-        anvilMs: (ticks(anvil.pid) - a0) * TICK_MS,
+        workerMs: (processTicks(pid) - w0) * TICK_MS,
+        workerSystemMs: (processTicks(pid, { only: "system" }) - ws0) * TICK_MS,
+        postgresMs: (clusterTicks(postmaster) - p0) * TICK_MS,
+        anvilMs: (processTicks(anvil.pid) - a0) * TICK_MS,
         wallMs,
         startupMs: w0 * TICK_MS,
         completed: counts.completed ?? 0,

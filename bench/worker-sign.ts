@@ -9,6 +9,7 @@ import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { startTestChain } from "@/test/chain";
 import { encodeSponsorCall, SPONSOR_GAS_LIMIT, signSponsorTransaction } from "@/worker/stages/transactions";
+import { median } from "./util";
 
 /**
  * `npx tsx bench/worker-sign.ts [--rounds 7] [--n 2000] [--calls 400] [--no-rpc] [--windows]`: microseconds of CPU
@@ -42,7 +43,6 @@ const ROUNDS = Number(args.rounds);
 const N = Number(args.n);
 const CALLS = Number(args.calls);
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const show = (name: string, xs: number[]) =>
   process.stdout.write(`  ${name.padEnd(58)} ${median(xs).toFixed(1).padStart(7)} µs  (rounds ${xs.map((x) => x.toFixed(0)).join(", ")})\n`);
 
