@@ -6,13 +6,13 @@ import { freePort } from "@/test/ports";
 import { registerWallet, requestSponsorship } from "./api";
 import { cpuBetween, snapshotCpu } from "./cpu";
 import { clientsBurst } from "./end-to-end";
-import { runEndpoint, type Endpoint, type HttpResult } from "./http";
+import { runEndpoint, standardEndpoints, type Endpoint, type HttpResult } from "./http";
 import { rejectOpenRequests } from "./http-data";
 import { measurePipeline, type PipelineResult } from "./pipeline";
 import { renderProfileSummary, summariseProfiles, type ProfileSummary } from "./profile";
 import { seedFreshWallets } from "./seed";
 import { healthy, spawnInstance, startStack, type Stack } from "./stack";
-import { mapConcurrent, note, randomAddress, round, waitFor, type Address } from "./util";
+import { mapConcurrent, median, note, randomAddress, round, waitFor, type Address } from "./util";
 
 /**
  * Trees side by side (`BENCH_PHASES=compare`, `BENCH_COMPARE_ROOTS=/path/to/old[,/path/to/other]`): a whole stack
@@ -88,20 +88,10 @@ async function seedThroughApi(stack: Stack, count: number): Promise<string[]> {
   return ids;
 }
 
+/** The bench's own endpoints (bench/http.ts), the four compared: the two GETs and the two POSTs. */
+const COMPARED = new Set(["health", "sponsorship-by-id", "register", "sponsorship-request"]);
 function endpointsFor(ids: readonly string[], freshRegistered: readonly string[]): Endpoint[] {
-  let fresh = 0;
-  return [
-    { name: "health", method: "GET", path: "/health", next: () => ({ path: "/health" }) },
-    { name: "sponsorship-by-id", method: "GET", path: "/sponsorship/:id", next: (n) => ({ path: `/sponsorship/${ids[(n * 7919) % ids.length]}` }) },
-    { name: "register", method: "POST", path: "/wallets/register", next: () => ({ path: "/wallets/register", body: { walletAddress: randomAddress() } }) },
-    {
-      name: "sponsorship-request",
-      method: "POST",
-      path: "/sponsorship/request",
-      // A registered wallet with no request each time (were they exhausted, 409s would show in the status counts).
-      next: () => ({ path: "/sponsorship/request", body: { walletAddress: freshRegistered[fresh++ % freshRegistered.length] } }),
-    },
-  ];
+  return standardEndpoints({ requestIds: ids, historyWallets: [], freshRegisteredWallets: freshRegistered }).filter((e) => COMPARED.has(e.name));
 }
 
 /** Wallets registered straight in a tree's database (the wallets table is the same in every compared tree). */
@@ -269,12 +259,12 @@ export async function compareTrees(options: {
               SELECT status, requested_at, completed_at FROM sponsorship_requests WHERE id = ANY(${ids}::uuid[])`;
             const done = rows.filter((row) => row.status === "completed" && row.completed_at);
             const last = Math.max(...done.map((row) => row.completed_at!.getTime()));
-            const latencies = done.map((row) => row.completed_at!.getTime() - row.requested_at.getTime()).sort((a, b) => a - b);
+            const latencies = done.map((row) => row.completed_at!.getTime() - row.requested_at.getTime());
             result.endToEnd[i]!.runs.push({
               requests: ids.length,
               completed: done.length,
               completedPerSecond: round(done.length / ((last - t0) / 1000), 1),
-              p50Ms: latencies[Math.floor(latencies.length / 2)] ?? NaN,
+              p50Ms: latencies.length > 0 ? median(latencies) : NaN,
               cpuMsPerCompleted: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, round(v / Math.max(1, done.length), 2)])),
             });
             note(`compare: end to end on "${names[i]}": ${result.endToEnd[i]!.runs.at(-1)!.completedPerSecond}/s`);
@@ -286,6 +276,8 @@ export async function compareTrees(options: {
     }
   }
 }
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 
 export function renderComparison(c: TreeComparison): string {
   const base = c.trees[0]!;
@@ -324,7 +316,6 @@ export function renderComparison(c: TreeComparison): string {
     );
   }
   if (c.pipeline?.length) {
-    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
     const cpuOf = (t: { runs: PipelineResult[] }, k: string) => mean(t.runs.map((r) => r.cpuMsPerRequest?.[k] ?? NaN));
     const base = c.pipeline[0]!;
     const baseRate = mean(base.runs.map((r) => r.completedPerSecond));
@@ -347,7 +338,6 @@ export function renderComparison(c: TreeComparison): string {
     );
   }
   if (c.endToEnd?.length) {
-    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
     const parts = ["web", "worker", "postgres", "anvil"];
     const cpuOf = (t: { runs: EndToEndRun[] }, k: string) => mean(t.runs.map((r) => r.cpuMsPerCompleted[k] ?? NaN));
     const base = c.endToEnd[0]!;
