@@ -112,18 +112,18 @@ export function supervise(options: SupervisedOptions): Supervised {
       stopping = true;
       if (timer) clearTimeout(timer);
       const proc = child;
+      let killer: NodeJS.Timeout | undefined;
       if (proc && proc.exitCode === null && proc.signalCode === null) {
         proc.kill("SIGTERM");
-        const killer = setTimeout(() => {
+        killer = setTimeout(() => {
           log.warn("did not stop in time; killing", { pid: proc.pid });
           proc.kill("SIGKILL");
         }, options.stopTimeoutMs ?? 20_000);
-        await exited;
-        clearTimeout(killer);
       }
-      // A child that had exited already may still have output in its pipes (or a grandchild holding them): its
-      // close is waited for too (bounded, see above) before the log file ends.
+      // Running or exited already, the child's output may still be in its pipes (or a grandchild holding them):
+      // its close is waited for (bounded, see above) before the log file ends.
       await exited;
+      clearTimeout(killer);
       await new Promise<void>((resolve) => (file ? file.end(resolve) : resolve()));
     },
   };
