@@ -127,6 +127,12 @@ const envSchema = z.object({
   ),
   WORKER_INTERVAL_MS: withDefault(integer(10, 3_600_000), "5000"),
   /**
+   * After a pass over the queue (review, relay), the worker starts the next one no sooner than this, unless the
+   * last batch was full: requests arriving meanwhile are reviewed and relayed together (fewer commits and JSON-RPC
+   * requests per sponsorship) at the price of up to this much more latency. 0: each creation wakes it at once.
+   */
+  WORKER_BATCH_WINDOW_MS: withDefault(integer(0, 10_000), "50"),
+  /**
    * Connections of each web server's database pool. Concurrent creations commit together (one WAL flush for
    * several), so a pool as large as the concurrency the server sees costs PostgreSQL less per request.
    */
@@ -200,6 +206,7 @@ export type Config = Readonly<{
   treasuryAddress: Address | undefined;
   sponsorAmountWei: bigint;
   workerIntervalMs: number;
+  workerBatchWindowMs: number;
   workerBatchSize: number;
   databasePoolSize: number;
   /** Test hook: SIGKILL the worker right after its N-th accepted broadcast (before it records the broadcast). */
@@ -267,6 +274,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     treasuryAddress: e.TREASURY_ADDRESS,
     sponsorAmountWei: e.SPONSOR_AMOUNT_WEI,
     workerIntervalMs: e.WORKER_INTERVAL_MS,
+    workerBatchWindowMs: e.WORKER_BATCH_WINDOW_MS,
     workerBatchSize: e.WORKER_BATCH_SIZE,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     workerTestCrashAfterBroadcasts: e.WORKER_TEST_CRASH_AFTER_BROADCASTS,

@@ -15,6 +15,8 @@ export type WorkerSettings = {
   /** CONFIRMATIONS: a transaction settles once this many blocks hold it (its own included). */
   confirmations: number;
   intervalMs: number;
+  /** WORKER_BATCH_WINDOW_MS: the least time between two queue passes, unless the last batch was full. */
+  batchWindowMs: number;
   heartbeatMs: number;
   leaseTtlMs: number;
   /** How often in-flight transactions are checked (a new block triggers the full check). */

@@ -10,8 +10,9 @@ import { reviewPendingBatch } from "./stages/review";
 /**
  * The worker's loop: one iteration runs review, relay and confirm in turn (one step at a time, so a relayer's
  * nonces are only ever touched by one stage), then sleeps until something is due:
- * - the queue (review, relay): at once when woken (NOTIFY from the API, or a stage that made work for another),
- *   after a full batch, and otherwise every WORKER_INTERVAL_MS;
+ * - the queue (review, relay): when woken (NOTIFY from the API, or a stage that made work for another), at once
+ *   or, with WORKER_BATCH_WINDOW_MS, no sooner than that after the last pass (what arrives meanwhile goes in one
+ *   batch); after a full batch at once; and otherwise every WORKER_INTERVAL_MS;
  * - confirmations: every `confirmPollMs` while transactions are in flight, with the full check (receipts,
  *   timeouts, re-broadcasts) when a new block appears and at least once a second;
  * - leases (rebalance) and the hole check: every heartbeat interval.
@@ -45,6 +46,8 @@ export class WorkerLoop {
   private sleeping: { resolve: () => void; timer: NodeJS.Timeout } | undefined;
   private queueDue = true;
   private lastQueueScan = 0;
+  /** The last queue pass had a full batch: the next one runs at once, whatever the batch window. */
+  private fullBatch = false;
   private lastMaintenance = 0;
   private lastRegistryIndex = 0;
   private lastFullCheck = 0;
@@ -105,12 +108,17 @@ export class WorkerLoop {
   private delay(busy: boolean): number {
     const { settings, status } = this.ctx;
     if (this.failures > 0) return Math.min(MAX_BACKOFF_MS, 250 * 2 ** (this.failures - 1));
-    if (busy || this.queueDue) return 0;
+    if (busy) return 0;
     const now = Date.now();
-    const untilQueue = this.lastQueueScan + settings.intervalMs - now;
+    const untilQueue = this.lastQueueScan + (this.queueDue ? this.batchWindow() : settings.intervalMs) - now;
     const untilMaintenance = this.lastMaintenance + settings.heartbeatMs - now;
     const untilConfirm = status.inFlight > 0 ? this.lastBlockPoll + settings.confirmPollMs - now : Number.POSITIVE_INFINITY;
     return Math.max(0, Math.min(untilQueue, untilMaintenance, untilConfirm));
+  }
+
+  /** How long after the last queue pass a wake-up waits: WORKER_BATCH_WINDOW_MS, none after a full batch. */
+  private batchWindow(): number {
+    return this.fullBatch ? 0 : this.ctx.settings.batchWindowMs;
   }
 
   private sleep(ms: number): Promise<void> {
@@ -154,7 +162,8 @@ export class WorkerLoop {
       await guarded("leases", () => ctx.pool.rebalance());
     }
 
-    const queueDue = this.queueDue || now - this.lastQueueScan >= ctx.settings.intervalMs;
+    const sinceQueueScan = now - this.lastQueueScan;
+    const queueDue = (this.queueDue && sinceQueueScan >= this.batchWindow()) || sinceQueueScan >= ctx.settings.intervalMs;
     if (queueDue) {
       this.queueDue = false;
       this.lastQueueScan = now;
@@ -231,6 +240,7 @@ export class WorkerLoop {
     if (maintenance && ctx.feeCeiling?.state.aboveCeiling) await guarded("relay", () => currentFees(ctx));
 
     // A full batch means more is waiting: scan the queue again at once.
+    if (queueDue) this.fullBatch = busy;
     if (busy) this.queueDue = true;
     if (busy || sent > 0) ctx.log.debug("iteration", { ms: timings, sent, busy, inFlight: ctx.status.inFlight });
 

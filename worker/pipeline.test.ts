@@ -10,6 +10,7 @@ import type { RunningWorker } from "./worker";
 import {
   SPONSOR_AMOUNT,
   createRequest,
+  createRequests,
   readRelays,
   readRequest,
   readSponsoredEvents,
@@ -201,5 +202,30 @@ describe("a request goes through the pipeline", () => {
     await waitFor("the worker's first pass", async () => running.ctx.status.blockNumber !== undefined);
     const { id } = await createRequest(fx);
     await waitStatus(id, "completed", 20_000);
+  });
+
+  it("with WORKER_BATCH_WINDOW_MS, waits that long after a pass before the next one: what arrives meanwhile goes in one batch", async () => {
+    worker = await startInProcessWorker(fx, { WORKER_INTERVAL_MS: "600000", WORKER_BATCH_WINDOW_MS: "3000" });
+    const running = worker;
+    await waitFor("the worker's first pass", async () => running.ctx.status.blockNumber !== undefined);
+    const first = await createRequest(fx);
+    const a = await waitStatus(first.id, "completed");
+    // Woken twice within the window of the pass that approved the first: both wait for it, then share one pass.
+    const [second, third] = [await createRequest(fx), await createRequest(fx)];
+    const [b, c] = [await waitStatus(second.id, "completed"), await waitStatus(third.id, "completed")];
+    expect(b.approvedAt!.getTime()).toBe(c.approvedAt!.getTime());
+    expect(b.approvedAt!.getTime() - a.approvedAt!.getTime()).toBeGreaterThanOrEqual(2_500);
+  });
+
+  it("with WORKER_BATCH_WINDOW_MS, runs the next pass at once after a full batch (more is waiting)", async () => {
+    worker = await startInProcessWorker(fx, { WORKER_INTERVAL_MS: "600000", WORKER_BATCH_WINDOW_MS: "5000", WORKER_BATCH_SIZE: "1" });
+    const running = worker;
+    await waitFor("the worker's first pass", async () => running.ctx.status.blockNumber !== undefined);
+    const created = await createRequests(fx, 3);
+    const done = await Promise.all(created.map((r) => waitStatus(r.id, "completed", 30_000)));
+    const approved = done.map((r) => r.approvedAt!.getTime()).sort((x, y) => x - y);
+    // Three passes of one request each, one right after the other: not three windows apart.
+    expect(new Set(approved).size).toBe(3);
+    expect(approved[2]! - approved[0]!).toBeLessThan(4_000);
   });
 });

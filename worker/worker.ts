@@ -51,6 +51,7 @@ export function workerSettings(config: Config, overrides: Partial<WorkerSettings
     relayTimeoutMs: config.relayTimeoutMs,
     confirmations: config.confirmations,
     intervalMs: config.workerIntervalMs,
+    batchWindowMs: config.workerBatchWindowMs,
     heartbeatMs: 2_000,
     leaseTtlMs: 15_000,
     confirmPollMs: 50,
