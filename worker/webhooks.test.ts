@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it } from "vitest";
+import { ENDPOINT_REMOVED_ERROR } from "@/db/queries/webhooks";
 import { getSponsorshipRequest } from "@/lib/sponsorship/reads";
 import { startWebhookReceiver, type WebhookReceiver } from "@/test/webhook-receiver";
 import type { RunningWorker } from "./worker";
@@ -189,6 +190,40 @@ describe("webhooks of request transitions", () => {
     for (const id of ids) expect(eventsOf(r, id).map((e) => e.json.type)).toEqual(TRANSITIONS);
     const ids200 = r.received.map((x) => x.headers["webhook-id"]);
     expect(new Set(ids200).size).toBe(ids200.length);
+  });
+
+  it("gives up what was waiting for an endpoint removed from WEBHOOK_URLS (never sent again), and sends it only new events once it is added back", async () => {
+    const kept = await receiver();
+    const removed = await receiver();
+    removed.respond(() => 500);
+    const before = await worker([kept.url, removed.url]);
+    const { id: old } = await createRequest(fx);
+    await waitFor("the old request's events at the kept endpoint", async () => eventsOf(kept, old).length >= 3);
+    await waitFor("the failing endpoint retried", async () => eventsOf(removed, old).length >= 2);
+
+    // The operator removes it from WEBHOOK_URLS and restarts the worker.
+    await before.stop();
+    workers.splice(workers.indexOf(before), 1);
+    await worker([kept.url]);
+    const waiting = await fx.database.db.execute<{ type: string; status: string; last_error: string | null }>(sql`
+      SELECT e.type, d.status::text AS status, d.last_error FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
+      WHERE d.endpoint = ${removed.url} AND e.sponsorship_request_id = ${old} ORDER BY e.seq`);
+    expect(waiting.map((d) => [d.type, d.status, d.last_error])).toEqual(TRANSITIONS.map((type) => [type, "failed", ENDPOINT_REMOVED_ERROR]));
+    const { id: meanwhile } = await createRequest(fx);
+    await waitFor("the request made meanwhile at the kept endpoint", async () => eventsOf(kept, meanwhile).length >= 3);
+
+    // Added back (and answering now): the events written from then on, none of the old ones.
+    removed.respond(() => 200);
+    const attemptsOfOld = eventsOf(removed, old).length;
+    for (const w of workers.splice(0)) await w.stop();
+    await worker([kept.url, removed.url]);
+    const { id: fresh } = await createRequest(fx);
+    const events = await waitFor("the new request's events at the endpoint added back", async () =>
+      eventsOf(removed, fresh).length >= 3 ? eventsOf(removed, fresh) : undefined,
+    );
+    expect(events.map((e) => e.json.type)).toEqual(TRANSITIONS);
+    expect(eventsOf(removed, old)).toHaveLength(attemptsOfOld);
+    expect(eventsOf(removed, meanwhile)).toEqual([]);
   });
 
   it("writes nothing to the outbox while no endpoint is configured (the cost of a transition stays one index probe)", async () => {

@@ -1,5 +1,5 @@
 import { readBudgetExhaustion } from "@/db/queries/controls";
-import { pruneWebhookEvents, reportAlert, syncWebhookEndpoints } from "@/db/queries/webhooks";
+import { giveUpRemovedEndpointDeliveries, pruneWebhookEvents, reportAlert, syncWebhookEndpoints } from "@/db/queries/webhooks";
 import type { Config } from "@/lib/config";
 import { WebhookDispatcher, type DispatcherSettings } from "@/lib/webhooks/dispatcher";
 import type { AlertEventType } from "@/lib/webhooks/events";
@@ -29,7 +29,8 @@ export type WorkerWebhooks = { evaluateAlerts: () => Promise<void>; stop: () => 
 
 export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, options: WorkerWebhookOptions = {}): Promise<WorkerWebhooks> {
   const { db, log } = ctx;
-  // Also with none configured: endpoints removed from WEBHOOK_URLS stop receiving new events.
+  // Also with none configured: endpoints removed from WEBHOOK_URLS stop receiving new events, and what was still
+  // waiting for them is given up (never attempted again; pruned with the other settled deliveries).
   await syncWebhookEndpoints(db, config.webhookUrls);
   const dispatcher =
     config.webhookUrls.length > 0 && config.webhookSecret
@@ -91,6 +92,8 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
     }
     if (Date.now() - lastPrune >= PRUNE_INTERVAL_MS) {
       lastPrune = Date.now();
+      const givenUp = await giveUpRemovedEndpointDeliveries(db);
+      if (givenUp > 0) log.info("webhook deliveries to removed endpoints given up", { deliveries: givenUp });
       await pruneWebhookEvents(db, EVENT_RETENTION_MS);
     }
   };

@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { WebhookDeliveryStatus } from "@/db/schema";
 import { run, type Executor } from "@/db/sql/run";
 import { isoUtc } from "@/db/sql/fragments";
@@ -10,9 +10,25 @@ import { isoUtc } from "@/db/sql/fragments";
  * alerts, and read deliveries for the dashboard.
  */
 
-/** Makes exactly `urls` the active endpoints (others stay for their history, inactive). */
+/**
+ * Why a delivery to an endpoint that is no longer in WEBHOOK_URLS was given up (its `last_error`): it is never
+ * attempted again, and the retention prune removes it like any other settled delivery.
+ */
+export const ENDPOINT_REMOVED_ERROR = "endpoint removed from WEBHOOK_URLS";
+
+/** Gives up the pending deliveries of `d` that match `where` (closed as `failed` with ENDPOINT_REMOVED_ERROR). */
+const giveUpDeliveries = (where: SQL) => sql`
+    UPDATE webhook_deliveries d SET status = 'failed', last_error = ${ENDPOINT_REMOVED_ERROR}
+    WHERE d.status = 'pending' AND (${where})`;
+
+/**
+ * Makes exactly `urls` the active endpoints (others stay for their history, inactive). The deliveries still pending
+ * for an endpoint that is not in `urls`, or was inactive until now, are given up in the same statement: a removed
+ * endpoint is not attempted any more, and one added back receives only the events written from then on.
+ */
 export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]): Promise<void> {
   const list = JSON.stringify(urls);
+  // Every part sees the endpoints as they were before the statement ("was inactive until now").
   await run(
     db,
     sql`
@@ -20,10 +36,26 @@ export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]
     upserted AS (
       INSERT INTO webhook_endpoints (url, active) SELECT url, true FROM wanted
       ON CONFLICT (url) DO UPDATE SET active = true, updated_at = now() WHERE webhook_endpoints.active = false
-      RETURNING url)
+      RETURNING url),
+    given_up AS (${giveUpDeliveries(
+      sql`d.endpoint NOT IN (SELECT url FROM wanted) OR NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.url = d.endpoint AND w.active)`,
+    )})
     UPDATE webhook_endpoints SET active = false, updated_at = now()
     WHERE active AND url NOT IN (SELECT url FROM wanted)`,
   );
+}
+
+/**
+ * Gives up the deliveries still pending for an inactive endpoint; returns how many. syncWebhookEndpoints does it when
+ * it removes one; this catches an event whose transaction saw the endpoint still active and committed just after
+ * (the worker runs it before each prune).
+ */
+export async function giveUpRemovedEndpointDeliveries(db: Executor): Promise<number> {
+  const rows = await run(
+    db,
+    sql`${giveUpDeliveries(sql`NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.url = d.endpoint AND w.active)`)} RETURNING d.id`,
+  );
+  return rows.length;
 }
 
 /** Writes one event (and a delivery per active endpoint); undefined when no endpoint is active. */
@@ -61,6 +93,8 @@ export type ClaimedDelivery = {
  * Claims up to `limit` due deliveries of one endpoint: each is leased for `leaseMs` (another dispatcher skips it
  * while the attempt runs, and retries it if this one dies), its attempt counted. A delivery waits while an earlier
  * event of the same request is still pending at that endpoint, so a receiver sees a request's events in order.
+ * Nothing is claimed for an endpoint that is no longer active (removed from WEBHOOK_URLS by a process started since),
+ * even by a process still running with the old list.
  */
 export async function claimDueDeliveries(db: Executor, input: { endpoint: string; limit: number; leaseMs: number }): Promise<ClaimedDelivery[]> {
   const rows = await run<{
@@ -78,6 +112,7 @@ export async function claimDueDeliveries(db: Executor, input: { endpoint: string
     WITH due AS (
       SELECT d.id FROM webhook_deliveries d
       WHERE d.endpoint = ${input.endpoint} AND d.status = 'pending' AND d.next_attempt_at <= now()
+        AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.url = ${input.endpoint} AND w.active)
         AND (d.sponsorship_request_id IS NULL OR NOT EXISTS (
           SELECT 1 FROM webhook_deliveries p
           WHERE p.endpoint = d.endpoint AND p.sponsorship_request_id = d.sponsorship_request_id
@@ -108,7 +143,9 @@ export async function claimDueDeliveries(db: Executor, input: { endpoint: string
 
 /**
  * Settles a claimed attempt: delivered, retried at `retryAt`, or given up (`retryAt` undefined). Only the claim's
- * own attempt is settled (a dispatcher whose lease ran out cannot overwrite a later attempt's outcome).
+ * own attempt is settled (a dispatcher whose lease ran out cannot overwrite a later attempt's outcome). An attempt
+ * in flight when its endpoint was removed (the delivery given up meanwhile) is recorded if it was delivered; a
+ * failure leaves it given up, never pending again.
  */
 export async function settleDelivery(
   db: Executor,
@@ -124,7 +161,8 @@ export async function settleDelivery(
       last_error = ${input.error},
       delivered_at = CASE WHEN ${input.delivered} THEN now() ELSE NULL END,
       next_attempt_at = coalesce(${input.retryAt?.toISOString() ?? null}::timestamptz, next_attempt_at)
-    WHERE id = ${input.id} AND attempts = ${input.attempts} AND status = 'pending'`,
+    WHERE id = ${input.id} AND attempts = ${input.attempts}
+      AND (status = 'pending' OR (${input.delivered} AND status = 'failed' AND last_error = ${ENDPOINT_REMOVED_ERROR}))`,
   );
 }
 

@@ -35,7 +35,9 @@ export default async function WebhooksPage() {
       </Section>
       {endpoints.map((endpoint, i) => (
         <Section key={endpoint.url} title={endpoint.url} id={`endpoint-${i}`}>
-          {!endpoint.active && <Notice tone="info">No longer in WEBHOOK_URLS: it receives no new events.</Notice>}
+          {!endpoint.active && (
+            <Notice tone="info">No longer in WEBHOOK_URLS: it receives no new events, and what was still waiting for it was given up.</Notice>
+          )}
           <p className="mb-3 text-sm text-slate-800">
             {endpoint.pending.toLocaleString("en")} waiting, {endpoint.failed.toLocaleString("en")} given up.
           </p>
