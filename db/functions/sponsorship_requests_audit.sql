@@ -8,8 +8,9 @@
 -- Webhooks (decisions.md "Operators are told", db/functions/webhooks.sql): the five transitions after creation are
 -- written to the outbox in the same transaction, as a snapshot of the request as it is now (without ip_address,
 -- user_agent and client_key: they never enter the outbox), its wallet and its relay attempts.
--- lib/webhooks/payload.ts turns it into the record of GET /sponsorship/:id (db/queries/webhooks.test.ts proves they
--- agree). With no active endpoint (WEBHOOK_URLS empty) nothing is written.
+-- lib/webhooks/payload.ts turns it into the record of GET /sponsorship/:id (worker/webhooks.test.ts proves they
+-- agree, for a delivered sponsorship.completed; db/request-audit.test.ts that the snapshot leaves ip_address out).
+-- With no active endpoint (WEBHOOK_URLS empty) nothing is written.
 --
 -- Per statement, from its transition tables (issue 15, docs/performance.md "Session 6: cuts"): the worker moves its
 -- batches in one UPDATE each, and one INSERT ... SELECT of their audit rows costs a quarter less of the backend's CPU

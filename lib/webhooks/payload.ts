@@ -5,7 +5,8 @@ import { isSponsorshipEventType } from "./events";
  * The body of a webhook: `{"type", "timestamp", "data"}` (decisions.md "Operators are told"). A `sponsorship.*`
  * event's data is the record of GET /sponsorship/:id without `ipAddress` and `userAgent`, as it was when the
  * status changed: built here from the snapshot the audit trigger took (db/functions/sponsorship_requests_audit.sql),
- * field for field the shape of RequestDetailView (db/queries/webhooks.test.ts compares it with GET /sponsorship/:id).
+ * field for field the shape of RequestDetailView (worker/webhooks.test.ts compares a delivered `sponsorship.completed`
+ * event's data with the record of GET /sponsorship/:id).
  */
 
 export type WebhookRequestRecord = Omit<RequestDetailView, "ipAddress" | "userAgent">;
