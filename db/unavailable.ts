@@ -52,6 +52,16 @@ export function isDatabaseOverloaded(error: unknown): boolean {
   return codesOf(error).some((code) => code === "57014" || code === "55P03");
 }
 
+/**
+ * The web server's one definition of a database outage: unreachable (isDatabaseUnavailable) or cancelling
+ * statements for time (isDatabaseOverloaded). The API answers it with `503 unavailable` and Retry-After
+ * (lib/http/route.ts `unavailableResponse`); the dashboard's pages with a notice in their frame
+ * (app/(web)/dashboard/_components/database-outage.tsx). Any other error is a bug and surfaces as one.
+ */
+export function isDatabaseOutage(error: unknown): boolean {
+  return isDatabaseUnavailable(error) || isDatabaseOverloaded(error);
+}
+
 /** A short, stable code for a database failure, for `/health` (never the error's text, which names hosts and users). */
 export type DatabaseFailureCode = "unreachable" | "timeout" | "auth_failed" | "starting_up" | "too_many_connections" | "error";
 

@@ -1,4 +1,4 @@
-import { isDatabaseOverloaded, isDatabaseUnavailable } from "@/db/unavailable";
+import { isDatabaseOutage } from "@/db/unavailable";
 import { log } from "@/lib/log";
 import { isSponsorshipError } from "@/lib/sponsorship/errors";
 import { appConfig } from "./app-context";
@@ -57,7 +57,7 @@ export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
  * keeps the full error; the answer names nothing internal. Undefined for any other error.
  */
 export function unavailableResponse(error: unknown, requestId: string, request: { method: string; url: string }): Response | undefined {
-  if (!isDatabaseUnavailable(error) && !isDatabaseOverloaded(error)) return undefined;
+  if (!isDatabaseOutage(error)) return undefined;
   log.warn("request refused: the database is unavailable", { requestId, method: request.method, path: new URL(request.url, "http://x").pathname, error });
   return problemResponse("unavailable", "The service cannot reach its database right now; retry shortly", requestId, {
     headers: { "retry-after": String(UNAVAILABLE_RETRY_AFTER_SECONDS) },
