@@ -1,5 +1,6 @@
 import type { Metadata } from "next";
 import type { ReactNode } from "react";
+import { isDatabaseOutage } from "@/db/unavailable";
 import { currentAdminSession } from "@/lib/admin/request-context";
 import { link, secondaryButton } from "../_components/styles";
 import { signOutAction } from "./actions";
@@ -12,10 +13,15 @@ export const metadata: Metadata = {
 
 /**
  * The dashboard's frame. The navigation and sign-out appear only with a session; each page checks the session
- * again itself before it reads anything (a layout is not re-rendered on every navigation).
+ * again itself before it reads anything (a layout is not re-rendered on every navigation). During a database
+ * outage the session cannot be checked: the frame shows no navigation and the page shows the outage notice
+ * (_components/database-outage.tsx).
  */
 export default async function DashboardLayout({ children }: { children: ReactNode }) {
-  const session = await currentAdminSession();
+  const session = await currentAdminSession().catch((error: unknown) => {
+    if (isDatabaseOutage(error)) return null;
+    throw error;
+  });
   return (
     <div className="min-h-screen">
       <a href="#main" className="sr-only focus:not-sr-only focus:absolute focus:top-2 focus:left-2 focus:rounded focus:bg-white focus:p-2">

@@ -14,10 +14,13 @@ import { AutoRefresh } from "./_components/auto-refresh";
 import { OutcomeChart } from "./_components/outcome-chart";
 import { SignInForm } from "./_components/sign-in-form";
 import { DataTable, Notice, Section, td } from "./_components/ui";
+import { withDatabaseOutageNotice } from "./_components/database-outage";
 
 export const metadata: Metadata = { title: "Overview" };
 
-export default async function OverviewPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
+export default withDatabaseOutageNotice(OverviewPage);
+
+async function OverviewPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const session = await currentAdminSession();
   if (!session) return <SignInForm returnTo="/dashboard" />;
   const range = parseOverviewRange((await searchParams).range);

@@ -7,11 +7,14 @@ import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
 import { IpBlockForm, LiftIpBlockButton, PauseForm } from "../_components/control-forms";
 import { DataTable, Notice, Section, td } from "../_components/ui";
+import { withDatabaseOutageNotice } from "../_components/database-outage";
 
 export const metadata: Metadata = { title: "Controls" };
 
+export default withDatabaseOutageNotice(ControlsPage);
+
 /** The operator's brakes (decisions.md, "On the open internet"): the pause, the global budget, IP blocks. */
-export default async function ControlsPage() {
+async function ControlsPage() {
   const session = await currentAdminSession();
   if (!session) return <SignInForm returnTo="/dashboard/controls" />;
   const db = appDb();

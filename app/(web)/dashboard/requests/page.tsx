@@ -10,12 +10,15 @@ import { link, primaryButton, secondaryButton, textInput } from "../../_componen
 import { formatDateTime, shortHex } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
 import { DataTable, Notice, td } from "../_components/ui";
+import { withDatabaseOutageNotice } from "../_components/database-outage";
 
 export const metadata: Metadata = { title: "Requests" };
 
 const PAGE_SIZE = 25;
 
-export default async function RequestsPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
+export default withDatabaseOutageNotice(RequestsPage);
+
+async function RequestsPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const session = await currentAdminSession();
   if (!session) return <SignInForm returnTo="/dashboard/requests" />;
   const filters = parseRequestFilters(await searchParams);

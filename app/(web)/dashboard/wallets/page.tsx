@@ -9,10 +9,13 @@ import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
 import { DataTable, Notice, Section, td } from "../_components/ui";
 import { WalletBlockForm } from "../_components/wallet-forms";
+import { withDatabaseOutageNotice } from "../_components/database-outage";
 
 export const metadata: Metadata = { title: "Wallets" };
 
-export default async function WalletsPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
+export default withDatabaseOutageNotice(WalletsPage);
+
+async function WalletsPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const session = await currentAdminSession();
   if (!session) return <SignInForm returnTo="/dashboard/wallets" />;
   const raw = (await searchParams).address;

@@ -6,11 +6,14 @@ import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
 import { TestWebhookButton } from "../_components/webhook-forms";
 import { DataTable, Notice, Section, td } from "../_components/ui";
+import { withDatabaseOutageNotice } from "../_components/database-outage";
 
 export const metadata: Metadata = { title: "Webhooks" };
 
+export default withDatabaseOutageNotice(WebhooksPage);
+
 /** Webhooks (decisions.md "Operators are told"; docs/webhooks.md): recent deliveries per endpoint, a test event. */
-export default async function WebhooksPage() {
+async function WebhooksPage() {
   const session = await currentAdminSession();
   if (!session) return <SignInForm returnTo="/dashboard/webhooks" />;
   const endpoints = await webhooksOverview(appDb());

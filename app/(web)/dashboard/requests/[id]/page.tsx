@@ -9,10 +9,13 @@ import { formatDateTime, formatDuration, formatGwei } from "../../../_lib/format
 import { getPublicSettings } from "../../../_lib/settings";
 import { SignInForm } from "../../_components/sign-in-form";
 import { DataTable, Notice, Section, td } from "../../_components/ui";
+import { withDatabaseOutageNotice } from "../../_components/database-outage";
 
 export const metadata: Metadata = { title: "Request" };
 
-export default async function RequestDetailPage({ params }: { params: Promise<{ id: string }> }) {
+export default withDatabaseOutageNotice(RequestDetailPage);
+
+async function RequestDetailPage({ params }: { params: Promise<{ id: string }> }) {
   const { id } = await params;
   const session = await currentAdminSession();
   if (!session) return <SignInForm returnTo={/^[0-9a-fA-F-]{36}$/.test(id) ? `/dashboard/requests/${id}` : "/dashboard/requests"} />;

@@ -1,0 +1,168 @@
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { randomAddress, waitFor } from "@/bench/util";
+import { createLogger } from "@/lib/log";
+import { buildIfStale } from "@/scripts/build-if-stale";
+import { createTestDatabase, type TestDatabase } from "@/test/db";
+import { spawnInstance, stopInstance, waitUntilServing, type Instance } from "@/test/instances";
+import { freePort } from "@/test/ports";
+import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
+
+/**
+ * The pages during a database outage (decisions.md: a fault of a part degrades the service, never breaks it, and
+ * it recovers by itself). The web server as `npm start` runs it (`server.ts`, the production build) reaches a real
+ * PostgreSQL through a TCP relay that the test cuts (every connection dropped, new ones refused), as
+ * lib/http/database-outage.test.ts does for the API. Pages are fetched over real HTTP.
+ */
+
+const ADMIN_TOKEN = "database-outage-test-admin-token-0123456789abcdef";
+const NOTICE = "The database is not reachable right now; this page will work again by itself when it is back.";
+const FRAME = "Gas sponsorship · Dashboard";
+
+let t: TestDatabase;
+let relay: TcpRelay;
+let dataDir: string;
+let web: Instance | undefined;
+let base: string;
+let cookie: string;
+
+type Page = { status: number; html: string; contentType: string | null; cacheControl: string | null };
+
+async function page(route: string, headers: Record<string, string> = {}): Promise<Page> {
+  const res = await fetch(`${base}${route}`, { headers, redirect: "manual" });
+  return { status: res.status, html: await res.text(), contentType: res.headers.get("content-type"), cacheControl: res.headers.get("cache-control") };
+}
+
+/** Every page that reads the database (the dashboard's; `/` and `/request` read none on the server). */
+const DATABASE_PAGES = [
+  "/dashboard",
+  "/dashboard?range=7d",
+  "/dashboard/requests",
+  `/dashboard/requests/${randomUUID()}`,
+  `/dashboard/wallets?address=${randomAddress()}`,
+  "/dashboard/controls",
+  "/dashboard/webhooks",
+];
+
+/** During the outage: the notice in the dashboard's frame on every page that reads the database; the rest as usual. */
+async function expectOutageAnswers(): Promise<void> {
+  for (const route of DATABASE_PAGES) {
+    const answer = await page(route, { cookie });
+    // 200, not 503: Next 16 gives a page no supported way to choose another status (docs/ui.md).
+    expect(answer.status, `${route}: ${answer.html.slice(0, 300)}`).toBe(200);
+    expect(answer.contentType, route).toMatch(/^text\/html/);
+    // ... and stored by no cache, so nobody is served the notice after the database is back.
+    expect(answer.cacheControl, route).toMatch(/no-store/);
+    expect(answer.html, route).toContain(NOTICE);
+    expect(answer.html, route).toContain(FRAME);
+    expect(answer.html, route).toContain("The database is not reachable</h1>");
+    // Nothing internal leaks: no driver code, host or port.
+    expect(answer.html, route).not.toMatch(/ECONNREFUSED|CONNECTION_CLOSED|CONNECTION_ENDED|127\.0\.0\.1:\d+/);
+  }
+  // Signed out, the dashboard needs no database to show its sign-in form.
+  const signedOut = await page("/dashboard");
+  expect(signedOut.status).toBe(200);
+  expect(signedOut.html).toContain("Administrator sign-in");
+  expect(signedOut.html).not.toContain(NOTICE);
+  // The pages for end users read the database only through the API (which answers 503 unavailable).
+  for (const [route, text] of [
+    ["/", "Request gas for a wallet"],
+    ["/request", "Get gas for a new wallet"],
+  ] as const) {
+    const answer = await page(route);
+    expect(answer.status, route).toBe(200);
+    expect(answer.html, route).toContain(text);
+  }
+}
+
+beforeAll(async () => {
+  await buildIfStale(createLogger({ component: "database-outage-test" }));
+  [t, dataDir] = await Promise.all([createTestDatabase(), mkdtemp(path.join(tmpdir(), "sponsorship-database-outage-"))]);
+  const target = new URL(t.url);
+  relay = await startTcpRelay({ host: target.hostname, port: Number(target.port) });
+  const viaRelay = new URL(t.url);
+  viaRelay.port = String(relay.port);
+  const port = await freePort();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    NODE_ENV: "production",
+    NEXT_TELEMETRY_DISABLED: "1",
+    LOG_LEVEL: "warn",
+    PORT: String(port),
+    DATA_DIR: dataDir,
+    DATABASE_URL: viaRelay.toString(),
+    ADMIN_TOKEN,
+  };
+  for (const name of ["RPC_URL", "METRICS_PORT", "SUPERVISOR_PID", "CHAIN_ID", "RELAYER_PRIVATE_KEYS", "TRUST_PROXY"]) delete env[name];
+  web = spawnInstance("server.ts", env, path.join(dataDir, "web.log"));
+  base = `http://127.0.0.1:${port}`;
+  await waitUntilServing(base, web);
+  const signIn = await fetch(`${base}/admin/sign-in`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ token: ADMIN_TOKEN }),
+  });
+  expect(signIn.status).toBe(200);
+  cookie = signIn.headers.get("set-cookie")!.split(";")[0]!;
+}, 15 * 60_000);
+
+afterAll(async () => {
+  await stopInstance(web);
+  await relay?.close();
+  await t?.drop();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+});
+
+describe("the pages during a database outage", () => {
+  it("show the outage notice in the dashboard's frame instead of an error page, and work again by themselves when the database is back", async () => {
+    // Served normally first: the pages read through the relay.
+    for (const route of DATABASE_PAGES) {
+      const answer = await page(route, { cookie });
+      expect(answer.status, route).toBe(200);
+      expect(answer.html, route).not.toContain(NOTICE);
+    }
+
+    await relay.cut();
+    try {
+      await expectOutageAnswers();
+    } finally {
+      await relay.restore();
+    }
+
+    // No restart: the same server serves the pages again once the database is reachable.
+    await waitFor(
+      "the overview to render again",
+      async () => {
+        const answer = await page("/dashboard", { cookie });
+        return answer.status === 200 && answer.html.includes("Requests by status") ? true : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
+    for (const route of DATABASE_PAGES) {
+      const answer = await page(route, { cookie });
+      expect(answer.status, route).toBe(200);
+      expect(answer.html, route).not.toContain(NOTICE);
+    }
+  });
+
+  it("still fails a page with an error that is not an outage, instead of dressing it up as one", async () => {
+    await waitFor("the webhooks page to render", async () => ((await page("/dashboard/webhooks", { cookie })).status === 200 ? true : undefined), {
+      timeoutMs: 20_000,
+      intervalMs: 200,
+    });
+    // A real database error that is not an outage: the webhooks page's table is missing (42P01, undefined_table).
+    await t.db.$client.unsafe("ALTER TABLE webhook_endpoints RENAME TO webhook_endpoints_away");
+    try {
+      const answer = await page("/dashboard/webhooks", { cookie });
+      expect(answer.status).toBe(500);
+      expect(answer.html).toContain('id="__next_error__"');
+      expect(answer.html).not.toContain(NOTICE);
+    } finally {
+      await t.db.$client.unsafe("ALTER TABLE webhook_endpoints_away RENAME TO webhook_endpoints");
+    }
+    expect((await page("/dashboard/webhooks", { cookie })).status).toBe(200);
+  });
+});
