@@ -8,6 +8,8 @@ import { ADMIN_SESSION_COOKIE, sessionCookieOptions, signInAdministrator, signOu
 import { blockIpAsAdministrator, pauseSponsorships, resumeSponsorships, unblockIpAsAdministrator } from "@/lib/admin/controls";
 import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
 import { sendTestWebhook } from "@/lib/admin/webhooks";
+import type { AdminSession } from "@/db/schema";
+import { isDatabaseOutage } from "@/db/unavailable";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { createLogger } from "@/lib/log";
 import { isSponsorshipError } from "@/lib/sponsorship/errors";
@@ -22,6 +24,9 @@ const logger = createLogger({ component: "dashboard" });
 
 export type FormState = { error: string | null; message: string | null; retryAfterSeconds?: number };
 
+/** A form's answer while the database cannot be reached (isDatabaseOutage): nothing was done; the form works again by itself. */
+const DATABASE_OUTAGE = "The database is not reachable right now, so nothing was done. Try again in a few seconds.";
+
 function safeReturnTo(value: FormDataEntryValue | null): string {
   const text = typeof value === "string" ? value : "";
   // Only a dashboard path: never an open redirect.
@@ -31,13 +36,21 @@ function safeReturnTo(value: FormDataEntryValue | null): string {
 export async function signInAction(_previous: FormState, formData: FormData): Promise<FormState> {
   const token = formData.get("token");
   if (typeof token !== "string" || token.trim() === "") return { error: "Enter the administrator token.", message: null };
-  const result = await signInAdministrator(appDb(), {
-    token: token.trim(),
-    adminToken: appConfig().adminToken,
-    ipAddress: await currentClientIp(),
-    ipv6PrefixLength: appConfig().ipv6PrefixLength,
-    userAgent: await currentUserAgent(),
-  });
+  let result: Awaited<ReturnType<typeof signInAdministrator>>;
+  try {
+    result = await signInAdministrator(appDb(), {
+      token: token.trim(),
+      adminToken: appConfig().adminToken,
+      ipAddress: await currentClientIp(),
+      ipv6PrefixLength: appConfig().ipv6PrefixLength,
+      userAgent: await currentUserAgent(),
+    });
+  } catch (error) {
+    // The sign-in form renders without the database; its answer says why it cannot sign in now.
+    if (!isDatabaseOutage(error)) throw error;
+    logger.warn("administrator sign-in refused: the database is unavailable", { error });
+    return { error: DATABASE_OUTAGE, message: null };
+  }
   switch (result.kind) {
     case "signed_in": {
       (await cookies()).set(ADMIN_SESSION_COOKIE, result.secret, sessionCookieOptions(result.expiresAt, await isSecureRequest()));
@@ -64,7 +77,25 @@ export async function signOutAction(): Promise<void> {
   redirect("/dashboard");
 }
 
+type SessionCheck = { session: AdminSession; refusal?: undefined } | { session?: undefined; refusal: FormState };
+
+/** The session an administrator's change needs, or the form's answer without one (none, or the database cannot tell). */
+async function checkSession(): Promise<SessionCheck> {
+  try {
+    const session = await currentAdminSession();
+    return session ? { session } : { refusal: { error: "Your session has ended. Sign in again.", message: null } };
+  } catch (error) {
+    if (!isDatabaseOutage(error)) throw error;
+    logger.warn("administration refused: the database is unavailable", { error });
+    return { refusal: { error: DATABASE_OUTAGE, message: null } };
+  }
+}
+
 function describeFailure(error: unknown): string {
+  if (isDatabaseOutage(error)) {
+    logger.warn("administration refused: the database is unavailable", { error });
+    return DATABASE_OUTAGE;
+  }
   if (isSponsorshipError(error)) {
     if (error.code === "invalid_address") return "That is not a wallet address (0x followed by 40 hex characters).";
     if (error.code === "invalid_value") return "Give a reason (up to 1,000 characters).";
@@ -75,8 +106,8 @@ function describeFailure(error: unknown): string {
 }
 
 async function changeWallet(formData: FormData, change: "block" | "unblock"): Promise<FormState> {
-  const session = await currentAdminSession();
-  if (!session) return { error: "Your session has ended. Sign in again.", message: null };
+  const { session, refusal } = await checkSession();
+  if (!session) return refusal;
   const walletAddress = String(formData.get("walletAddress") ?? "");
   const reason = String(formData.get("reason") ?? "");
   if (reason.trim() === "") return { error: "Give a reason: it is kept in the audit log.", message: null };
@@ -105,11 +136,9 @@ export async function unblockWalletAction(_previous: FormState, formData: FormDa
 
 /* ------------------------------------------------------------- controls */
 
-async function withSession(
-  run: (context: { session: NonNullable<Awaited<ReturnType<typeof currentAdminSession>>>; ipAddress: string }) => Promise<string>,
-): Promise<FormState> {
-  const session = await currentAdminSession();
-  if (!session) return { error: "Your session has ended. Sign in again.", message: null };
+async function withSession(run: (context: { session: AdminSession; ipAddress: string }) => Promise<string>): Promise<FormState> {
+  const { session, refusal } = await checkSession();
+  if (!session) return refusal;
   try {
     const message = await run({ session, ipAddress: await currentClientIp() });
     refresh();
@@ -151,8 +180,8 @@ export async function unblockIpAction(_previous: FormState, formData: FormData):
 /* ------------------------------------------------------------- webhooks */
 
 export async function sendTestWebhookAction(_previous: FormState): Promise<FormState> {
-  const session = await currentAdminSession();
-  if (!session) return { error: "Your session has ended. Sign in again.", message: null };
+  const { session, refusal } = await checkSession();
+  if (!session) return refusal;
   try {
     const { eventId } = await sendTestWebhook(appDb(), { session, ipAddress: await currentClientIp() });
     refresh();

@@ -47,6 +47,39 @@ const DATABASE_PAGES = [
   "/dashboard/webhooks",
 ];
 
+const OUTAGE_FORM_ERROR = "The database is not reachable right now, so nothing was done. Try again in a few seconds.";
+
+function unescapeHtml(text: string): string {
+  return text
+    .replaceAll("&quot;", '"')
+    .replaceAll("&#x27;", "'")
+    .replaceAll("&#39;", "'")
+    .replaceAll("&lt;", "<")
+    .replaceAll("&gt;", ">")
+    .replaceAll("&amp;", "&");
+}
+
+/**
+ * A form of a page as a browser without JavaScript submits it (React renders each server action's reference into
+ * hidden fields): the hidden fields of the first form whose HTML contains `marker`.
+ */
+function formOf(html: string, marker: string): FormData {
+  const form = (html.match(/<form[\s\S]*?<\/form>/g) ?? []).find((f) => f.includes(marker));
+  if (!form) throw new Error(`no form containing ${marker}`);
+  const data = new FormData();
+  for (const tag of form.match(/<input[^>]*>/g) ?? []) {
+    const name = /name="([^"]*)"/.exec(tag)?.[1];
+    if (!/type="hidden"/.test(tag) || name === undefined) continue;
+    data.append(unescapeHtml(name), unescapeHtml(/value="([^"]*)"/.exec(tag)?.[1] ?? ""));
+  }
+  return data;
+}
+
+async function submit(route: string, form: FormData, headers: Record<string, string> = {}): Promise<Page> {
+  const res = await fetch(`${base}${route}`, { method: "POST", body: form, headers: { origin: base, ...headers }, redirect: "manual" });
+  return { status: res.status, html: await res.text(), contentType: res.headers.get("content-type"), cacheControl: res.headers.get("cache-control") };
+}
+
 /** During the outage: the notice in the dashboard's frame on every page that reads the database; the rest as usual. */
 async function expectOutageAnswers(): Promise<void> {
   for (const route of DATABASE_PAGES) {
@@ -146,6 +179,29 @@ describe("the pages during a database outage", () => {
       expect(answer.status, route).toBe(200);
       expect(answer.html, route).not.toContain(NOTICE);
     }
+  });
+
+  it("answers a sign-in or a change submitted during the outage with the form's error, not an error page, and changes nothing", async () => {
+    const signInForm = formOf((await page("/dashboard")).html, 'name="token"');
+    signInForm.set("token", ADMIN_TOKEN);
+    const pauseForm = formOf((await page("/dashboard/controls", { cookie })).html, "Pause sponsorships");
+    pauseForm.set("reason", "submitted during the outage");
+
+    await relay.cut();
+    try {
+      const signIn = await submit("/dashboard", signInForm);
+      expect(signIn.status, signIn.html.slice(0, 300)).toBe(200);
+      expect(signIn.html).toContain(OUTAGE_FORM_ERROR);
+      expect(signIn.html).toContain("Administrator sign-in");
+      // A change: the action answers the outage (the page around it shows the notice).
+      const pause = await submit("/dashboard/controls", pauseForm, { cookie });
+      expect(pause.status, pause.html.slice(0, 300)).toBe(200);
+      expect(pause.html).toContain(NOTICE);
+    } finally {
+      await relay.restore();
+    }
+    const [state] = await t.db.$client<{ paused: boolean }[]>`SELECT paused FROM service_state`;
+    expect(state?.paused ?? false).toBe(false);
   });
 
   it("still fails a page with an error that is not an outage, instead of dressing it up as one", async () => {
