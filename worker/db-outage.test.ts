@@ -88,4 +88,27 @@ describe("a database outage", () => {
     const attempts = await fx.database.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM relay_transactions WHERE relay_attempt > 1`);
     expect(attempts[0]!.n).toBe(0);
   }, 180_000);
+
+  it("is backed off more and more, and not reported recovered while it lasts, whatever the batch window", async () => {
+    if (worker) await stopSpawned(worker);
+    const url = new URL(fx.database.url);
+    url.port = String(relay.port);
+    // A window far longer than the first backoff steps: a retry must still run the failed stage, not skip it.
+    const spawned = spawnWorker(fx, { DATABASE_URL: url.toString(), WORKER_INTERVAL_MS: "60000", WORKER_BATCH_WINDOW_MS: "10000" });
+    worker = spawned;
+    onTestFailed(() => {
+      process.stderr.write(spawned.output().split("\n").slice(-60).join("\n"));
+    });
+    // A queue pass just ran (this request's), so the outage starts inside its window.
+    const [request] = await createRequests(fx, 1);
+    expect(await waitTerminal(fx, [request!.id], 30_000)).toEqual({ completed: 1 });
+    await relay.cut();
+    const cutAt = spawned.output().length;
+    const since = () => spawned.output().slice(cutAt);
+    // 250, 500, 1000 ms: the fourth consecutive failure comes about 2 s after the first.
+    await waitFor("four consecutive failures", async () => since().includes('"consecutiveFailures":4'), 30_000);
+    expect(since()).not.toContain('"msg":"worker recovered"');
+    await relay.restore();
+    await waitFor("the worker to log its recovery", async () => since().includes('"msg":"worker recovered"'), 30_000);
+  }, 120_000);
 });

@@ -116,9 +116,14 @@ export class WorkerLoop {
     return Math.max(0, Math.min(untilQueue, untilMaintenance, untilConfirm));
   }
 
-  /** How long after the last queue pass a wake-up waits: WORKER_BATCH_WINDOW_MS, none after a full batch. */
+  /**
+   * How long after the start of the last queue pass a wake-up waits: WORKER_BATCH_WINDOW_MS, never longer than
+   * WORKER_INTERVAL_MS; none after a full batch, and none while failing (the backoff spaces the retries, and a retry
+   * must run the failed stage again, or the loop would count a skipped pass as recovered).
+   */
   private batchWindow(): number {
-    return this.fullBatch ? 0 : this.ctx.settings.batchWindowMs;
+    if (this.fullBatch || this.failures > 0) return 0;
+    return Math.min(this.ctx.settings.batchWindowMs, this.ctx.settings.intervalMs);
   }
 
   private sleep(ms: number): Promise<void> {
