@@ -26,6 +26,11 @@ export type FormState = { error: string | null; message: string | null; retryAft
 
 /** A form's answer while the database cannot be reached (isDatabaseOutage): nothing was done; the form works again by itself. */
 const DATABASE_OUTAGE = "The database is not reachable right now, so nothing was done. Try again in a few seconds.";
+/**
+ * The same, when the change itself met the outage: a connection lost around its commit may have saved it, so the
+ * answer does not claim it did not (every change here is idempotent: trying again is safe).
+ */
+const DATABASE_OUTAGE_DURING_CHANGE = "The database could not be reached, so the change may not have been saved. Check, and try again in a few seconds.";
 
 function safeReturnTo(value: FormDataEntryValue | null): string {
   const text = typeof value === "string" ? value : "";
@@ -93,8 +98,8 @@ async function checkSession(): Promise<SessionCheck> {
 
 function describeFailure(error: unknown): string {
   if (isDatabaseOutage(error)) {
-    logger.warn("administration refused: the database is unavailable", { error });
-    return DATABASE_OUTAGE;
+    logger.warn("administration failed: the database is unavailable", { error });
+    return DATABASE_OUTAGE_DURING_CHANGE;
   }
   if (isSponsorshipError(error)) {
     if (error.code === "invalid_address") return "That is not a wallet address (0x followed by 40 hex characters).";

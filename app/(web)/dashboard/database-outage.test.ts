@@ -13,8 +13,8 @@ import { freePort } from "@/test/ports";
 import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
 
 /**
- * The pages during a database outage (decisions.md: a fault of a part degrades the service, never breaks it, and
- * it recovers by itself). The web server as `npm start` runs it (`server.ts`, the production build) reaches a real
+ * The pages during a database outage (decisions.md, "Wire format": never a 500 while PostgreSQL cannot be reached;
+ * the pages show a notice and work again by themselves once it is back). The web server as `npm start` runs it (`server.ts`, the production build) reaches a real
  * PostgreSQL through a TCP relay that the test cuts (every connection dropped, new ones refused), as
  * lib/http/database-outage.test.ts does for the API. Pages are fetched over real HTTP.
  */
@@ -203,6 +203,27 @@ describe("the pages during a database outage", () => {
     }
     const [state] = await t.db.$client<{ paused: boolean }[]>`SELECT paused FROM service_state`;
     expect(state?.paused ?? false).toBe(false);
+  });
+
+  it("tells a database too busy to answer in time (its lock timeout) from one that cannot be reached", async () => {
+    await waitFor("the webhooks page to render", async () => ((await page("/dashboard/webhooks", { cookie })).status === 200 ? true : undefined), {
+      timeoutMs: 20_000,
+      intervalMs: 200,
+    });
+    // A transaction holds the webhooks page's table longer than the web pool's lock timeout (2 s): 55P03.
+    const holder = await t.db.$client.reserve();
+    try {
+      await holder.unsafe("BEGIN");
+      await holder.unsafe("LOCK TABLE webhook_endpoints IN ACCESS EXCLUSIVE MODE");
+      const answer = await page("/dashboard/webhooks", { cookie });
+      expect(answer.status).toBe(200);
+      expect(answer.html).toContain("The database is too busy to answer this page in time");
+      expect(answer.html).not.toContain(NOTICE);
+    } finally {
+      await holder.unsafe("ROLLBACK");
+      holder.release();
+    }
+    expect((await page("/dashboard/webhooks", { cookie })).status).toBe(200);
   });
 
   it("still fails a page with an error that is not an outage, instead of dressing it up as one", async () => {
