@@ -29,8 +29,8 @@ export type WorkerWebhooks = { evaluateAlerts: () => Promise<void>; stop: () => 
 
 export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, options: WorkerWebhookOptions = {}): Promise<WorkerWebhooks> {
   const { db, log } = ctx;
-  // Also with none configured: endpoints removed from WEBHOOK_URLS stop receiving new events, and what was still
-  // waiting for them is given up (never attempted again; pruned with the other settled deliveries).
+  // Also with none configured: endpoints removed from WEBHOOK_URLS stop receiving new events; what was still waiting
+  // for them is held (never attempted while they are out) and given up 24 h after the removal (the hourly pass below).
   await syncWebhookEndpoints(db, config.webhookUrls);
   const dispatcher =
     config.webhookUrls.length > 0 && config.webhookSecret

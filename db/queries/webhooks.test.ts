@@ -7,15 +7,17 @@ import {
   enqueueWebhookEvent,
   giveUpRemovedEndpointDeliveries,
   pruneWebhookEvents,
+  REMOVED_ENDPOINT_GRACE_MS,
   settleDelivery,
   syncWebhookEndpoints,
 } from "./webhooks";
 
 /**
- * Endpoints removed from WEBHOOK_URLS (docs/webhooks.md "Configuration"): the deliveries still waiting for one are
- * given up with the reason (status `failed`), never claimed again, even by a process still running with the old list,
- * and pruned with the other settled deliveries; an endpoint added back receives only the events written after that.
- * Real PostgreSQL; the deliveries over HTTP are in worker/webhooks.test.ts.
+ * Endpoints removed from WEBHOOK_URLS (docs/webhooks.md "Removing an endpoint"): the deliveries still waiting for one
+ * are held, never claimed while it is inactive, even by a process still running with the old list; resumed if it is
+ * added back within REMOVED_ENDPOINT_GRACE_MS (24 h, the retry window); given up with the reason (status `failed`)
+ * after that, and then pruned with the other settled deliveries. Real PostgreSQL; the deliveries over HTTP are in
+ * worker/webhooks.test.ts.
  */
 
 let t: TestDatabase;
@@ -68,8 +70,15 @@ async function eventExists(id: string): Promise<boolean> {
   return rows[0]!.n === 1;
 }
 
+/** As if the endpoint had been removed from WEBHOOK_URLS longer ago than the grace period. */
+async function removedLongAgo(endpoint: string): Promise<void> {
+  await t.db.execute(
+    sql`UPDATE webhook_endpoints SET updated_at = now() - make_interval(secs => ${REMOVED_ENDPOINT_GRACE_MS / 1000 + 3600}) WHERE url = ${endpoint}`,
+  );
+}
+
 describe("an endpoint removed from WEBHOOK_URLS", () => {
-  it("has its waiting deliveries (retrying or never tried) given up with the reason, and none of them claimed any more", async () => {
+  it("has its waiting deliveries (retrying or never tried) held, none of them claimed, and given up with the reason once removed for 24 h", async () => {
     const [kept, removed] = endpoints();
     await syncWebhookEndpoints(t.db, [kept, removed]);
     const retried = await event("retried");
@@ -78,7 +87,16 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     const untried = await event("never tried");
 
     await syncWebhookEndpoints(t.db, [kept]);
+    expect(await claimDueDeliveries(t.db, { endpoint: removed, limit: 100, leaseMs: 30_000 })).toEqual([]);
+    // Within the grace period nothing is given up (a removal by mistake loses nothing).
+    expect(await giveUpRemovedEndpointDeliveries(t.db)).toBe(0);
+    expect((await deliveriesTo(removed)).map((d) => [d.event_id, d.status])).toEqual([
+      [retried, "pending"],
+      [untried, "pending"],
+    ]);
 
+    await removedLongAgo(removed);
+    expect(await giveUpRemovedEndpointDeliveries(t.db)).toBe(2);
     expect(await deliveriesTo(removed)).toEqual([
       { event_id: retried, status: "failed", attempts: 1, last_error: ENDPOINT_REMOVED_ERROR },
       { event_id: untried, status: "failed", attempts: 0, last_error: ENDPOINT_REMOVED_ERROR },
@@ -92,20 +110,17 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     expect(await attemptAll(kept, "delivered")).toBe(1);
   });
 
-  it("claims nothing for an inactive endpoint, even for a process still delivering with the old list, and the worker's pass gives up what is left", async () => {
+  it("claims nothing for an inactive endpoint, even for a process still delivering with the old list", async () => {
     const [kept, removed] = endpoints();
     await syncWebhookEndpoints(t.db, [kept, removed]);
     const late = await event("committed just after the removal");
     // As if the event's transaction had seen the endpoint active and committed after another process removed it.
     await t.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE url = ${removed}`);
-
     expect(await claimDueDeliveries(t.db, { endpoint: removed, limit: 100, leaseMs: 30_000 })).toEqual([]);
-    expect(await giveUpRemovedEndpointDeliveries(t.db)).toBeGreaterThanOrEqual(1);
-    expect(await deliveriesTo(removed)).toEqual([{ event_id: late, status: "failed", attempts: 0, last_error: ENDPOINT_REMOVED_ERROR }]);
-    expect(await giveUpRemovedEndpointDeliveries(t.db)).toBe(0);
+    expect(await deliveriesTo(removed)).toEqual([{ event_id: late, status: "pending", attempts: 0, last_error: null }]);
   });
 
-  it("records an attempt in flight when its endpoint was removed as delivered if it was, and leaves a failed one given up, never pending again", async () => {
+  it("records an attempt in flight when its delivery was given up as delivered if it was, and leaves a failed one given up, never pending again", async () => {
     const [kept, removed] = endpoints();
     await syncWebhookEndpoints(t.db, [kept, removed]);
     const ok = await event("answered 200");
@@ -114,6 +129,8 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     expect(inFlight.map((d) => d.eventId)).toEqual([ok, bad]);
 
     await syncWebhookEndpoints(t.db, [kept]);
+    await removedLongAgo(removed);
+    expect(await giveUpRemovedEndpointDeliveries(t.db)).toBe(2);
     const [first, second] = inFlight;
     await settleDelivery(t.db, { id: first!.id, attempts: first!.attempts, delivered: true, statusCode: 200, error: null, retryAt: undefined });
     await settleDelivery(t.db, {
@@ -131,7 +148,7 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     ]);
   });
 
-  it("no longer holds back the retention prune: an event whose only unsettled delivery was to it is pruned with its deliveries", async () => {
+  it("no longer holds back the retention prune once its deliveries are given up: the event is pruned with its deliveries", async () => {
     const [kept, removed] = endpoints();
     await syncWebhookEndpoints(t.db, [kept, removed]);
     const id = await event("prune me");
@@ -142,37 +159,33 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     expect(await eventExists(id)).toBe(true);
 
     await syncWebhookEndpoints(t.db, [kept]);
+    await removedLongAgo(removed);
+    await giveUpRemovedEndpointDeliveries(t.db);
     await pruneWebhookEvents(t.db, 0);
     expect(await eventExists(id)).toBe(false);
     expect(await deliveriesTo(kept)).toEqual([]);
     expect(await deliveriesTo(removed)).toEqual([]);
   });
 
-  it("receives only the events written after it was added back, also when a build before this one left deliveries waiting for it", async () => {
-    const [kept, removed] = endpoints();
-    await syncWebhookEndpoints(t.db, [kept, removed]);
+  it("added back within 24 h, receives what was held for it and the new events; added back later, only the new ones", async () => {
+    const [kept, soon] = endpoints();
+    const late = endpoints()[1];
+    await syncWebhookEndpoints(t.db, [kept, soon, late]);
     const beforeRemoval = await event("before the removal");
     await syncWebhookEndpoints(t.db, [kept]);
     await event("while removed");
-    // A build before this one deactivated endpoints and left their deliveries pending.
-    const stale = endpoints()[1];
-    await syncWebhookEndpoints(t.db, [kept, stale]);
-    const leftBehind = await event("left pending by an older build");
-    await t.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE url = ${stale}`);
+    await removedLongAgo(late);
+    await giveUpRemovedEndpointDeliveries(t.db);
 
-    await syncWebhookEndpoints(t.db, [kept, removed, stale]);
+    await syncWebhookEndpoints(t.db, [kept, soon, late]);
     const afterReAdd = await event("after the re-add");
 
-    const claimedRemoved = await claimDueDeliveries(t.db, { endpoint: removed, limit: 100, leaseMs: 30_000 });
-    expect(claimedRemoved.map((d) => d.eventId)).toEqual([afterReAdd]);
-    const claimedStale = await claimDueDeliveries(t.db, { endpoint: stale, limit: 100, leaseMs: 30_000 });
-    expect(claimedStale.map((d) => d.eventId)).toEqual([afterReAdd]);
-    expect((await deliveriesTo(removed)).map((d) => [d.event_id, d.status, d.last_error])).toEqual([
+    const claimedSoon = await claimDueDeliveries(t.db, { endpoint: soon, limit: 100, leaseMs: 30_000 });
+    expect(claimedSoon.map((d) => d.eventId)).toEqual([beforeRemoval, afterReAdd]);
+    const claimedLate = await claimDueDeliveries(t.db, { endpoint: late, limit: 100, leaseMs: 30_000 });
+    expect(claimedLate.map((d) => d.eventId)).toEqual([afterReAdd]);
+    expect((await deliveriesTo(late)).map((d) => [d.event_id, d.status, d.last_error])).toEqual([
       [beforeRemoval, "failed", ENDPOINT_REMOVED_ERROR],
-      [afterReAdd, "pending", null],
-    ]);
-    expect((await deliveriesTo(stale)).map((d) => [d.event_id, d.status, d.last_error])).toEqual([
-      [leftBehind, "failed", ENDPOINT_REMOVED_ERROR],
       [afterReAdd, "pending", null],
     ]);
   });

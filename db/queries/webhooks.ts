@@ -1,4 +1,4 @@
-import { sql, type SQL } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { WebhookDeliveryStatus } from "@/db/schema";
 import { run, type Executor } from "@/db/sql/run";
 import { isoUtc } from "@/db/sql/fragments";
@@ -16,19 +16,20 @@ import { isoUtc } from "@/db/sql/fragments";
  */
 export const ENDPOINT_REMOVED_ERROR = "endpoint removed from WEBHOOK_URLS";
 
-/** Gives up the pending deliveries of `d` that match `where` (closed as `failed` with ENDPOINT_REMOVED_ERROR). */
-const giveUpDeliveries = (where: SQL) => sql`
-    UPDATE webhook_deliveries d SET status = 'failed', last_error = ${ENDPOINT_REMOVED_ERROR}
-    WHERE d.status = 'pending' AND (${where})`;
+/**
+ * How long the deliveries waiting for a removed endpoint are held (not attempted, not given up) before they are
+ * given up: the retry window decisions.md promises ("retried with backoff for at least 24 hours"). A removal by
+ * mistake (one process started with a shorter list) loses nothing if it is undone within it.
+ */
+export const REMOVED_ENDPOINT_GRACE_MS = 24 * 60 * 60_000;
 
 /**
- * Makes exactly `urls` the active endpoints (others stay for their history, inactive). The deliveries still pending
- * for an endpoint that is not in `urls`, or was inactive until now, are given up in the same statement: a removed
- * endpoint is not attempted any more, and one added back receives only the events written from then on.
+ * Makes exactly `urls` the active endpoints (others stay for their history, inactive). What is still waiting for an
+ * endpoint removed here is held: never claimed while it is inactive (claimDueDeliveries), resumed if it is added
+ * back within REMOVED_ENDPOINT_GRACE_MS, given up after that (giveUpRemovedEndpointDeliveries).
  */
 export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]): Promise<void> {
   const list = JSON.stringify(urls);
-  // Every part sees the endpoints as they were before the statement ("was inactive until now").
   await run(
     db,
     sql`
@@ -36,24 +37,26 @@ export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]
     upserted AS (
       INSERT INTO webhook_endpoints (url, active) SELECT url, true FROM wanted
       ON CONFLICT (url) DO UPDATE SET active = true, updated_at = now() WHERE webhook_endpoints.active = false
-      RETURNING url),
-    given_up AS (${giveUpDeliveries(
-      sql`d.endpoint NOT IN (SELECT url FROM wanted) OR NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.url = d.endpoint AND w.active)`,
-    )})
+      RETURNING url)
     UPDATE webhook_endpoints SET active = false, updated_at = now()
     WHERE active AND url NOT IN (SELECT url FROM wanted)`,
   );
 }
 
 /**
- * Gives up the deliveries still pending for an inactive endpoint; returns how many. syncWebhookEndpoints does it when
- * it removes one; this catches an event whose transaction saw the endpoint still active and committed just after
- * (the worker runs it before each prune).
+ * Gives up the deliveries still pending for an endpoint removed from WEBHOOK_URLS more than `graceMs` ago (status
+ * `failed`, last error ENDPOINT_REMOVED_ERROR); returns how many. The worker runs it before each prune, which then
+ * removes them like any other settled delivery.
  */
-export async function giveUpRemovedEndpointDeliveries(db: Executor): Promise<number> {
+export async function giveUpRemovedEndpointDeliveries(db: Executor, graceMs: number = REMOVED_ENDPOINT_GRACE_MS): Promise<number> {
   const rows = await run(
     db,
-    sql`${giveUpDeliveries(sql`NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.url = d.endpoint AND w.active)`)} RETURNING d.id`,
+    sql`
+    UPDATE webhook_deliveries d SET status = 'failed', last_error = ${ENDPOINT_REMOVED_ERROR}
+    WHERE d.status = 'pending' AND EXISTS (
+      SELECT 1 FROM webhook_endpoints w
+      WHERE w.url = d.endpoint AND NOT w.active AND w.updated_at <= now() - make_interval(secs => ${graceMs / 1000}))
+    RETURNING d.id`,
   );
   return rows.length;
 }
@@ -94,7 +97,7 @@ export type ClaimedDelivery = {
  * while the attempt runs, and retries it if this one dies), its attempt counted. A delivery waits while an earlier
  * event of the same request is still pending at that endpoint, so a receiver sees a request's events in order.
  * Nothing is claimed for an endpoint that is no longer active (removed from WEBHOOK_URLS by a process started since),
- * even by a process still running with the old list.
+ * even by a process still running with the old list: what waits for it is held (syncWebhookEndpoints).
  */
 export async function claimDueDeliveries(db: Executor, input: { endpoint: string; limit: number; leaseMs: number }): Promise<ClaimedDelivery[]> {
   const rows = await run<{
@@ -144,7 +147,7 @@ export async function claimDueDeliveries(db: Executor, input: { endpoint: string
 /**
  * Settles a claimed attempt: delivered, retried at `retryAt`, or given up (`retryAt` undefined). Only the claim's
  * own attempt is settled (a dispatcher whose lease ran out cannot overwrite a later attempt's outcome). An attempt
- * in flight when its endpoint was removed (the delivery given up meanwhile) is recorded if it was delivered; a
+ * in flight when its delivery was given up (its endpoint removed long enough) is recorded if it was delivered; a
  * failure leaves it given up, never pending again.
  */
 export async function settleDelivery(

@@ -39,7 +39,10 @@ async function WebhooksPage() {
       {endpoints.map((endpoint, i) => (
         <Section key={endpoint.url} title={endpoint.url} id={`endpoint-${i}`}>
           {!endpoint.active && (
-            <Notice tone="info">No longer in WEBHOOK_URLS: it receives no new events, and what was still waiting for it was given up.</Notice>
+            <Notice tone="info">
+              No longer in WEBHOOK_URLS: it receives no new events; what is still waiting for it is held, and given up 24 h after the removal unless the
+              endpoint is added back.
+            </Notice>
           )}
           <p className="mb-3 text-sm text-slate-800">
             {endpoint.pending.toLocaleString("en")} waiting, {endpoint.failed.toLocaleString("en")} given up.
