@@ -45,11 +45,12 @@ try {
   });
   const webCpu = { web: () => stack.cpu!.web!() };
   const bareCpu = { web: () => [bare.pid!] };
-  const cases: { label: string; url: string; cpu: typeof webCpu; endpoint: Endpoint }[] = [
+  const cases: { label: string; url: string; cpu: typeof webCpu; status: number; endpoint: Endpoint }[] = [
     {
       label: "POST /wallets/register (whole registration)",
       url: stack.url,
       cpu: webCpu,
+      status: 201,
       endpoint: {
         name: "register",
         method: "POST",
@@ -61,30 +62,35 @@ try {
       label: "GET /health (one database read)",
       url: stack.url,
       cpu: webCpu,
+      status: 200,
       endpoint: { name: "health", method: "GET", path: "/health", next: () => ({ path: "/health" }) },
     },
     {
       label: "POST /no-such-path (Next.js route handler, 404, no database)",
       url: stack.url,
       cpu: webCpu,
+      status: 404,
       endpoint: { name: "post-404", method: "POST", path: "/no-such-path", next: () => ({ path: "/no-such-path", body: { walletAddress: randomAddress() } }) },
     },
     {
       label: "GET /no-such-path (Next.js route handler, 404, no database)",
       url: stack.url,
       cpu: webCpu,
+      status: 404,
       endpoint: { name: "get-404", method: "GET", path: "/no-such-path", next: () => ({ path: "/no-such-path" }) },
     },
     {
       label: "GET /%ZZ (answered by server.ts before Next.js: metrics, client address, headers, request id, 400)",
       url: stack.url,
       cpu: webCpu,
+      status: 400,
       endpoint: { name: "server-400", method: "GET", path: "/%ZZ", next: () => ({ path: "/%ZZ" }) },
     },
     {
       label: "POST to a bare node:http server (404 JSON, own process)",
       url: `http://127.0.0.1:${barePort}`,
       cpu: bareCpu,
+      status: 404,
       endpoint: { name: "bare", method: "POST", path: "/no-such-path", next: () => ({ path: "/no-such-path", body: { walletAddress: randomAddress() } }) },
     },
   ];
@@ -94,6 +100,9 @@ try {
     for (const i of order) {
       const c = cases[i]!;
       const r = await runEndpoint(c.url, c.endpoint, { connections: 32, seconds, warmupSeconds: round === 0 ? 3 : 1, cpu: c.cpu });
+      // A case answered with anything else than its status would be measuring another path than its label says.
+      const other = Object.entries(r.statusCounts).filter(([code, n]) => Number(code) !== c.status && n > 0);
+      if (other.length > 0 || r.errors > 0) throw new Error(`${c.label}: expected only ${c.status}, got ${JSON.stringify(r.statusCounts)}, ${r.errors} errors`);
       figures[i]!.cpu.push(r.cpuMsPerRequest?.web ?? Number.NaN);
       figures[i]!.rate.push(r.reqPerSec);
     }
