@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "@/lib/log";
 import { buildIfStale } from "@/scripts/build-if-stale";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
+import { webServerEnv } from "@/test/instances";
 import { freePort } from "@/test/ports";
 
 /**
@@ -38,18 +39,7 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms: n
 beforeAll(async () => {
   await buildIfStale(createLogger({ component: "server-test" }));
   [t, dataDir, port] = await Promise.all([createTestDatabase(), mkdtemp(path.join(tmpdir(), "sponsorship-server-")), freePort()]);
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    NODE_ENV: "production",
-    NEXT_TELEMETRY_DISABLED: "1",
-    LOG_LEVEL: "warn",
-    PORT: String(port),
-    DATA_DIR: dataDir,
-    DATABASE_URL: t.url,
-    ADMIN_TOKEN,
-    TRUST_PROXY: "0",
-  };
-  for (const name of ["RPC_URL", "METRICS_PORT", "SUPERVISOR_PID", "CHAIN_ID", "RELAYER_PRIVATE_KEYS"]) delete env[name];
+  const env = webServerEnv({ port, dataDir, databaseUrl: t.url, adminToken: ADMIN_TOKEN });
   web = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "server.ts")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
   web.stdout?.on("data", (c: Buffer) => (output += c.toString()));
   web.stderr?.on("data", (c: Buffer) => (output += c.toString()));

@@ -14,6 +14,27 @@ const ROOT = path.resolve(import.meta.dirname, "..");
 
 export type Instance = { proc: ChildProcess; exited: Promise<void>; logFile: string };
 
+/**
+ * The environment of a lone web server (`server.ts`) for a test: the production build, quiet logs, its own port,
+ * data directory, database and administrator token, no proxy hop trusted; nothing of a chain, a worker's keys, a
+ * metrics port or a supervisor inherited from the test runner's environment.
+ */
+export function webServerEnv(settings: { port: number; dataDir: string; databaseUrl: string; adminToken: string }): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    NODE_ENV: "production",
+    NEXT_TELEMETRY_DISABLED: "1",
+    LOG_LEVEL: "warn",
+    PORT: String(settings.port),
+    DATA_DIR: settings.dataDir,
+    DATABASE_URL: settings.databaseUrl,
+    ADMIN_TOKEN: settings.adminToken,
+    TRUST_PROXY: "0",
+  };
+  for (const name of ["RPC_URL", "METRICS_PORT", "SUPERVISOR_PID", "CHAIN_ID", "RELAYER_PRIVATE_KEYS"]) delete env[name];
+  return env;
+}
+
 /** `options.root`: the checkout to run (default this one); `options.nodeArgs`: node flags before the entry (e.g. --cpu-prof). */
 export function spawnInstance(entry: string, env: NodeJS.ProcessEnv, logFile: string, options: { nodeArgs?: readonly string[]; root?: string } = {}): Instance {
   const root = options.root ?? ROOT;

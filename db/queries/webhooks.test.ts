@@ -48,9 +48,12 @@ async function deliveriesTo(endpoint: string): Promise<DeliveryRow[]> {
   return [...rows];
 }
 
+/** Claims every due delivery of `endpoint` (as a dispatcher does, leased for 30 s). */
+const claimAll = (endpoint: string) => claimDueDeliveries(t.db, { endpoint, limit: 100, leaseMs: 30_000 });
+
 /** Claims every due delivery of `endpoint` and settles each as `outcome` (a failure is retried at once). */
 async function attemptAll(endpoint: string, outcome: "delivered" | "failed"): Promise<number> {
-  const claimed = await claimDueDeliveries(t.db, { endpoint, limit: 100, leaseMs: 30_000 });
+  const claimed = await claimAll(endpoint);
   for (const d of claimed) {
     const delivered = outcome === "delivered";
     await settleDelivery(t.db, {
@@ -87,7 +90,7 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     const untried = await event("never tried");
 
     await syncWebhookEndpoints(t.db, [kept]);
-    expect(await claimDueDeliveries(t.db, { endpoint: removed, limit: 100, leaseMs: 30_000 })).toEqual([]);
+    expect(await claimAll(removed)).toEqual([]);
     // Within the grace period nothing is given up (a removal by mistake loses nothing).
     expect(await giveUpRemovedEndpointDeliveries(t.db)).toBe(0);
     expect((await deliveriesTo(removed)).map((d) => [d.event_id, d.status])).toEqual([
@@ -101,7 +104,7 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
       { event_id: retried, status: "failed", attempts: 1, last_error: ENDPOINT_REMOVED_ERROR },
       { event_id: untried, status: "failed", attempts: 0, last_error: ENDPOINT_REMOVED_ERROR },
     ]);
-    expect(await claimDueDeliveries(t.db, { endpoint: removed, limit: 100, leaseMs: 30_000 })).toEqual([]);
+    expect(await claimAll(removed)).toEqual([]);
     // The endpoint that stays is not touched.
     expect((await deliveriesTo(kept)).map((d) => [d.event_id, d.status])).toEqual([
       [retried, "delivered"],
@@ -116,7 +119,7 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     const late = await event("committed just after the removal");
     // As if the event's transaction had seen the endpoint active and committed after another process removed it.
     await t.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE url = ${removed}`);
-    expect(await claimDueDeliveries(t.db, { endpoint: removed, limit: 100, leaseMs: 30_000 })).toEqual([]);
+    expect(await claimAll(removed)).toEqual([]);
     expect(await deliveriesTo(removed)).toEqual([{ event_id: late, status: "pending", attempts: 0, last_error: null }]);
   });
 
@@ -125,7 +128,7 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     await syncWebhookEndpoints(t.db, [kept, removed]);
     const ok = await event("answered 200");
     const bad = await event("answered 500");
-    const inFlight = await claimDueDeliveries(t.db, { endpoint: removed, limit: 100, leaseMs: 30_000 });
+    const inFlight = await claimAll(removed);
     expect(inFlight.map((d) => d.eventId)).toEqual([ok, bad]);
 
     await syncWebhookEndpoints(t.db, [kept]);
@@ -180,9 +183,9 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     await syncWebhookEndpoints(t.db, [kept, soon, late]);
     const afterReAdd = await event("after the re-add");
 
-    const claimedSoon = await claimDueDeliveries(t.db, { endpoint: soon, limit: 100, leaseMs: 30_000 });
+    const claimedSoon = await claimAll(soon);
     expect(claimedSoon.map((d) => d.eventId)).toEqual([beforeRemoval, afterReAdd]);
-    const claimedLate = await claimDueDeliveries(t.db, { endpoint: late, limit: 100, leaseMs: 30_000 });
+    const claimedLate = await claimAll(late);
     expect(claimedLate.map((d) => d.eventId)).toEqual([afterReAdd]);
     expect((await deliveriesTo(late)).map((d) => [d.event_id, d.status, d.last_error])).toEqual([
       [beforeRemoval, "failed", ENDPOINT_REMOVED_ERROR],

@@ -8,7 +8,7 @@ import { randomAddress } from "@/test/api-client";
 import { createLogger } from "@/lib/log";
 import { buildIfStale } from "@/scripts/build-if-stale";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { spawnInstance, stopInstance, waitUntilServing, type Instance } from "@/test/instances";
+import { spawnInstance, stopInstance, waitUntilServing, webServerEnv, type Instance } from "@/test/instances";
 import { freePort } from "@/test/ports";
 import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
 
@@ -120,17 +120,7 @@ beforeAll(async () => {
   const viaRelay = new URL(t.url);
   viaRelay.port = String(relay.port);
   const port = await freePort();
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    NODE_ENV: "production",
-    NEXT_TELEMETRY_DISABLED: "1",
-    LOG_LEVEL: "warn",
-    PORT: String(port),
-    DATA_DIR: dataDir,
-    DATABASE_URL: viaRelay.toString(),
-    ADMIN_TOKEN,
-  };
-  for (const name of ["RPC_URL", "METRICS_PORT", "SUPERVISOR_PID", "CHAIN_ID", "RELAYER_PRIVATE_KEYS", "TRUST_PROXY"]) delete env[name];
+  const env = webServerEnv({ port, dataDir, databaseUrl: viaRelay.toString(), adminToken: ADMIN_TOKEN });
   web = spawnInstance("server.ts", env, path.join(dataDir, "web.log"));
   base = `http://127.0.0.1:${port}`;
   await waitUntilServing(base, web);
