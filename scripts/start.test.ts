@@ -210,6 +210,22 @@ describe("npm start", () => {
     // Two starts and a crash: more than the default minute on a loaded machine (each wait above is bounded itself).
   }, 300_000);
 
+  it("stops everything on SIGTERM after whoever read its output went away (every write to it fails with EPIPE)", async () => {
+    stack.output = "";
+    supervisor = stack.start();
+    await stack.until("GET /health answers 200", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
+    const pids = stack.processes();
+    // The reading end of its stdout and stderr closed, as when the terminal or the program reading them dies.
+    supervisor.stdout!.destroy();
+    supervisor.stderr!.destroy();
+    const exited = new Promise<number | null>((resolve) => supervisor!.once("exit", (code) => resolve(code)));
+    supervisor.kill("SIGTERM");
+    await stack.until("the supervisor to exit", () => (supervisor!.exitCode !== null || supervisor!.signalCode !== null ? true : undefined), 60_000);
+    expect(await exited).toBe(0);
+    for (const name of ["web", "worker", "chain"]) expect(alive(pids[name]!)).toBe(false);
+    expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid"))).toBe(false);
+  });
+
   it("shuts down by itself when the process that started it dies without passing a signal on", async () => {
     stack.output = "";
     // A shell that does not exec (like `npm start` through sh), killed with SIGKILL: the supervisor is orphaned.

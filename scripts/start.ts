@@ -139,6 +139,11 @@ async function main(): Promise<void> {
   }
   await refuseDevelopmentSecrets(config).catch((error: unknown) => fail(error instanceof Error ? error.message : String(error)));
 
+  // Whoever reads our output may go away (a terminal closed, a pipe's reader killed): every write then fails with
+  // EPIPE, each failure an "error" event that, unhandled, would reach uncaughtException, whose log line fails
+  // again, for ever, starving the shutdown and leaving the chain and PostgreSQL running. What the children print is
+  // also in DATA_DIR/logs, so output nobody reads is dropped.
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
   process.on("SIGINT", () => void shutdown("SIGINT", 0));
   process.on("SIGTERM", () => void shutdown("SIGTERM", 0));
   process.on("SIGHUP", () => void shutdown("SIGHUP", 0));
