@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { sql } from "drizzle-orm";
+import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "@/bench/util";
 import { closeDatabase, createDatabase } from "@/db/client";
@@ -17,7 +18,8 @@ import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
  *
  * The driver runs in a child process, so a crash is seen as the child's exit, not as this runner's. A reserved
  * connection whose socket closed must also not come back to the pool as if it were open (every query given to it
- * would fail, or wait for ever in a pool of one).
+ * would fail, or wait for ever in a pool of one); nor may its holder's next statements run on the connection the
+ * pool reconnected for someone else; and a reserve() waiting while a connection closes must still be served.
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -134,6 +136,72 @@ describe("postgres.js on a connection the network drops", () => {
       expect(answer).toEqual([[{ n: 42 }]]);
     } finally {
       await closeDatabase(db);
+    }
+  });
+
+  /** What a statement came to: "ok", its error code, or "no answer" after `ms` (a hang, which the test reports). */
+  const settle = (p: PromiseLike<unknown>, ms = 10_000) =>
+    Promise.race([
+      Promise.resolve(p).then(
+        () => "ok",
+        (e: { code?: string; message?: string }) => e.code ?? e.message,
+      ),
+      new Promise<string>((resolve) => setTimeout(() => resolve(`no answer in ${ms} ms`), ms).unref()),
+    ]);
+
+  it("never runs a reserved handle's statements on the connection the pool reconnected after it closed: they are rejected, a BEGIN too, and release() leaves the pool alone", async () => {
+    const url = new URL(testDb.url);
+    url.port = String(relay.port);
+    let closes = 0;
+    const client = postgres(url.toString(), { max: 1, onnotice: () => {}, onclose: () => closes++ });
+    try {
+      const reserved = await client.reserve();
+      await reserved`SELECT 1`;
+      await relay.cut();
+      await relay.restore();
+      await waitFor("the client to see the connection close", () => (closes > 0 ? true : undefined), { timeoutMs: 10_000, intervalMs: 10 });
+      // The pool reconnects the same connection for its next query, which is answered.
+      expect(await settle(client`SELECT 2`)).toBe("ok");
+      // The reserved handle still points at that connection: before the fix these ran on it, outside any reservation
+      // (here a BEGIN opened a transaction on the connection the pool shares; in a worker after PostgreSQL was
+      // SIGKILLed, a relay stage waited for ever for the answers to its BEGIN and the statements pipelined with it).
+      const [plain, begin, behind] = await Promise.all([settle(reserved`SELECT 3`), settle(reserved.unsafe("BEGIN")), settle(reserved`SELECT 4`)]);
+      expect({ plain, begin, behind }).toEqual({ plain: "CONNECTION_CLOSED", begin: "CONNECTION_CLOSED", behind: "CONNECTION_CLOSED" });
+      reserved.release();
+      expect(await settle(client`SELECT 5`)).toBe("ok");
+      expect(await settle(client.reserve().then((r) => r`SELECT 6`.finally(() => r.release())))).toBe("ok");
+    } finally {
+      await client.end({ timeout: 5 });
+    }
+  });
+
+  it("serves a reserve() that waited for the pool's busy connection when that connection closes and comes back", async () => {
+    const url = new URL(testDb.url);
+    url.port = String(relay.port);
+    const client = postgres(url.toString(), { max: 1, onnotice: () => {} });
+    try {
+      await client`SELECT 1`;
+      const busy = settle(client`SELECT pg_sleep(58)`);
+      await waitFor(
+        "the server to run pg_sleep",
+        async () => {
+          const rows = await testDb.db.execute<{ n: number }>(
+            sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(58)' AND state = 'active'`,
+          );
+          return rows[0]!.n > 0 ? true : undefined;
+        },
+        { timeoutMs: 10_000, intervalMs: 20 },
+      );
+      // Queued behind the busy connection (a pool of one), then the connection is cut under the sleep.
+      const reserving = settle(client.reserve().then((r) => r`SELECT 7`.finally(() => r.release())));
+      await relay.cut();
+      await relay.restore();
+      expect(await busy).toBe("CONNECTION_CLOSED");
+      // Before the fix the reconnect took the reserve out of the queue and dropped it: it never settled.
+      expect(await reserving).toBe("ok");
+      expect(await settle(client`SELECT 8`)).toBe("ok");
+    } finally {
+      await client.end({ timeout: 5 });
     }
   });
 });

@@ -11,16 +11,28 @@
 //
 // A reserved connection (sql.reserve()) whose socket closed is also handed back to the pool by `release()` as if
 // it were open: with no socket and nothing to reconnect it, every later query given to it fails, or waits for ever
-// once it is parked as "full" (a pool of one then hangs).
+// once it is parked as "full" (a pool of one then hangs). Worse, the pool reconnects a closed connection for the
+// next query that waits, while the reserved handle still points at it: what the holder sends next runs on a
+// connection the pool shares (outside its transaction: a COMMIT or a write without the BEGIN and the row locks before
+// it), or is written before the new connection's startup message (08P01), or is never answered (seen here: a
+// worker's relay stage waiting for good on its BEGIN and the statements pipelined with it after PostgreSQL was
+// SIGKILLed, scripts/self-healing.test.ts; reproduced in db/driver.test.ts).
+//
+// And a reserve() waiting in the pool's queue when a connection closes is taken out of the queue and handed to that
+// connection's reconnect, which drops it (a new connection first fetches the array types and forgets a reserve it
+// was opened for, relying on the queue): that reserve() never settles.
 //
 // The patch:
 // - `nextWrite` without a socket rejects the statements sent on that connection with CONNECTION_CLOSED (the error
 //   postgres.js gives for a closed connection everywhere else) instead of throwing; a query the pool has already
 //   handed to the connection's reconnect (`initial`) is left to it;
 // - `closed()` and `terminate()` forget the cancelled immediate and the bytes meant for the dead socket;
-// - `release()` of a reserved connection that closed (or is reconnecting, or ended) leaves it where the pool put
-//   it, which reconnects it when a query needs it;
-// - a `reserve()` that is rejected (its connect failed) leaves the pool's queue (see RESERVE_QUERY below).
+// - a reservation ends with its connection: a statement sent on the reserved handle after the connection closed is
+//   rejected with CONNECTION_CLOSED (never run on whatever the pool made of it), the ones queued behind a full
+//   connection are rejected when it closes, and `release()` then does nothing: the pool has the connection back and
+//   reconnects it when a query needs it;
+// - a `reserve()` that is rejected (its connect failed) leaves the pool's queue (see RESERVE_QUERY below);
+// - a `reserve()` handed to a reconnect stays in the queue, so the connection serves it once it is open.
 // Idempotent; it refuses to guess on other text.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -57,14 +69,80 @@ const TERMINATE_PATCHED = "    clearImmediate(nextWriteTimer)\n    chunk = nextW
 const RESERVE_QUERY = "        const query = { reserve: resolve, reject }\n";
 const RESERVE_QUERY_PATCHED =
   "        const query = { reserve: resolve, reject: e => (queries.remove(query), reject(e)) } /* sponsorship-service: a rejected reserve leaves the queue */\n";
-const RELEASE = "    sql.release = () => {\n      c.reserved = null\n      onopen(c)\n    }\n";
-const RELEASE_PATCHED = `    sql.release = () => {
+// The reserved handle: from `move(c, reserved)` to its `handler`. The first form is 3.4.9's; the second is what an
+// earlier version of this script made of it (a release guard alone), replaced the same way.
+const RESERVATION_BODY = `
+    c.reserved.release = true
+
+    const sql = Sql(handler)
+    sql.release = () => {
       c.reserved = null
-      ${MARK}
+`;
+const RESERVATION = [
+  `    move(c, reserved)
+    c.reserved = () => queue.length
+      ? c.execute(queue.shift())
+      : move(c, reserved)${RESERVATION_BODY}      onopen(c)
+    }
+
+    return sql
+
+    function handler(q) {
+      c.queue === full
+`,
+  `    move(c, reserved)
+    c.reserved = () => queue.length
+      ? c.execute(queue.shift())
+      : move(c, reserved)${RESERVATION_BODY}      ${MARK}
       if (c.queue === closed || c.queue === connecting || c.queue === ended)
         return
       onopen(c)
     }
+
+    return sql
+
+    function handler(q) {
+      c.queue === full
+`,
+];
+const RESERVATION_MARK = "/* sponsorship-service: a reservation ends with its connection */";
+const RESERVATION_PATCHED = `    move(c, reserved)
+    ${RESERVATION_MARK}
+    const reservation = c.reserved = () => queue.length
+      ? c.execute(queue.shift())
+      : move(c, reserved)
+    c.reserved.release = true
+    // The pool calls onclose when the connection closes (it also sets c.reserved = null): what waits behind it fails.
+    c.onclose = e => { while (queue.length) queue.shift().reject(e) }
+
+    const sql = Sql(handler)
+    sql.release = () => {
+      if (c.reserved !== reservation)
+        return
+      c.reserved = null
+      c.onclose = null
+      if (c.queue === closed || c.queue === connecting || c.queue === ended)
+        return
+      onopen(c)
+    }
+
+    return sql
+
+    function handler(q) {
+      if (c.reserved !== reservation)
+        return q.reject(Errors.connection('CONNECTION_CLOSED', options))
+      c.queue === full
+`;
+// onclose: the next query waiting is handed to the reconnect; a reserve also stays queued (see above).
+const ONCLOSE = "    queries.length && connect(c, queries.shift())\n  }\n}\n";
+const ONCLOSE_PATCHED = `    /* sponsorship-service: a reserve handed to the reconnect stays queued: served once the connection is open */
+    if (queries.length) {
+      const next = queries.shift()
+      next.reserve && queries.push(next)
+      connect(c, next)
+    }
+  }
+}
 `;
 
 function packageDir() {
@@ -79,15 +157,16 @@ function packageDir() {
 }
 
 /**
- * Applies `edits` ([original, patched] pairs) to `file`: each edit whose patched text is not there yet, when its
- * original text is; returns what it did ("NOT patched" when an edit finds neither).
+ * Applies `edits` ([original, patched] pairs; `original` may be a list of the forms it may have) to `file`: each
+ * edit whose patched text is not there yet, when one of its original texts is; returns what it did ("NOT patched" when an edit finds neither).
  */
 function patchFile(file, edits) {
   let text = readFileSync(file, "utf8");
   const pending = edits.filter(([, patched]) => !text.includes(patched));
   if (pending.length === 0) return "already patched";
-  if (!pending.every(([original]) => text.includes(original))) return "NOT patched";
-  for (const [original, patched] of pending) text = text.replace(original, patched);
+  const found = pending.map(([originals, patched]) => [[originals].flat().find((o) => text.includes(o)), patched]);
+  if (!found.every(([original]) => original !== undefined)) return "NOT patched";
+  for (const [original, patched] of found) text = text.replace(original, patched);
   writeFileSync(file, text);
   return "patched";
 }
@@ -104,8 +183,9 @@ export function patchPostgres() {
       [TERMINATE, TERMINATE_PATCHED],
     ]);
     const index = patchFile(path.join(dir, variant, "index.js"), [
-      [RELEASE, RELEASE_PATCHED],
+      [RESERVATION, RESERVATION_PATCHED],
       [RESERVE_QUERY, RESERVE_QUERY_PATCHED],
+      [ONCLOSE, ONCLOSE_PATCHED],
     ]);
     for (const [file, outcome] of [
       ["connection.js", connection],

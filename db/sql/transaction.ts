@@ -37,10 +37,11 @@ function connectionLost(error: unknown): boolean {
 export const RESERVE_TIMEOUT_MS = 15_000;
 
 /**
- * A reserved connection, or a CONNECT_TIMEOUT error after `ms`. postgres.js can leave a reserve that was queued
- * during a database outage waiting for ever even after the database is back (a rarer path than the one
- * scripts/patch-postgres.mjs closes; seen as a worker stuck in a stage after a cut). A caller then fails as in any
- * outage and tries again with a new reserve; the abandoned one, should it ever be granted, is released at once.
+ * A reserved connection, or a CONNECT_TIMEOUT error after `ms`. postgres.js 3.4.9 dropped a reserve that was
+ * queued when a connection closed (its reconnect took it out of the queue and forgot it), which left a worker stuck
+ * in a stage after a database outage until this bound was added; scripts/patch-postgres.mjs now keeps it queued.
+ * The bound stays for any path still unknown: a caller then fails as in any outage and tries again with a new
+ * reserve; the abandoned one, should it ever be granted, is released at once.
  */
 async function reserveWithin(db: Database, ms: number): Promise<postgres.ReservedSql> {
   const reserving = db.$client.reserve();
