@@ -7,6 +7,12 @@ export type TcpRelay = {
   cut: () => Promise<void>;
   /** Listens again on the same port. */
   restore: () => Promise<void>;
+  /**
+   * From now on nothing passes in either direction, and nothing is closed: a connection whose packets are dropped
+   * without a reset (a partition, a frozen peer). New connections are accepted and get nothing either, until
+   * `cut` and `restore`.
+   */
+  blackhole: () => void;
   close: () => Promise<void>;
 };
 
@@ -18,6 +24,7 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
   const port = await freePort();
   const sockets = new Set<Socket>();
   let server: Server | undefined;
+  let dropping = false;
   const listen = () =>
     new Promise<void>((resolve, reject) => {
       server = createServer((client) => {
@@ -31,7 +38,8 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
         };
         client.on("error", drop).on("close", drop);
         upstream.on("error", drop).on("close", drop);
-        client.pipe(upstream).pipe(client);
+        client.on("data", (chunk: Buffer) => void (dropping || upstream.write(chunk)));
+        upstream.on("data", (chunk: Buffer) => void (dropping || client.write(chunk)));
       });
       server.once("error", reject);
       server.listen(port, "127.0.0.1", () => resolve());
@@ -43,5 +51,16 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
     await closed;
   };
   await listen();
-  return { port, cut, restore: listen, close: cut };
+  return {
+    port,
+    cut,
+    restore: () => {
+      dropping = false;
+      return listen();
+    },
+    blackhole: () => {
+      dropping = true;
+    },
+    close: cut,
+  };
 }

@@ -1,6 +1,7 @@
 import { ConfigError, getConfig } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { stopWhenSupervisorGone } from "@/lib/supervised";
+import { StageDeadlineError } from "./loop";
 import { FatalWorkerError, startWorker, type RunningWorker } from "./worker";
 
 /**
@@ -51,6 +52,12 @@ async function main(): Promise<void> {
   try {
     await running.worker.done;
   } catch (error) {
+    if (error instanceof StageDeadlineError) {
+      // A stage is still in flight, maybe inside a transaction that holds relayer rows: nothing more is done here
+      // (giving the leases back would race it). The leases expire and the server ends the transaction.
+      log.error("worker stage stuck: exiting so that it is restarted", { error, fatal: true });
+      process.exit(1);
+    }
     // The loop gave up (WorkerStuckError): give the leases back if possible, then exit 1 for the supervisor.
     log.error("worker loop stopped on a fatal error", { error, fatal: true });
     const limit = setTimeout(() => process.exit(1), SHUTDOWN_LIMIT_MS);

@@ -17,7 +17,8 @@ import { reviewPendingBatch } from "./stages/review";
  *   timeouts, re-broadcasts) when a new block appears and at least once a second;
  * - leases (rebalance) and the hole check: every heartbeat interval.
  * An error in a stage is logged with the stage, recorded for the heartbeat, and waited out with exponential
- * backoff (RPC or database outages); other stages still run. `stop()` lets the step in flight finish.
+ * backoff (RPC or database outages); other stages still run. `stop()` lets the step in flight finish. A stage that
+ * never finishes ends the loop (STAGE_DEADLINE_MS).
  */
 
 const MAX_BACKOFF_MS = 10_000;
@@ -30,6 +31,22 @@ const MAX_FAILURES_BEFORE_EXIT = 30;
 
 export class WorkerStuckError extends Error {
   override name = "WorkerStuckError";
+}
+
+/**
+ * Every wait inside a stage is bounded (a database connection 15 s, each RPC call 5 s, a lock held by another
+ * worker's idle transaction 15 s), so a stage that has not finished after this long waits for an answer that will
+ * never come: a connection whose packets are dropped without a reset, or a driver that lost a statement
+ * (scripts/patch-postgres.mjs). The loop then ends with StageDeadlineError and the process exits 1 at once, so its
+ * supervisor restarts it: its leases expire, the server ends its open transaction
+ * (idle_in_transaction_session_timeout) and what it stored is taken up again, as after a crash. Five minutes is far
+ * above the slowest stage seen.
+ */
+export const STAGE_DEADLINE_MS = 300_000;
+
+/** A stage is still in flight (see STAGE_DEADLINE_MS): nothing more may be done on this process's state. */
+export class StageDeadlineError extends WorkerStuckError {
+  override name = "StageDeadlineError";
 }
 const FULL_CHECK_MS = 1_000;
 /**
@@ -61,6 +78,8 @@ export class WorkerLoop {
   private fatal: Error | undefined;
   private readonly confirmer: Confirmer;
   private readonly erroredStages = new Set<Stage>();
+  /** The stage in flight and when it started (performance.now(): a clock step does not move it). */
+  private inStage: { stage: Stage; since: number } | undefined;
   private done: Promise<void> | undefined;
   /** Called when a stage that had failed works again (e.g. to re-LISTEN after a database outage). */
   onRecovered: (() => void) | undefined;
@@ -92,7 +111,24 @@ export class WorkerLoop {
   }
 
   run(): Promise<void> {
-    this.done ??= this.loop();
+    this.done ??= new Promise<void>((resolve, reject) => {
+      const deadline = this.ctx.settings.stageDeadlineMs;
+      const watchdog = setInterval(
+        () => {
+          const current = this.inStage;
+          if (!current || performance.now() - current.since < deadline) return;
+          clearInterval(watchdog);
+          // Whatever the stuck stage does if it ever returns, the loop does nothing more.
+          this.stopping = true;
+          reject(new StageDeadlineError(`stage ${current.stage} has not finished after ${Math.round(deadline / 1000)} s: an answer that never comes`));
+        },
+        Math.max(100, Math.min(5_000, deadline / 10)),
+      );
+      watchdog.unref();
+      this.loop()
+        .then(resolve, reject)
+        .finally(() => clearInterval(watchdog));
+    });
     return this.done;
   }
 
@@ -148,6 +184,7 @@ export class WorkerLoop {
     const timings: Partial<Record<Stage, number>> = {};
     const guarded = async <T>(stage: Stage, fn: () => Promise<T>, items?: (result: T) => number): Promise<T | undefined> => {
       const started = performance.now();
+      this.inStage = { stage, since: started };
       try {
         const result = await fn();
         const ms = performance.now() - started;
@@ -158,6 +195,8 @@ export class WorkerLoop {
         failed.add(stage);
         this.recordError(stage, error);
         return undefined;
+      } finally {
+        this.inStage = undefined;
       }
     };
 

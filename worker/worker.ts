@@ -13,7 +13,7 @@ import { emptyTotals, type WorkerContext, type WorkerSettings } from "./context"
 import { FatalWorkerError, isDatabaseUnavailable } from "./errors";
 import { FeeCeilingWatch } from "./fee-ceiling";
 import { Heartbeat } from "./heartbeat";
-import { WorkerLoop } from "./loop";
+import { STAGE_DEADLINE_MS, WorkerLoop } from "./loop";
 import { RelayerPool } from "./relayers";
 import { startWorkerWebhooks, type WorkerWebhookOptions, type WorkerWebhooks } from "./webhooks";
 
@@ -55,6 +55,7 @@ export function workerSettings(config: Config, overrides: Partial<WorkerSettings
     heartbeatMs: 2_000,
     leaseTtlMs: 15_000,
     confirmPollMs: 50,
+    stageDeadlineMs: STAGE_DEADLINE_MS,
     crashAfterBroadcasts: config.workerTestCrashAfterBroadcasts,
     ...overrides,
   };

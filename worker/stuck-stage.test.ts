@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
+import { createRequests, setUpPipelineFixture, startInProcessWorker, waitTerminal, type PipelineFixture } from "@/test/worker-fixture";
+import { StageDeadlineError } from "./loop";
+import type { RunningWorker } from "./worker";
+
+/**
+ * A stage that never finishes (worker/loop.ts STAGE_DEADLINE_MS): the worker reaches PostgreSQL through a TCP relay
+ * that, once told to, drops every packet without closing anything, as a partition or a frozen peer does. No error
+ * ever comes back; before the deadline existed the loop waited for ever while the heartbeat went on. Now the loop
+ * ends with StageDeadlineError (the process exits 1 and is restarted), and a worker started afresh completes what
+ * was waiting.
+ */
+
+let fx: PipelineFixture;
+let relay: TcpRelay;
+const workers: RunningWorker[] = [];
+
+setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
+
+beforeAll(async () => {
+  const url = new URL(fx.database.url);
+  relay = await startTcpRelay({ host: url.hostname, port: Number(url.port) });
+});
+
+afterAll(async () => {
+  for (const w of workers.splice(0)) await w.stop();
+  await relay?.close();
+});
+
+describe("a stage waiting on a database that never answers", () => {
+  it("ends the loop with StageDeadlineError; a worker started afresh completes the requests that waited", async () => {
+    const url = new URL(fx.database.url);
+    url.port = String(relay.port);
+    const stuck = await startInProcessWorker(fx, { DATABASE_URL: url.toString() }, { heartbeatMs: 200, leaseTtlMs: 2_000, stageDeadlineMs: 2_000 });
+    workers.push(stuck);
+    const outcome = stuck.done.then(
+      () => "ended without an error",
+      (error: unknown) => error,
+    );
+    const before = await createRequests(fx, 2);
+    expect(
+      await waitTerminal(
+        fx,
+        before.map((r) => r.id),
+        30_000,
+      ),
+    ).toEqual({ completed: 2 });
+
+    relay.blackhole();
+    const waiting = await createRequests(fx, 3);
+    const error = await outcome;
+    expect(error).toBeInstanceOf(StageDeadlineError);
+    expect((error as Error).message).toMatch(/^stage (leases|review|relay|confirm|index) has not finished after 2 s/);
+
+    // What the supervisor does: the stuck process is gone (here: its connections dropped, its loop ended), a new one
+    // starts, takes the relayer over once the old lease expired, and completes what waited.
+    await relay.cut();
+    await stuck.stop();
+    const fresh = await startInProcessWorker(fx, {}, { heartbeatMs: 200 });
+    workers.push(fresh);
+    expect(
+      await waitTerminal(
+        fx,
+        waiting.map((r) => r.id),
+        60_000,
+      ),
+    ).toEqual({ completed: 3 });
+  }, 120_000);
+});
