@@ -111,4 +111,41 @@ describe("a database outage", () => {
     await relay.restore();
     await waitFor("the worker to log its recovery", async () => since().includes('"msg":"worker recovered"'), 30_000);
   }, 120_000);
+
+  it("keeps one LISTEN however many outages it survives: each recovery sets it up once more, not once more per outage before", async () => {
+    if (worker) await stopSpawned(worker);
+    const url = new URL(fx.database.url);
+    url.port = String(relay.port);
+    const spawned = spawnWorker(fx, { DATABASE_URL: url.toString(), WORKER_INTERVAL_MS: "60000" });
+    worker = spawned;
+    onTestFailed(() => {
+      process.stderr.write(spawned.output().split("\n").slice(-60).join("\n"));
+    });
+    const listening = (text: string) => text.split('"msg":"listening for wake-ups"').length - 1;
+    let lastRound = "";
+    for (let round = 0; round < 3; round++) {
+      const [request] = await createRequests(fx, 1);
+      expect(await waitTerminal(fx, [request!.id], 30_000)).toEqual({ completed: 1 });
+      await relay.cut();
+      const cutAt = spawned.output().length;
+      const since = () => spawned.output().slice(cutAt);
+      await waitFor("the worker to see the outage", async () => since().includes('"msg":"database unavailable, backing off"'), 30_000);
+      await relay.restore();
+      await waitFor(
+        "the worker to recover and listen again",
+        async () => {
+          const text = since();
+          const recovered = text.indexOf('"msg":"worker recovered"');
+          return recovered >= 0 && listening(text.slice(recovered)) > 0;
+        },
+        30_000,
+      );
+      // Woken by a NOTIFY (the poll is a minute away): the LISTEN works.
+      const [after] = await createRequests(fx, 1);
+      expect(await waitTerminal(fx, [after!.id], 30_000)).toEqual({ completed: 1 });
+      lastRound = since();
+    }
+    // Before, postgres.js brought back every listener an earlier set-up had left, one line each: four here.
+    expect(listening(lastRound)).toBeLessThanOrEqual(2);
+  }, 180_000);
 });

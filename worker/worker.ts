@@ -223,13 +223,20 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     throw error;
   }
 
-  // Wake-ups: the API NOTIFYs after each creation (coalesced, db/queries/wakeup.ts); a (re)established LISTEN also wakes (notifications may have
-  // been missed while it was down). After a database outage LISTEN is set up again.
-  let listener: { unlisten: () => Promise<void> } | undefined;
+  // Wake-ups: the API NOTIFYs after each creation (coalesced, db/queries/wakeup.ts); a (re)established LISTEN also
+  // wakes (notifications may have been missed while it was down). After a database outage LISTEN is set up again,
+  // on a client of its own that replaces the last one: postgres.js re-LISTENs by itself when its connection comes
+  // back, but gives up if the database is still away, and the listeners it re-created are not the ones an unlisten()
+  // handle knows, so setting up again on the same client added one more each outage (each NOTIFY then woke the
+  // loop, and logged, once per outage survived). Ending the old client ends whatever it still held.
+  let listening: Database | undefined;
   const listen = async () => {
+    const previous = listening;
+    listening = undefined;
+    if (previous) await closeDatabase(previous).catch(() => {});
+    const client = createDatabase(databaseUrl, { max: 1, applicationName: "sponsorship-worker" });
     try {
-      await listener?.unlisten().catch(() => {});
-      listener = await db.$client.listen(
+      await client.$client.listen(
         WAKEUP_CHANNEL,
         () => loop.wake(),
         () => {
@@ -237,13 +244,16 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
           loop.wake();
         },
       );
+      listening = client;
     } catch (error) {
       log.warn("LISTEN failed; polling every WORKER_INTERVAL_MS until it works", { error: error instanceof Error ? error.message : String(error) });
-      listener = undefined;
+      await closeDatabase(client).catch(() => {});
     }
   };
-  await listen();
-  loop.onRecovered = () => void listen();
+  // One set-up at a time (recoveries can come while one is under way), each replacing the last.
+  let settingUp = listen();
+  await settingUp;
+  loop.onRecovered = () => void (settingUp = settingUp.then(listen));
   const webhooks = await untilReady(
     "database",
     log,
@@ -277,7 +287,8 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
       await webhooks.stop().catch(() => {});
       heartbeat.setState("stopping");
       try {
-        await listener?.unlisten().catch(() => {});
+        await settingUp;
+        if (listening) await closeDatabase(listening).catch(() => {});
         await pool.releaseAll();
         await heartbeat.stop();
       } catch (error) {
