@@ -32,7 +32,9 @@
 //   connection are rejected when it closes, and `release()` then does nothing: the pool has the connection back and
 //   reconnects it when a query needs it;
 // - a `reserve()` that is rejected (its connect failed) leaves the pool's queue (see RESERVE_QUERY below);
-// - a `reserve()` handed to a reconnect stays in the queue, so the connection serves it once it is open.
+// - a `reserve()` handed to a reconnect stays in the queue, so the connection serves it once it is open (after it
+//   fetched the array types: with `fetch_types` off, which this service never sets, 3.4.9 does not open such a
+//   connection to the pool at all).
 // Idempotent; it refuses to guess on other text.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";

@@ -74,9 +74,12 @@ export class ChainHealth {
   downSince: Date | undefined;
   recoveredAt = new Date();
   lastError: string | undefined;
+  /** performance.now() of the last call that came back, reached or not (the worker's stage deadline counts from it). */
+  lastAnswerAt = 0;
   constructor(private readonly onChange?: (reachable: boolean, detail: { downForMs?: number; error?: string }) => void) {}
 
   noteReached(): void {
+    this.lastAnswerAt = performance.now();
     if (this.reachable) return;
     const downForMs = this.downSince ? Date.now() - this.downSince.getTime() : undefined;
     this.reachable = true;
@@ -86,6 +89,7 @@ export class ChainHealth {
   }
 
   noteUnreachable(error: Error): void {
+    this.lastAnswerAt = performance.now();
     this.lastError = error.message;
     if (!this.reachable) return;
     this.reachable = false;

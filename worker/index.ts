@@ -10,7 +10,8 @@ import { FatalWorkerError, startWorker, type RunningWorker } from "./worker";
  *
  * Exit codes, for the supervisor: 0 after a graceful stop (SIGTERM/SIGINT: the step in flight finishes, leases
  * are given back, the heartbeat row is removed); 1 on a fatal error (bad configuration, no contracts, wrong chain,
- * an unexpected crash of the loop), so `npm start` restarts it with backoff and logs why.
+ * an unexpected crash of the loop, a stage left without any answer: worker/loop.ts STAGE_DEADLINE_MS), so
+ * `npm start` restarts it with backoff and logs why.
  */
 
 const log = createLogger({ component: "worker" });

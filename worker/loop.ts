@@ -1,3 +1,4 @@
+import { lastTransactionAnswerAt } from "@/db/sql/transaction";
 import { ChainUnavailableError } from "./chain-answers";
 import { isOutage } from "./errors";
 import { Confirmer } from "./stages/confirm/confirmer";
@@ -17,8 +18,8 @@ import { reviewPendingBatch } from "./stages/review";
  *   timeouts, re-broadcasts) when a new block appears and at least once a second;
  * - leases (rebalance) and the hole check: every heartbeat interval.
  * An error in a stage is logged with the stage, recorded for the heartbeat, and waited out with exponential
- * backoff (RPC or database outages); other stages still run. `stop()` lets the step in flight finish. A stage that
- * never finishes ends the loop (STAGE_DEADLINE_MS).
+ * backoff (RPC or database outages); other stages still run. `stop()` lets the step in flight finish. A stage left
+ * without any answer ends the loop (STAGE_DEADLINE_MS).
  */
 
 const MAX_BACKOFF_MS = 10_000;
@@ -34,13 +35,14 @@ export class WorkerStuckError extends Error {
 }
 
 /**
- * Every wait inside a stage is bounded (a database connection 15 s, each RPC call 5 s, a lock held by another
- * worker's idle transaction 15 s), so a stage that has not finished after this long waits for an answer that will
- * never come: a connection whose packets are dropped without a reset, or a driver that lost a statement
- * (scripts/patch-postgres.mjs). The loop then ends with StageDeadlineError and the process exits 1 at once, so its
- * supervisor restarts it: its leases expire, the server ends its open transaction
- * (idle_in_transaction_session_timeout) and what it stored is taken up again, as after a crash. Five minutes is far
- * above the slowest stage seen.
+ * A stage that has gone this long without an answer from the chain (any call that came back, reached or not) or from
+ * its database transactions (a pipelined batch answered or failed) waits for an answer that will never come: a
+ * connection whose packets are dropped without a reset, or a driver that lost a statement (scripts/
+ * patch-postgres.mjs). Each call a stage makes is bounded or answered in seconds (a database connection 15 s, an RPC
+ * call 5 s per endpoint), so a slow stage that still progresses (hundreds of replacements against a slow node) keeps
+ * answering and is never cut. The loop then ends with StageDeadlineError and the process exits 1 at once, so its
+ * supervisor restarts it: its leases expire, its open transaction ends with its connection, and what it stored is
+ * taken up again, as after a crash.
  */
 export const STAGE_DEADLINE_MS = 300_000;
 
@@ -80,6 +82,8 @@ export class WorkerLoop {
   private readonly erroredStages = new Set<Stage>();
   /** The stage in flight and when it started (performance.now(): a clock step does not move it). */
   private inStage: { stage: Stage; since: number } | undefined;
+  /** The loop ended on StageDeadlineError: a stage is still in flight. */
+  stuck = false;
   private done: Promise<void> | undefined;
   /** Called when a stage that had failed works again (e.g. to re-LISTEN after a database outage). */
   onRecovered: (() => void) | undefined;
@@ -116,11 +120,14 @@ export class WorkerLoop {
       const watchdog = setInterval(
         () => {
           const current = this.inStage;
-          if (!current || performance.now() - current.since < deadline) return;
+          if (!current) return;
+          const lastAnswer = Math.max(current.since, this.ctx.chain.health.lastAnswerAt, lastTransactionAnswerAt(this.ctx.db) ?? 0);
+          if (performance.now() - lastAnswer < deadline) return;
           clearInterval(watchdog);
           // Whatever the stuck stage does if it ever returns, the loop does nothing more.
           this.stopping = true;
-          reject(new StageDeadlineError(`stage ${current.stage} has not finished after ${Math.round(deadline / 1000)} s: an answer that never comes`));
+          this.stuck = true;
+          reject(new StageDeadlineError(`stage ${current.stage}: no answer from the database or the chain for ${Math.round(deadline / 1000)} s`));
         },
         Math.max(100, Math.min(5_000, deadline / 10)),
       );

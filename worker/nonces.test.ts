@@ -151,7 +151,13 @@ describe("nonce management", () => {
     const done = await waitStatus(id, "completed", 30_000);
     expect(done.status).toBe("completed");
     expect((await readRelays(fx, id))[0]!.nonce).toBe(hole + 1);
-    const fills = await fx.database.db.select().from(relayerNonceFills).where(eq(relayerNonceFills.nonce, hole));
+    // The fill was mined before the request's transaction (nonce order), but a confirm pass commits the successes
+    // first and each fill in a transaction of its own after them (worker/stages/confirm/settle.ts): the request can be
+    // seen completed a moment before the fill is seen confirmed.
+    const fills = await waitFor("the fill to be settled", async () => {
+      const rows = await fx.database.db.select().from(relayerNonceFills).where(eq(relayerNonceFills.nonce, hole));
+      return rows.every((f) => f.status !== "submitted") ? rows : undefined;
+    });
     expect(fills.map((f) => [f.relayerAddress, f.status])).toEqual([[relayer, "confirmed"]]);
     const nonces = await chainNonces(fx, relayer);
     expect(nonces).toEqual({ latest: hole + 2, pending: hole + 2 });

@@ -1,4 +1,6 @@
+import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRpcProxy } from "@/test/rpc-proxy";
 import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
 import { createRequests, setUpPipelineFixture, startInProcessWorker, waitTerminal, type PipelineFixture } from "@/test/worker-fixture";
 import { StageDeadlineError } from "./loop";
@@ -6,10 +8,10 @@ import type { RunningWorker } from "./worker";
 
 /**
  * A stage that never finishes (worker/loop.ts STAGE_DEADLINE_MS): the worker reaches PostgreSQL through a TCP relay
- * that, once told to, drops every packet without closing anything, as a partition or a frozen peer does. No error
+ * that, once told to, drops every packet without closing anything, as a partition or a frozen peer does. Nothing
  * ever comes back; before the deadline existed the loop waited for ever while the heartbeat went on. Now the loop
- * ends with StageDeadlineError (the process exits 1 and is restarted), and a worker started afresh completes what
- * was waiting.
+ * ends with StageDeadlineError (the process exits 1 and is restarted) without giving its lease back, and a worker
+ * started afresh takes the relayer over once the lease expired and completes what was waiting.
  */
 
 let fx: PipelineFixture;
@@ -32,7 +34,7 @@ describe("a stage waiting on a database that never answers", () => {
   it("ends the loop with StageDeadlineError; a worker started afresh completes the requests that waited", async () => {
     const url = new URL(fx.database.url);
     url.port = String(relay.port);
-    const stuck = await startInProcessWorker(fx, { DATABASE_URL: url.toString() }, { heartbeatMs: 200, leaseTtlMs: 2_000, stageDeadlineMs: 2_000 });
+    const stuck = await startInProcessWorker(fx, { DATABASE_URL: url.toString() }, { heartbeatMs: 200, leaseTtlMs: 2_000, stageDeadlineMs: 5_000 });
     workers.push(stuck);
     const outcome = stuck.done.then(
       () => "ended without an error",
@@ -51,12 +53,15 @@ describe("a stage waiting on a database that never answers", () => {
     const waiting = await createRequests(fx, 3);
     const error = await outcome;
     expect(error).toBeInstanceOf(StageDeadlineError);
-    expect((error as Error).message).toMatch(/^stage (leases|review|relay|confirm|index) has not finished after 2 s/);
+    expect((error as Error).message).toMatch(/^stage (leases|review|relay|confirm|index): no answer from the database or the chain for 5 s/);
 
     // What the supervisor does: the stuck process is gone (here: its connections dropped, its loop ended), a new one
     // starts, takes the relayer over once the old lease expired, and completes what waited.
     await relay.cut();
     await stuck.stop();
+    // Stopped with a stage in flight, it did not give its lease back (the stage may have held the relayer's row).
+    const leases = await fx.database.db.execute<{ owner: string | null }>(sql`SELECT lease_owner AS owner FROM relayer_accounts`);
+    expect(leases.map((l) => l.owner)).toEqual([stuck.workerId]);
     const fresh = await startInProcessWorker(fx, {}, { heartbeatMs: 200 });
     workers.push(fresh);
     expect(
@@ -66,5 +71,35 @@ describe("a stage waiting on a database that never answers", () => {
         60_000,
       ),
     ).toEqual({ completed: 3 });
+  }, 120_000);
+
+  it("lets a stage run longer than the deadline while its calls are answered (a slow node is not a stuck stage)", async () => {
+    // Every JSON-RPC request answered after 1 s: a stage makes several in a row (the head, the treasury and the fees,
+    // the dry runs, the broadcast), so it lasts well over the 2.5-s deadline, with an answer at least every second.
+    const slowNode = await startRpcProxy(fx.anvil.rpcUrl, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      return undefined;
+    });
+    try {
+      const slow = await startInProcessWorker(fx, { RPC_URL: slowNode.url }, { heartbeatMs: 200, stageDeadlineMs: 2_500 });
+      workers.push(slow);
+      let ended: unknown;
+      void slow.done.then(
+        () => (ended = "ended"),
+        (error: unknown) => (ended = error),
+      );
+      const requests = await createRequests(fx, 3);
+      expect(
+        await waitTerminal(
+          fx,
+          requests.map((r) => r.id),
+          90_000,
+        ),
+      ).toEqual({ completed: 3 });
+      expect(ended).toBeUndefined();
+      await slow.stop();
+    } finally {
+      await slowNode.close();
+    }
   }, 120_000);
 });

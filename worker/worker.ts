@@ -44,6 +44,9 @@ export type RunningWorker = {
   stop: () => Promise<void>;
 };
 
+/** How long setting up LISTEN may take before the worker polls instead (worker.ts `listen`). */
+const LISTEN_SETUP_MS = 15_000;
+
 export function workerSettings(config: Config, overrides: Partial<WorkerSettings> = {}): WorkerSettings {
   return {
     batchSize: config.workerBatchSize,
@@ -229,31 +232,44 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   // back, but gives up if the database is still away, and the listeners it re-created are not the ones an unlisten()
   // handle knows, so setting up again on the same client added one more each outage (each NOTIFY then woke the
   // loop, and logged, once per outage survived). Ending the old client ends whatever it still held.
+  // One set-up at a time (recoveries can come while one is under way), each replacing the last; none once stopping.
+  // A LISTEN that is never answered (packets dropped) is given up after LISTEN_SETUP_MS: polling covers the gap.
   let listening: Database | undefined;
+  let candidate: Database | undefined;
   const listen = async () => {
     const previous = listening;
     listening = undefined;
     if (previous) await closeDatabase(previous).catch(() => {});
+    if (stopped) return;
     const client = createDatabase(databaseUrl, { max: 1, applicationName: "sponsorship-worker" });
+    candidate = client;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await client.$client.listen(
-        WAKEUP_CHANNEL,
-        () => loop.wake(),
-        () => {
-          log.info("listening for wake-ups", { channel: WAKEUP_CHANNEL });
-          loop.wake();
-        },
-      );
+      await Promise.race([
+        client.$client.listen(
+          WAKEUP_CHANNEL,
+          () => loop.wake(),
+          () => {
+            log.info("listening for wake-ups", { channel: WAKEUP_CHANNEL });
+            loop.wake();
+          },
+        ),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${LISTEN_SETUP_MS} ms`)), LISTEN_SETUP_MS))),
+      ]);
+      if (stopped) throw new Error("stopping");
       listening = client;
     } catch (error) {
-      log.warn("LISTEN failed; polling every WORKER_INTERVAL_MS until it works", { error: error instanceof Error ? error.message : String(error) });
+      if (!stopped)
+        log.warn("LISTEN failed; polling every WORKER_INTERVAL_MS until it works", { error: error instanceof Error ? error.message : String(error) });
       await closeDatabase(client).catch(() => {});
+    } finally {
+      clearTimeout(timer);
+      candidate = undefined;
     }
   };
-  // One set-up at a time (recoveries can come while one is under way), each replacing the last.
   let settingUp = listen();
   await settingUp;
-  loop.onRecovered = () => void (settingUp = settingUp.then(listen));
+  loop.onRecovered = () => void (settingUp = settingUp.then(listen, listen));
   const webhooks = await untilReady(
     "database",
     log,
@@ -287,10 +303,17 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
       await webhooks.stop().catch(() => {});
       heartbeat.setState("stopping");
       try {
-        await settingUp;
-        if (listening) await closeDatabase(listening).catch(() => {});
-        await pool.releaseAll();
-        await heartbeat.stop();
+        // Ends a set-up under way too (it then closes its client itself).
+        await Promise.all([listening, candidate].map((client) => client && closeDatabase(client).catch(() => {})));
+        if (loop.stuck) {
+          // A stage is still in flight (StageDeadlineError) and may hold the relayer rows: its connections are closed
+          // first, so nothing of it is written after, and the leases are left to expire.
+          await closeDatabase(db).catch(() => {});
+          await heartbeat.stop().catch(() => {});
+        } else {
+          await pool.releaseAll();
+          await heartbeat.stop();
+        }
       } catch (error) {
         log.warn("clean shutdown incomplete (leases expire by themselves)", { error: error instanceof Error ? error.message : String(error) });
       }

@@ -33,6 +33,17 @@ function connectionLost(error: unknown): boolean {
   return typeof code === "string" && (LOST_CONNECTION_CODES.has(code) || /^57P0[123]$/.test(code));
 }
 
+/** performance.now() of the last batch of a pipelined transaction answered (or failed) on each pool. */
+const answeredAt = new WeakMap<Database, number>();
+
+/**
+ * When a pipelined transaction on `db` last got an answer, success or error (performance.now(); undefined before
+ * the first): the worker's stages are the only users, and its stage deadline counts from it (worker/loop.ts).
+ */
+export function lastTransactionAnswerAt(db: Database): number | undefined {
+  return answeredAt.get(db);
+}
+
 /** How long a transaction waits for a connection of the pool before it fails as an outage. */
 export const RESERVE_TIMEOUT_MS = 15_000;
 
@@ -78,7 +89,7 @@ export async function pipelinedTransaction<T>(db: Database, body: (tx: Pipelined
     tx.state = "open";
     const sent = statements.map((s) => send(connection, s));
     const end = commit ? connection.unsafe("COMMIT").then(() => []) : undefined;
-    const answers = await Promise.all([...(begin ? [begin] : []), ...sent, ...(end ? [end] : [])]);
+    const answers = await Promise.all([...(begin ? [begin] : []), ...sent, ...(end ? [end] : [])]).finally(() => answeredAt.set(db, performance.now()));
     if (commit) tx.state = "done";
     return answers.slice(begin ? 1 : 0, (begin ? 1 : 0) + statements.length);
   };
