@@ -54,6 +54,20 @@ process.exit(0);
 let testDb: TestDatabase;
 let relay: TcpRelay;
 
+/** Waits until the server runs `statement` (as seen in pg_stat_activity from another connection). */
+async function serverRuns(statement: string): Promise<void> {
+  await waitFor(
+    `the server to run ${statement}`,
+    async () => {
+      const rows = await testDb.db.execute<{ n: number }>(
+        sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE ${statement + "%"} AND state = 'active'`,
+      );
+      return rows[0]!.n > 0 ? true : undefined;
+    },
+    { timeoutMs: 10_000, intervalMs: 20 },
+  );
+}
+
 beforeAll(async () => {
   testDb = await createTestDatabase();
   const url = new URL(testDb.url);
@@ -87,16 +101,7 @@ describe("postgres.js on a connection the network drops", () => {
 
     await printed("ready");
     // Once the server runs the statement (pg_sleep), drop the connection under it.
-    await waitFor(
-      "the server to run pg_sleep",
-      async () => {
-        const rows = await testDb.db.execute<{ n: number }>(
-          sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(60)%' AND state = 'active'`,
-        );
-        return rows[0]!.n > 0 ? true : undefined;
-      },
-      { timeoutMs: 10_000, intervalMs: 20 },
-    );
+    await serverRuns("SELECT pg_sleep(60)");
     await relay.cut();
     await printed("cut");
     await relay.restore();
@@ -118,16 +123,7 @@ describe("postgres.js on a connection the network drops", () => {
         () => "committed",
         (e: { code?: string }) => e.code,
       );
-      await waitFor(
-        "the server to run pg_sleep",
-        async () => {
-          const rows = await testDb.db.execute<{ n: number }>(
-            sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(59)' AND state = 'active'`,
-          );
-          return rows[0]!.n > 0 ? true : undefined;
-        },
-        { timeoutMs: 10_000, intervalMs: 20 },
-      );
+      await serverRuns("SELECT pg_sleep(59)");
       await relay.cut();
       expect(await running).toBe("CONNECTION_CLOSED");
       await relay.restore();
@@ -182,16 +178,7 @@ describe("postgres.js on a connection the network drops", () => {
     try {
       await client`SELECT 1`;
       const busy = settle(client`SELECT pg_sleep(58)`);
-      await waitFor(
-        "the server to run pg_sleep",
-        async () => {
-          const rows = await testDb.db.execute<{ n: number }>(
-            sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(58)' AND state = 'active'`,
-          );
-          return rows[0]!.n > 0 ? true : undefined;
-        },
-        { timeoutMs: 10_000, intervalMs: 20 },
-      );
+      await serverRuns("SELECT pg_sleep(58)");
       // Queued behind the busy connection (a pool of one), then the connection is cut under the sleep.
       const reserving = settle(client.reserve().then((r) => r`SELECT 7`.finally(() => r.release())));
       await relay.cut();

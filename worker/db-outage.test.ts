@@ -25,6 +25,19 @@ let relay: TcpRelay;
 
 setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
 
+/** A worker process reaching PostgreSQL through the relay (the one before stopped first); its log tail on failure. */
+async function spawnBehindRelay(env: Record<string, string>): Promise<SpawnedWorker> {
+  if (worker) await stopSpawned(worker);
+  const url = new URL(fx.database.url);
+  url.port = String(relay.port);
+  const spawned = spawnWorker(fx, { DATABASE_URL: url.toString(), ...env });
+  worker = spawned;
+  onTestFailed(() => {
+    process.stderr.write(spawned.output().split("\n").slice(-60).join("\n"));
+  });
+  return spawned;
+}
+
 beforeAll(async () => {
   const url = new URL(fx.database.url);
   relay = await startTcpRelay({ host: url.hostname, port: Number(url.port) });
@@ -37,13 +50,7 @@ afterAll(async () => {
 
 describe("a database outage", () => {
   it("is waited out and logged; requests created meanwhile complete afterwards, and wake-ups work again", async () => {
-    const url = new URL(fx.database.url);
-    url.port = String(relay.port);
-    const spawned = spawnWorker(fx, { DATABASE_URL: url.toString(), WORKER_INTERVAL_MS: "60000" });
-    worker = spawned;
-    onTestFailed(() => {
-      process.stderr.write(spawned.output().split("\n").slice(-60).join("\n"));
-    });
+    const spawned = await spawnBehindRelay({ WORKER_INTERVAL_MS: "60000" });
 
     const first = await createRequests(fx, 3);
     expect(
@@ -90,15 +97,8 @@ describe("a database outage", () => {
   }, 180_000);
 
   it("is backed off more and more, and not reported recovered while it lasts, whatever the batch window", async () => {
-    if (worker) await stopSpawned(worker);
-    const url = new URL(fx.database.url);
-    url.port = String(relay.port);
     // A window far longer than the first backoff steps: a retry must still run the failed stage, not skip it.
-    const spawned = spawnWorker(fx, { DATABASE_URL: url.toString(), WORKER_INTERVAL_MS: "60000", WORKER_BATCH_WINDOW_MS: "10000" });
-    worker = spawned;
-    onTestFailed(() => {
-      process.stderr.write(spawned.output().split("\n").slice(-60).join("\n"));
-    });
+    const spawned = await spawnBehindRelay({ WORKER_INTERVAL_MS: "60000", WORKER_BATCH_WINDOW_MS: "10000" });
     // A queue pass just ran (this request's), so the outage starts inside its window.
     const [request] = await createRequests(fx, 1);
     expect(await waitTerminal(fx, [request!.id], 30_000)).toEqual({ completed: 1 });
@@ -113,14 +113,7 @@ describe("a database outage", () => {
   }, 120_000);
 
   it("keeps one LISTEN however many outages it survives: each recovery sets it up once more, not once more per outage before", async () => {
-    if (worker) await stopSpawned(worker);
-    const url = new URL(fx.database.url);
-    url.port = String(relay.port);
-    const spawned = spawnWorker(fx, { DATABASE_URL: url.toString(), WORKER_INTERVAL_MS: "60000" });
-    worker = spawned;
-    onTestFailed(() => {
-      process.stderr.write(spawned.output().split("\n").slice(-60).join("\n"));
-    });
+    const spawned = await spawnBehindRelay({ WORKER_INTERVAL_MS: "60000" });
     const listening = (text: string) => text.split('"msg":"listening for wake-ups"').length - 1;
     let lastRound = "";
     for (let round = 0; round < 3; round++) {
