@@ -153,6 +153,10 @@ describe("npm start", () => {
     expect(code).toBe(0);
     for (const name of ["web", "worker"]) expect(alive(pids[name]!)).toBe(false);
     expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid"))).toBe(false);
+    // Every cleanup ran: the last line is logged and the supervisor's own files are gone.
+    expect(stack.output).toMatch(/"msg":"stopped","component":"supervisor"}/);
+    expect(existsSync(path.join(dataDir, "processes.json"))).toBe(false);
+    expect(existsSync(path.join(dataDir, "supervisor.pid"))).toBe(false);
     expect(await stack.health()).toBeUndefined();
     // The local chain was stopped too (its port no longer answers).
     const chain = await fetch(`http://127.0.0.1:${env.LOCAL_CHAIN_PORT}`, {

@@ -119,6 +119,10 @@ async function shutdown(reason: string, code: number): Promise<never> {
   if (shuttingDown) return new Promise<never>(() => {});
   shuttingDown = true;
   logger.info("shutting down", { reason });
+  // Keeps the process alive until the last cleanup: the services' exit watches poll on unref'd timers, so once the
+  // children were gone the event loop emptied while PostgreSQL's stop was awaited, and the process ended (exit 0)
+  // before removing its pid files or logging "stopped".
+  setInterval(() => {}, 1_000);
   for (const cleanup of cleanups.reverse()) {
     try {
       await cleanup();
