@@ -7,6 +7,7 @@ import { databaseFailureCode } from "@/db/unavailable";
 import type { Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import type { HealthCheck, HealthCheckCode, HealthResponse } from "@/lib/sponsorship/schemas";
+import { withTimeout } from "@/lib/with-timeout";
 
 /**
  * GET /health (decisions.md, "Reads"): 200 `ok` or `degraded` while the database answers, 503 `unavailable` when
@@ -189,16 +190,6 @@ export function chainChecks(config: Config): Promise<ChainChecks> {
   return chainCache.value;
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new HealthTimeoutError(`${what} did not answer within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
-
 export type HealthReport = { httpStatus: 200 | 503; body: HealthResponse };
 
 export async function checkHealth(deps: { db: Database; config: Config; now?: Date }): Promise<HealthReport> {
@@ -212,7 +203,11 @@ export async function checkHealth(deps: { db: Database; config: Config; now?: Da
   let sponsorships: HealthCheck;
   try {
     const started = performance.now();
-    const probe = await withTimeout(readHealthProbe(deps.db, now - workerStaleAfterMs(config)), DATABASE_TIMEOUT_MS, "the database");
+    const probe = await withTimeout(
+      readHealthProbe(deps.db, now - workerStaleAfterMs(config)),
+      DATABASE_TIMEOUT_MS,
+      () => new HealthTimeoutError(`the database did not answer within ${DATABASE_TIMEOUT_MS} ms`),
+    );
     database = { status: "ok", latencyMs: Math.round((performance.now() - started) * 10) / 10 };
     sponsorships = probe.pause
       ? { status: "degraded", paused: true, reason: probe.pause.reason, detail: "sponsorships are paused by the operator" }

@@ -7,6 +7,7 @@ import { resolveDeployment } from "@/lib/chain/deployment";
 import { ConfigError, developmentSecretsRefusal, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
 import { startProcessMetricsServer } from "@/lib/metrics";
+import { withTimeout } from "@/lib/with-timeout";
 import { WorkerChain } from "./chain";
 import { ChainHealth, ChainUnavailableError } from "./chain-answers";
 import { emptyTotals, type WorkerContext, type WorkerSettings } from "./context";
@@ -243,9 +244,8 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     if (stopped) return;
     const client = createDatabase(databaseUrl, { max: 1, applicationName: "sponsorship-worker" });
     candidate = client;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
+      await withTimeout(
         client.$client.listen(
           WAKEUP_CHANNEL,
           () => loop.wake(),
@@ -254,8 +254,9 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
             loop.wake();
           },
         ),
-        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${LISTEN_SETUP_MS} ms`)), LISTEN_SETUP_MS))),
-      ]);
+        LISTEN_SETUP_MS,
+        () => new Error(`no answer within ${LISTEN_SETUP_MS} ms`),
+      );
       if (stopped) throw new Error("stopping");
       listening = client;
     } catch (error) {
@@ -263,7 +264,6 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
         log.warn("LISTEN failed; polling every WORKER_INTERVAL_MS until it works", { error: error instanceof Error ? error.message : String(error) });
       await closeDatabase(client).catch(() => {});
     } finally {
-      clearTimeout(timer);
       candidate = undefined;
     }
   };

@@ -17,6 +17,7 @@ import type { WorkerHeartbeat } from "@/db/schema";
 import { readAccountBalances, readTreasuryState } from "@/lib/chain/treasury";
 import { createLogger } from "@/lib/log";
 import type { HealthCheck } from "@/lib/sponsorship/schemas";
+import { withTimeout } from "@/lib/with-timeout";
 
 /**
  * Everything the dashboard's overview shows, gathered on the server: database reads through db/queries, chain
@@ -92,13 +93,8 @@ export type OverviewOptions = {
   chainTimeoutMs?: number;
 };
 
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${Math.round(ms / 1000)} s`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
+/** The error of a chain read given up after `ms`. */
+const chainTimedOut = (ms: number) => () => new Error(`the chain did not answer within ${Math.round(ms / 1000)} s`);
 
 function describe(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
@@ -110,7 +106,7 @@ async function readTreasury(chain: OverviewChain | null, timeoutMs: number): Pro
   if (!chain?.treasuryAddress) return { kind: "not_configured" };
   const address = chain.treasuryAddress;
   try {
-    const state = await withTimeout(readTreasuryState(chain.client, address), timeoutMs, "the chain");
+    const state = await withTimeout(readTreasuryState(chain.client, address), timeoutMs, chainTimedOut(timeoutMs));
     return { kind: "ok", address, ...state, covers: state.amount > 0n ? state.balance / state.amount : 0n };
   } catch (error) {
     logger.warn("dashboard could not read the treasury", { error });
@@ -147,7 +143,7 @@ async function readRelayers(db: Database, chain: OverviewChain | null, timeoutMs
         Promise.all(addresses.map((address) => chain.client.getTransactionCount({ address, blockTag: "pending" }))),
       ]),
       timeoutMs,
-      "the chain",
+      chainTimedOut(timeoutMs),
     );
     relayers.forEach((r, i) => {
       r.balance = balances.get(r.address) ?? null;

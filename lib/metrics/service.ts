@@ -10,6 +10,7 @@ import {
   measureOldestOpenRequests,
   type ServiceSnapshot,
 } from "@/db/queries/metrics";
+import { withTimeout } from "@/lib/with-timeout";
 
 /**
  * Series that describe the whole service rather than one process, read from PostgreSQL and the chain when
@@ -55,14 +56,8 @@ type ChainSnapshot = {
 
 type Snapshot = { db?: ServiceSnapshot; chain?: ChainSnapshot };
 
-function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
-    timer.unref();
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
+/** The error of a read given up after `ms`. */
+const timedOut = (what: string, ms: number) => () => new Error(`${what} did not answer within ${ms} ms`);
 
 /** wei as a float for a gauge (exact below 2^53 wei, within a few ulps above: fine for monitoring). */
 const weiToNumber = (wei: bigint) => Number(wei);
@@ -118,12 +113,12 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
       return snapshot;
     }
     try {
-      snapshot.db = await withTimeout(readDb(sources.db), timeoutMs, "database");
+      snapshot.db = await withTimeout(readDb(sources.db), timeoutMs, timedOut("database", timeoutMs));
     } catch {
       errors.inc({ source: "database" });
     }
     try {
-      snapshot.chain = await withTimeout(readChain(sources, snapshot.db?.relayers.map((r) => r.address) ?? []), timeoutMs, "chain");
+      snapshot.chain = await withTimeout(readChain(sources, snapshot.db?.relayers.map((r) => r.address) ?? []), timeoutMs, timedOut("chain", timeoutMs));
     } catch {
       errors.inc({ source: "chain" });
     }
@@ -162,7 +157,7 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
       this.reset();
       const { db, budget } = options.sources();
       if (!budget || (budget.perHour <= 0 && budget.perDay <= 0)) return;
-      const used = await withTimeout(readBudgetUsage(db), timeoutMs, "the database").catch(() => undefined);
+      const used = await withTimeout(readBudgetUsage(db), timeoutMs, timedOut("the database", timeoutMs)).catch(() => undefined);
       if (!used) return;
       if (budget.perHour > 0) this.set({ window: "hour" }, Math.max(0, budget.perHour - used.hour));
       if (budget.perDay > 0) this.set({ window: "day" }, Math.max(0, budget.perDay - used.day));
