@@ -21,7 +21,7 @@ export type WorkerSettings = {
   leaseTtlMs: number;
   /** How often in-flight transactions are checked (a new block triggers the full check). */
   confirmPollMs: number;
-  /** A stage still running after this long is stuck: the loop ends with StageDeadlineError (worker/loop.ts). */
+  /** A stage this long without an answer is stuck: the loop ends with StageDeadlineError (worker/loop.ts). */
   stageDeadlineMs: number;
   /** Test hook: SIGKILL right after this many accepted broadcasts. */
   crashAfterBroadcasts: number | undefined;
