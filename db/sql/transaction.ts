@@ -1,5 +1,6 @@
 import type postgres from "postgres";
 import type { Database } from "@/db/client";
+import { withTimeout } from "@/lib/with-timeout";
 import { assertSendable, send, statement, type Answers, type Query, type Row, type Runnable, type Statement } from "./run";
 
 /**
@@ -54,23 +55,15 @@ export const RESERVE_TIMEOUT_MS = 15_000;
  * The bound stays for any path still unknown: a caller then fails as in any outage and tries again with a new
  * reserve; the abandoned one, should it ever be granted, is released at once.
  */
-async function reserveWithin(db: Database, ms: number): Promise<postgres.ReservedSql> {
+function reserveWithin(db: Database, ms: number): Promise<postgres.ReservedSql> {
   const reserving = db.$client.reserve();
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      reserving.then(
-        (late) => late.release(),
-        () => {},
-      );
-      reject(Object.assign(new Error(`no database connection within ${ms} ms`), { code: "CONNECT_TIMEOUT" }));
-    }, ms);
+  return withTimeout(reserving, ms, () => {
+    reserving.then(
+      (late) => late.release(),
+      () => {},
+    );
+    return Object.assign(new Error(`no database connection within ${ms} ms`), { code: "CONNECT_TIMEOUT" });
   });
-  try {
-    return await Promise.race([reserving, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**
