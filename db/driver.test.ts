@@ -171,6 +171,34 @@ describe("postgres.js on a connection the network drops", () => {
     }
   });
 
+  it("rejects the next transaction sent on a connection reset under the last one, before the socket is closed: it never waits for ever", async () => {
+    const url = new URL(testDb.url);
+    url.port = String(relay.port);
+    const db = createDatabase(url.toString(), { max: 1 });
+    try {
+      // As the worker's loop does: a stage's transaction fails on the reset ("read ECONNRESET", PostgreSQL killed),
+      // and the next stage starts its own at once. Both run before the socket's close event, on the connection the
+      // first one handed back. Before the fix the second one's BEGIN and statements were never answered nor rejected
+      // (postgres.js rejected what was in flight on the error, and nothing more on a close that followed an error).
+      let next: Promise<string | undefined> | undefined;
+      const first = pipelinedTransaction(db, (tx) => tx.run([{ text: "SELECT pg_sleep(56)", params: [] }])).then(
+        () => "committed",
+        (e: { code?: string }) => {
+          next = settle(pipelinedTransaction(db, (tx) => tx.commit([{ text: "SELECT 1 AS n", params: [] }])));
+          return e.code;
+        },
+      );
+      await serverRuns("SELECT pg_sleep(56)");
+      relay.reset();
+      expect(await first).toBe("ECONNRESET");
+      expect(await next).toBe("CONNECTION_CLOSED");
+      // The pool (of one) works again.
+      expect(await pipelinedTransaction(db, (tx) => tx.commit([{ text: "SELECT 41 + 1 AS n", params: [] }]))).toEqual([[{ n: 42 }]]);
+    } finally {
+      await closeDatabase(db);
+    }
+  });
+
   it("serves a reserve() that waited for the pool's busy connection when that connection closes and comes back", async () => {
     const url = new URL(testDb.url);
     url.port = String(relay.port);

@@ -27,6 +27,8 @@
 //   postgres.js gives for a closed connection everywhere else) instead of throwing; a query the pool has already
 //   handed to the connection's reconnect (`initial`) is left to it;
 // - `closed()` and `terminate()` forget the cancelled immediate and the bytes meant for the dead socket;
+// - `closed()` rejects whatever is still waiting on the connection, also when the socket closed on an error: the
+//   statements given to it between its 'error' and its 'close' were otherwise left waiting for ever;
 // - a reservation ends with its connection: a statement sent on the reserved handle after the connection closed is
 //   rejected with CONNECTION_CLOSED (never run on whatever the pool made of it), the ones queued behind a full
 //   connection are rejected when it closes, and `release()` then does nothing: the pool has the connection back and
@@ -62,6 +64,14 @@ const CLOSED = "    incomings = null\n    clearImmediate(nextWriteTimer)\n    so
 const CLOSED_PATCHED = "    incomings = null\n    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null\n    socket.removeListener('data', data)\n";
 const TERMINATE = "    clearImmediate(nextWriteTimer)\n    if (socket) {\n";
 const TERMINATE_PATCHED = "    clearImmediate(nextWriteTimer)\n    chunk = nextWriteTimer = null\n    if (socket) {\n";
+// A socket that fails (ECONNRESET: the server process was killed) emits 'error', which rejects what is in flight, and
+// 'close' only later (when its handle is closed). The pool still holds the connection in between, so a statement given
+// to it then (the caller of the rejected one starting its next transaction at once) is written to the dead socket, and
+// `closed()` rejected nothing after an error: that statement was never answered nor rejected (seen here: a worker's
+// next stage waiting for good after PostgreSQL was SIGKILLed, scripts/self-healing.test.ts; db/driver.test.ts).
+const CLOSED_REJECT = "    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n";
+const CLOSED_REJECT_PATCHED =
+  "    if (query || sent.length) /* sponsorship-service: also after an error */\n      error(Errors.connection('CONNECTION_CLOSED', options, socket))\n";
 // A reserve() waiting for a connection is queued in the pool (`queries`) and handed to a connect as `initial`. When
 // that connect fails (the database is down), the reserve is rejected but stays queued: the next connection that
 // closes is connected again for it, and once one opens the pool hands it to the rejected reserve, which nobody
@@ -183,6 +193,7 @@ export function patchPostgres() {
       [NEXT_WRITE, NEXT_WRITE_PATCHED],
       [CLOSED, CLOSED_PATCHED],
       [TERMINATE, TERMINATE_PATCHED],
+      [CLOSED_REJECT, CLOSED_REJECT_PATCHED],
     ]);
     const index = patchFile(path.join(dir, variant, "index.js"), [
       [RESERVATION, RESERVATION_PATCHED],

@@ -13,6 +13,11 @@ export type TcpRelay = {
    * `cut` and `restore`.
    */
   blackhole: () => void;
+  /**
+   * Resets every connection (RST, as a client sees when the server process is killed: "read ECONNRESET") and keeps
+   * listening: a new connection reaches the server again.
+   */
+  reset: () => void;
   close: () => Promise<void>;
 };
 
@@ -23,6 +28,7 @@ export type TcpRelay = {
 export async function startTcpRelay(target: { host: string; port: number }): Promise<TcpRelay> {
   const port = await freePort();
   const sockets = new Set<Socket>();
+  const clients = new Set<Socket>();
   let server: Server | undefined;
   let dropping = false;
   const listen = () =>
@@ -30,11 +36,13 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
       server = createServer((client) => {
         const upstream = connect(target.port, target.host);
         sockets.add(client).add(upstream);
+        clients.add(client);
         const drop = () => {
           client.destroy();
           upstream.destroy();
           sockets.delete(client);
           sockets.delete(upstream);
+          clients.delete(client);
         };
         client.on("error", drop).on("close", drop);
         upstream.on("error", drop).on("close", drop);
@@ -48,6 +56,7 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
     const closed = new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
     for (const s of sockets) s.destroy();
     sockets.clear();
+    clients.clear();
     await closed;
   };
   await listen();
@@ -60,6 +69,9 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
     },
     blackhole: () => {
       dropping = true;
+    },
+    reset: () => {
+      for (const client of clients) client.resetAndDestroy();
     },
     close: cut,
   };
