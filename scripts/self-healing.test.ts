@@ -79,16 +79,26 @@ async function statusOf(id: string): Promise<string | undefined> {
 }
 
 async function expectAllCompletedAndPaidOnce(accepted: Sent[]): Promise<void> {
-  await stack.until(
-    `all ${accepted.length} accepted requests completed`,
-    async () => {
-      const statuses = await Promise.all(accepted.map((s) => statusOf(s.id!)));
-      const open = statuses.filter((s) => s !== "completed");
-      expect(statuses.filter((s) => s === "failed" || s === "rejected")).toEqual([]);
-      return open.length === 0 ? true : undefined;
-    },
-    120_000,
-  );
+  let open: string[] = [];
+  await stack
+    .until(
+      `all ${accepted.length} accepted requests completed`,
+      async () => {
+        const statuses = await Promise.all(accepted.map((s) => statusOf(s.id!)));
+        open = statuses.filter((s) => s !== "completed").map((s) => s ?? "no answer");
+        expect(statuses.filter((s) => s === "failed" || s === "rejected")).toEqual([]);
+        return open.length === 0 ? true : undefined;
+      },
+      120_000,
+    )
+    .catch((error: Error) => {
+      // What a failure needs to be understood: where the open requests are, and what the worker said (the output's
+      // tail alone is mostly the web server's refusals during the outage).
+      const worker = stack.output.split("\n").filter((line) => line.includes('"component":"worker"'));
+      throw new Error(`${error.message.split("\n")[0]}\nstill open: ${open.join(", ")}\nthe worker's last lines:\n${worker.slice(-15).join("\n")}`, {
+        cause: error,
+      });
+    });
   const deployment = JSON.parse(readFileSync(path.join(dataDir, "deployment.json"), "utf8")) as { treasuryAddress: `0x${string}` };
   const client = createPublicClient({ transport: http(`http://127.0.0.1:${chainPort}`) });
   const events = await client.getContractEvents({ address: deployment.treasuryAddress, abi: treasuryAbi, eventName: "Sponsored", fromBlock: 0n });
