@@ -51,8 +51,49 @@ process.stdout.write(JSON.stringify({ first, second, third, pooled, reservedAgai
 process.exit(0);
 `;
 
+const CHILD_RESET_DURING_TYPES = `
+import postgres from "postgres";
+const sql = postgres(process.env.PG_URL, { max: 1, onnotice: () => {} });
+const settle = (p) => Promise.race([
+  p.then(() => "ok", (e) => e.code ?? e.message),
+  new Promise((r) => setTimeout(() => r("no answer in 5 s"), 5000).unref()),
+]);
+const first = await settle(sql\`SELECT 1\`);
+const second = await settle(sql\`SELECT 2\`);
+process.stdout.write(JSON.stringify({ first, second }) + "\\n");
+process.exit(0);
+`;
+
 let testDb: TestDatabase;
 let relay: TcpRelay;
+
+/** One of the CHILD scripts in a process of its own, connected through the relay: what it prints, and how it ends. */
+function spawnDriver(script: string) {
+  const url = new URL(testDb.url);
+  url.port = String(relay.port);
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+    cwd: ROOT,
+    env: { ...process.env, PG_URL: url.toString() },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return {
+    process: child,
+    exited,
+    stderr: () => stderr,
+    /** The JSON line it printed last. */
+    result: () => JSON.parse(stdout.split("\n").find((l) => l.startsWith("{")) ?? "{}") as Record<string, string>,
+    printed: (line: string) =>
+      Promise.race([
+        waitFor(`the child to print ${line}`, () => (stdout.includes(`${line}\n`) ? true : undefined), { timeoutMs: 20_000, intervalMs: 20 }),
+        exited.then((code) => Promise.reject(new Error(`child exited (${code}) before printing ${line}: ${stderr}`))),
+      ]),
+  };
+}
 
 /** Waits until the server runs `statement` (as seen in pg_stat_activity from another connection). */
 async function serverRuns(statement: string): Promise<void> {
@@ -81,37 +122,29 @@ afterAll(async () => {
 
 describe("postgres.js on a connection the network drops", () => {
   it("rejects the statements of a reserved connection cut mid-query with CONNECTION_CLOSED; the process lives, and the pool serves again", async () => {
-    const url = new URL(testDb.url);
-    url.port = String(relay.port);
-    const child = spawn(process.execPath, ["--input-type=module", "-e", CHILD], {
-      cwd: ROOT,
-      env: { ...process.env, PG_URL: url.toString() },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    const printed = (line: string) =>
-      Promise.race([
-        waitFor(`the child to print ${line}`, () => (stdout.includes(`${line}\n`) ? true : undefined), { timeoutMs: 20_000, intervalMs: 20 }),
-        exited.then((code) => Promise.reject(new Error(`child exited (${code}) before printing ${line}: ${stderr}`))),
-      ]);
-
-    await printed("ready");
+    const child = spawnDriver(CHILD);
+    await child.printed("ready");
     // Once the server runs the statement (pg_sleep), drop the connection under it.
     await serverRuns("SELECT pg_sleep(60)");
     await relay.cut();
-    await printed("cut");
+    await child.printed("cut");
     await relay.restore();
-    child.stdin.write("restored\n");
-    const code = await exited;
+    child.process.stdin.write("restored\n");
+    const code = await child.exited;
 
-    expect(stderr).not.toContain("TypeError");
+    expect(child.stderr()).not.toContain("TypeError");
     expect(code).toBe(0);
-    const result = JSON.parse(stdout.split("\n").find((l) => l.startsWith("{")) ?? "{}") as Record<string, string>;
-    expect(result).toEqual({ first: "CONNECTION_CLOSED", second: "CONNECTION_CLOSED", third: "CONNECTION_CLOSED", pooled: "ok", reservedAgain: "ok" });
+    expect(child.result()).toEqual({ first: "CONNECTION_CLOSED", second: "CONNECTION_CLOSED", third: "CONNECTION_CLOSED", pooled: "ok", reservedAgain: "ok" });
+  });
+
+  it("lives through a connection reset while it fetches the array types (as every new connection does first): the statement fails, the next is served", async () => {
+    // The array types are the first thing a new connection asks for; the reset lands on that query.
+    relay.resetWhenClientSends("typarray");
+    const child = spawnDriver(CHILD_RESET_DURING_TYPES);
+    const code = await child.exited;
+    // Before the fix the fetch's rejection was unhandled, which ends a Node process (exit 1, nothing printed).
+    expect({ code, stderr: child.stderr() }).toEqual({ code: 0, stderr: "" });
+    expect(child.result()).toEqual({ first: "ECONNRESET", second: "ok" });
   });
 
   it("pipelinedTransaction on a connection cut under it: rejected as lost, nothing written after, and the pool (of one) works again", async () => {
@@ -196,6 +229,52 @@ describe("postgres.js on a connection the network drops", () => {
       expect(await pipelinedTransaction(db, (tx) => tx.commit([{ text: "SELECT 41 + 1 AS n", params: [] }]))).toEqual([[{ n: 42 }]]);
     } finally {
       await closeDatabase(db);
+    }
+  });
+
+  it("after a reset under a statement, refuses the next one with the starting-up server's own error (57P03), after one attempt, and is served once the server is up", async () => {
+    const url = new URL(testDb.url);
+    url.port = String(relay.port);
+    let closes = 0;
+    const client = postgres(url.toString(), { max: 1, onnotice: () => {}, onclose: () => closes++ });
+    try {
+      await client`SELECT 1`;
+      const inFlight = settle(client`SELECT pg_sleep(54)`);
+      await serverRuns("SELECT pg_sleep(54)");
+      // PostgreSQL killed under the statement and restarted: it refuses connections while it starts up.
+      relay.startingUp(true);
+      const before = relay.accepted;
+      relay.reset();
+      expect(await inFlight).toBe("ECONNRESET");
+      await waitFor("the client to see the connection close", () => (closes > 0 ? true : undefined), { timeoutMs: 10_000, intervalMs: 10 });
+      const next = await settle(client`SELECT 2`, 3000);
+      const attempts = relay.accepted - before;
+      relay.startingUp(false);
+      // Before the fix the refusal was taken for the old statement's answer: SELECT 2 was neither sent nor rejected,
+      // and the connection reconnected at once, hundreds of times, until the server was up.
+      expect({ next, attempts }).toEqual({ next: "57P03", attempts: 1 });
+      expect(await settle(client`SELECT 3`)).toBe("ok");
+    } finally {
+      relay.startingUp(false);
+      await client.end({ timeout: 5 });
+    }
+  });
+
+  it("starts the reconnect backoff again once the server answers a connection opened for a reserve()", async () => {
+    const url = new URL(testDb.url);
+    url.port = String(relay.port);
+    const client = postgres(url.toString(), { max: 1, onnotice: () => {} });
+    const retries = () => (client.options as unknown as { shared: { retries: number } }).shared.retries;
+    try {
+      await relay.cut();
+      for (let i = 0; i < 3; i++) expect(await settle(client`SELECT 1`)).toBe("ECONNREFUSED");
+      expect(retries()).toBeGreaterThan(0);
+      await relay.restore();
+      expect(await settle(client.reserve().then((r) => r`SELECT 1`.finally(() => r.release())))).toBe("ok");
+      // Before the fix only a connection opened for a plain statement reset it: the next close would wait longer.
+      expect(retries()).toBe(0);
+    } finally {
+      await client.end({ timeout: 5 });
     }
   });
 

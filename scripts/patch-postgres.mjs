@@ -28,7 +28,10 @@
 //   handed to the connection's reconnect (`initial`) is left to it;
 // - `closed()` and `terminate()` forget the cancelled immediate and the bytes meant for the dead socket;
 // - `closed()` rejects whatever is still waiting on the connection, also when the socket closed on an error: the
-//   statements given to it between its 'error' and its 'close' were otherwise left waiting for ever;
+//   statements given to it between its 'error' and its 'close' were otherwise left waiting for ever; and it forgets
+//   the statement that was in flight, its error and its rows, which the next socket took for its own answers;
+// - a close while a new connection fetches the array types no longer ends the process (an unhandled rejection), and
+//   a connection the server accepted resets the reconnect backoff whatever it was opened for;
 // - a reservation ends with its connection: a statement sent on the reserved handle after the connection closed is
 //   rejected with CONNECTION_CLOSED (never run on whatever the pool made of it), the ones queued behind a full
 //   connection are rejected when it closes, and `release()` then does nothing: the pool has the connection back and
@@ -69,9 +72,39 @@ const TERMINATE_PATCHED = "    clearImmediate(nextWriteTimer)\n    chunk = nextW
 // to it then (the caller of the rejected one starting its next transaction at once) is written to the dead socket, and
 // `closed()` rejected nothing after an error: that statement was never answered nor rejected (seen here: a worker's
 // next stage waiting for good after PostgreSQL was SIGKILLed, scripts/self-healing.test.ts; db/driver.test.ts).
-const CLOSED_REJECT = "    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n";
-const CLOSED_REJECT_PATCHED =
-  "    if (query || sent.length) /* sponsorship-service: also after an error */\n      error(Errors.connection('CONNECTION_CLOSED', options, socket))\n";
+// `closed()` also kept the statement that was in flight (and its error and partial rows) for the next socket: a
+// server still starting up then had its refusal (57P03) taken for that old statement's answer, so the statement the
+// reconnect was for was neither sent nor rejected, and the connection reconnected at once, hundreds of times a second,
+// until the server accepted; then that statement failed with the old error. (The second form below is what the
+// previous version of this script made of the first.)
+const CLOSED_REJECT = [
+  "    if (initial)\n      return reconnect()\n\n    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n",
+  "    if (initial)\n      return reconnect()\n\n    if (query || sent.length) /* sponsorship-service: also after an error */\n      error(Errors.connection('CONNECTION_CLOSED', options, socket))\n",
+];
+const CLOSED_REJECT_PATCHED = `    /* sponsorship-service: nothing of the closed socket is kept for the next one */
+    if (initial) {
+      query = results = errorResponse = null
+      rows = 0
+      return reconnect()
+    }
+
+    if (query || sent.length) /* sponsorship-service: also after an error */
+      error(Errors.connection('CONNECTION_CLOSED', options, socket))
+    query = results = errorResponse = null
+    rows = 0
+`;
+// A new connection fetches the array types before it serves anything. A close during that fetch rejected the fetch's
+// own statement inside an async function nobody awaited: an unhandled rejection, which ends a Node process (the
+// statement the connection was for is failed or retried by the close itself). And only a connection opened for a
+// plain statement reset the pool's reconnect backoff once the server answered; one opened for a reserve() (every
+// transaction here) left it growing, so each later close waited up to 20 s before reconnecting.
+const FETCH_TYPES = "      if (needsTypes) {\n        initial.reserve && (initial = null)\n        return fetchArrayTypes()\n      }\n";
+const FETCH_TYPES_PATCHED = `      if (needsTypes) {
+        options.shared.retries = retries = 0 /* sponsorship-service: the server answered: the backoff starts again */
+        initial.reserve && (initial = null)
+        return fetchArrayTypes().catch(noop) /* sponsorship-service: a close during the fetch is not the process's error */
+      }
+`;
 // A reserve() waiting for a connection is queued in the pool (`queries`) and handed to a connect as `initial`. When
 // that connect fails (the database is down), the reserve is rejected but stays queued: the next connection that
 // closes is connected again for it, and once one opens the pool hands it to the rejected reserve, which nobody
@@ -194,6 +227,7 @@ export function patchPostgres() {
       [CLOSED, CLOSED_PATCHED],
       [TERMINATE, TERMINATE_PATCHED],
       [CLOSED_REJECT, CLOSED_REJECT_PATCHED],
+      [FETCH_TYPES, FETCH_TYPES_PATCHED],
     ]);
     const index = patchFile(path.join(dir, variant, "index.js"), [
       [RESERVATION, RESERVATION_PATCHED],

@@ -18,8 +18,26 @@ export type TcpRelay = {
    * listening: a new connection reaches the server again.
    */
   reset: () => void;
+  /** The next connection whose client sends `text` is reset (RST) at that moment, instead of passing it on. */
+  resetWhenClientSends: (text: string) => void;
+  /**
+   * While on, every new connection is answered as by a PostgreSQL still starting up: its startup message gets the
+   * FATAL "the database system is starting up" (57P03), then the connection is closed.
+   */
+  startingUp: (on: boolean) => void;
+  /** How many connections the relay has accepted so far. */
+  readonly accepted: number;
   close: () => Promise<void>;
 };
+
+/** PostgreSQL's ErrorResponse message: a FATAL with `code` and `message`. */
+function fatal(code: string, message: string): Buffer {
+  const fields = Buffer.from(`SFATAL\0VFATAL\0C${code}\0M${message}\0\0`);
+  const head = Buffer.alloc(5);
+  head.write("E", 0);
+  head.writeUInt32BE(fields.length + 4, 1);
+  return Buffer.concat([head, fields]);
+}
 
 /**
  * A TCP relay on 127.0.0.1 in front of a real server (PostgreSQL), which a test can cut and restore: a real network
@@ -31,9 +49,18 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
   const clients = new Set<Socket>();
   let server: Server | undefined;
   let dropping = false;
+  let resetOn: string | undefined;
+  let refusing = false;
+  let accepted = 0;
   const listen = () =>
     new Promise<void>((resolve, reject) => {
       server = createServer((client) => {
+        accepted++;
+        if (refusing) {
+          client.on("error", () => {});
+          client.once("data", () => client.end(fatal("57P03", "the database system is starting up")));
+          return;
+        }
         const upstream = connect(target.port, target.host);
         sockets.add(client).add(upstream);
         clients.add(client);
@@ -46,7 +73,14 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
         };
         client.on("error", drop).on("close", drop);
         upstream.on("error", drop).on("close", drop);
-        client.on("data", (chunk: Buffer) => void (dropping || upstream.write(chunk)));
+        client.on("data", (chunk: Buffer) => {
+          if (resetOn !== undefined && chunk.includes(resetOn)) {
+            resetOn = undefined;
+            client.resetAndDestroy();
+            return;
+          }
+          if (!dropping) upstream.write(chunk);
+        });
         upstream.on("data", (chunk: Buffer) => void (dropping || client.write(chunk)));
       });
       server.once("error", reject);
@@ -72,6 +106,15 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
     },
     reset: () => {
       for (const client of clients) client.resetAndDestroy();
+    },
+    resetWhenClientSends: (text) => {
+      resetOn = text;
+    },
+    startingUp: (on) => {
+      refusing = on;
+    },
+    get accepted() {
+      return accepted;
     },
     close: cut,
   };
