@@ -64,6 +64,26 @@ process.stdout.write(JSON.stringify({ first, second }) + "\\n");
 process.exit(0);
 `;
 
+const CHILD_CURSOR = `
+import postgres from "postgres";
+let closed;
+const closing = new Promise((r) => (closed = r));
+const sql = postgres(process.env.PG_URL, { max: 1, onnotice: () => {}, onclose: () => closed() });
+const settle = (p) => Promise.race([
+  p.then(() => "ok", (e) => e.code ?? e.message),
+  new Promise((r) => setTimeout(() => r("no answer in 5 s"), 5000).unref()),
+]);
+// The callback waits, between two batches, until the connection has closed under it.
+const cursor = settle(sql\`SELECT generate_series(1, 10) AS n\`.cursor(1, async () => {
+  process.stdout.write("in the callback\\n");
+  await closing;
+}));
+const first = await cursor;
+const second = await settle(sql\`SELECT 2\`);
+process.stdout.write(JSON.stringify({ first, second }) + "\\n");
+process.exit(0);
+`;
+
 let testDb: TestDatabase;
 let relay: TcpRelay;
 
@@ -143,6 +163,17 @@ describe("postgres.js on a connection the network drops", () => {
     const child = spawnDriver(CHILD_RESET_DURING_TYPES);
     const code = await child.exited;
     // Before the fix the fetch's rejection was unhandled, which ends a Node process (exit 1, nothing printed).
+    expect({ code, stderr: child.stderr() }).toEqual({ code: 0, stderr: "" });
+    expect(child.result()).toEqual({ first: "ECONNRESET", second: "ok" });
+  });
+
+  it("lives through a connection reset while a cursor's callback runs: the cursor fails, the next statement is served", async () => {
+    const child = spawnDriver(CHILD_CURSOR);
+    await child.printed("in the callback");
+    relay.reset();
+    const code = await child.exited;
+    // Before the fix the cursor went on with the statement the close had forgotten (none): a TypeError thrown in an
+    // async function nobody awaited ended the process.
     expect({ code, stderr: child.stderr() }).toEqual({ code: 0, stderr: "" });
     expect(child.result()).toEqual({ first: "ECONNRESET", second: "ok" });
   });

@@ -32,6 +32,7 @@
 //   the statement that was in flight, its error and its rows, which the next socket took for its own answers;
 // - a close while a new connection fetches the array types no longer ends the process (an unhandled rejection), and
 //   a connection the server accepted resets the reconnect backoff whatever it was opened for;
+// - a cursor whose connection closed while its callback ran stops there (it is rejected by the close);
 // - a reservation ends with its connection: a statement sent on the reserved handle after the connection closed is
 //   rejected with CONNECTION_CLOSED (never run on whatever the pool made of it), the ones queued behind a full
 //   connection are rejected when it closes, and `release()` then does nothing: the pool has the connection back and
@@ -104,6 +105,40 @@ const FETCH_TYPES_PATCHED = `      if (needsTypes) {
         initial.reserve && (initial = null)
         return fetchArrayTypes().catch(noop) /* sponsorship-service: a close during the fetch is not the process's error */
       }
+`;
+// A cursor's callback runs between two batches of rows; the connection may close meanwhile (and `closed()` then
+// rejects the cursor and forgets it: see above). When the callback returns, the cursor went on with the connection's
+// current statement: none (a TypeError thrown in an async function nobody awaits: the process ends) or another's.
+const PORTAL_SUSPENDED = `  async function PortalSuspended() {
+    try {
+      const x = await Promise.resolve(query.cursorFn(result))
+      rows = 0
+      x === CLOSE
+        ? write(Close(query.portal))
+        : (result = new Result(), write(Execute('', query.cursorRows)))
+    } catch (err) {
+      write(Sync)
+      query.reject(err)
+    }
+  }
+`;
+const PORTAL_SUSPENDED_PATCHED = `  async function PortalSuspended() {
+    const q = query /* sponsorship-service: the connection may close, and forget q, while the callback runs */
+    try {
+      const x = await Promise.resolve(q.cursorFn(result))
+      if (query !== q)
+        return
+      rows = 0
+      x === CLOSE
+        ? write(Close(q.portal))
+        : (result = new Result(), write(Execute('', q.cursorRows)))
+    } catch (err) {
+      if (query !== q)
+        return
+      write(Sync)
+      q.reject(err)
+    }
+  }
 `;
 // A reserve() waiting for a connection is queued in the pool (`queries`) and handed to a connect as `initial`. When
 // that connect fails (the database is down), the reserve is rejected but stays queued: the next connection that
@@ -228,6 +263,7 @@ export function patchPostgres() {
       [TERMINATE, TERMINATE_PATCHED],
       [CLOSED_REJECT, CLOSED_REJECT_PATCHED],
       [FETCH_TYPES, FETCH_TYPES_PATCHED],
+      [PORTAL_SUSPENDED, PORTAL_SUSPENDED_PATCHED],
     ]);
     const index = patchFile(path.join(dir, variant, "index.js"), [
       [RESERVATION, RESERVATION_PATCHED],
