@@ -13,7 +13,7 @@ import { relayTransactions, sponsorshipRequests, type RelayTransaction, type Spo
 import { createChainClients, type ChainClients } from "@/lib/chain/clients";
 import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig, resetConfigForTests, type Config } from "@/lib/config";
-import { createLogger } from "@/lib/log";
+import { createLogger, type Logger } from "@/lib/log";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
 import { registerWallet } from "@/lib/sponsorship/wallets";
 import { startTestChain } from "@/test/chain";
@@ -152,8 +152,9 @@ export async function startInProcessWorker(
   fx: PipelineFixture,
   env: Record<string, string> = {},
   settings: Partial<WorkerSettings> = {},
+  log: Logger = quiet,
 ): Promise<RunningWorker> {
-  return startWorker({ config: fx.config(env), log: quiet, settings: { heartbeatMs: 500, ...settings } });
+  return startWorker({ config: fx.config(env), log, settings: { heartbeatMs: 500, ...settings } });
 }
 
 export type SpawnedWorker = {

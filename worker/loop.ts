@@ -42,7 +42,7 @@ export class WorkerStuckError extends Error {
  * call 5 s per endpoint), so a slow stage that still progresses (hundreds of replacements against a slow node) keeps
  * answering and is never cut. The loop then ends with StageDeadlineError and the process exits 1 at once, so its
  * supervisor restarts it: its leases expire, its open transaction ends with its connection, and what it stored is
- * taken up again, as after a crash.
+ * taken up again, as after a crash. A fifth of the way (a minute) the worker logs the stage it waits in, once.
  */
 export const STAGE_DEADLINE_MS = 300_000;
 
@@ -117,12 +117,23 @@ export class WorkerLoop {
   run(): Promise<void> {
     this.done ??= new Promise<void>((resolve, reject) => {
       const deadline = this.ctx.settings.stageDeadlineMs;
+      let warnedFor: typeof this.inStage;
       const watchdog = setInterval(
         () => {
           const current = this.inStage;
           if (!current) return;
           const lastAnswer = Math.max(current.since, this.ctx.chain.health.lastAnswerAt, lastTransactionAnswerAt(this.ctx.db) ?? 0);
-          if (performance.now() - lastAnswer < deadline) return;
+          const waited = performance.now() - lastAnswer;
+          // Said once per stage, a fifth of the way: the heartbeat still beats, so nothing else shows it meanwhile.
+          if (waited >= deadline / 5 && warnedFor !== current) {
+            warnedFor = current;
+            this.ctx.log.warn("worker stage waiting: no answer from the database or the chain", {
+              stage: current.stage,
+              waitedMs: Math.round(waited),
+              exitsAfterMs: deadline,
+            });
+          }
+          if (waited < deadline) return;
           clearInterval(watchdog);
           // Whatever the stuck stage does if it ever returns, the loop does nothing more.
           this.stopping = true;

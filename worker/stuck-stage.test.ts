@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRpcProxy } from "@/test/rpc-proxy";
 import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
 import { createRequests, setUpPipelineFixture, startInProcessWorker, waitTerminal, type PipelineFixture } from "@/test/worker-fixture";
+import type { LogFields, Logger } from "@/lib/log";
 import { StageDeadlineError } from "./loop";
 import type { RunningWorker } from "./worker";
 
@@ -34,7 +35,16 @@ describe("a stage waiting on a database that never answers", () => {
   it("ends the loop with StageDeadlineError; a worker started afresh completes the requests that waited", async () => {
     const url = new URL(fx.database.url);
     url.port = String(relay.port);
-    const stuck = await startInProcessWorker(fx, { DATABASE_URL: url.toString() }, { heartbeatMs: 200, leaseTtlMs: 2_000, stageDeadlineMs: 5_000 });
+    // What the worker logs, kept (warnings and above).
+    const said: { msg: string; fields?: LogFields }[] = [];
+    const keep: Logger = {
+      debug: () => {},
+      info: () => {},
+      warn: (msg, fields) => void said.push({ msg, fields }),
+      error: (msg, fields) => void said.push({ msg, fields }),
+      child: () => keep,
+    };
+    const stuck = await startInProcessWorker(fx, { DATABASE_URL: url.toString() }, { heartbeatMs: 200, leaseTtlMs: 2_000, stageDeadlineMs: 5_000 }, keep);
     workers.push(stuck);
     const outcome = stuck.done.then(
       () => "ended without an error",
@@ -50,10 +60,16 @@ describe("a stage waiting on a database that never answers", () => {
     ).toEqual({ completed: 2 });
 
     relay.blackhole();
+    const saidBefore = said.length;
     const waiting = await createRequests(fx, 3);
     const error = await outcome;
     expect(error).toBeInstanceOf(StageDeadlineError);
     expect((error as Error).message).toMatch(/^stage (leases|review|relay|confirm|index): no answer from the database or the chain for 5 s/);
+    // A fifth of the way, the worker said which stage waited (the heartbeat alone showed nothing).
+    const stage = /^stage (\w+):/.exec((error as Error).message)![1];
+    // Once, though the watchdog looked again every 500 ms.
+    const warned = said.slice(saidBefore).filter((l) => l.msg === "worker stage waiting: no answer from the database or the chain");
+    expect(warned.map((l) => l.fields?.stage)).toEqual([stage]);
 
     // What the supervisor does: the stuck process is gone (here: its connections dropped, its loop ended), a new one
     // starts, takes the relayer over once the old lease expired, and completes what waited.
