@@ -196,6 +196,9 @@ describe("npm start", () => {
     expect(stack.output).toMatch(/"process":"worker","exit":"exited with code 0"/);
     expect(stack.output).not.toMatch(/second signal/);
     expect(stack.output).not.toMatch(/anvil exited unexpectedly/);
+    // PostgreSQL got the Ctrl-C too (same group): if it was gone before its turn, it was not started again.
+    expect(stack.output).not.toMatch(/"msg":"exited unexpectedly; restarting","component":"supervisor","process":"postgres"/);
+    expect(stack.output).toMatch(/"msg":"stopped","component":"supervisor"}/);
     expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid"))).toBe(false);
   });
 

@@ -186,7 +186,14 @@ async function main(): Promise<void> {
     recordPid("postgres")(pg.pid);
     // Killed, PostgreSQL comes back on the same data directory (crash recovery replays the WAL; fsync stays on);
     // the web server and the worker wait the outage out on their own.
-    const service = superviseService({ name: "postgres", logger, first: pg, restart: startPostgres, onStart: recordPid("postgres") });
+    const service = superviseService({
+      name: "postgres",
+      logger,
+      first: pg,
+      restart: startPostgres,
+      onStart: recordPid("postgres"),
+      keepRunning: () => !shuttingDown,
+    });
     cleanups.push(service.stop);
     databaseUrl = pg.url;
     logger.info("embedded PostgreSQL ready", { port: config.embeddedPgPort, dataDir: path.join(config.dataDir, "postgres") });
@@ -235,6 +242,7 @@ async function main(): Promise<void> {
         return next;
       },
       onStart: recordPid("chain"),
+      keepRunning: () => !shuttingDown,
     });
     cleanups.push(service.stop);
     logger.info("local chain ready", { rpcUrl: chain.rpcUrl, registry: chain.registryAddress, treasury: chain.treasuryAddress });

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger } from "@/lib/log";
+import { createLogger, type Logger } from "@/lib/log";
 import { spawn } from "node:child_process";
 import { describeExit, supervise, superviseService, type ServiceHandle } from "./supervisor";
 
@@ -153,5 +153,37 @@ describe("superviseService", () => {
     expect(service.restarts).toBe(1);
     await service.stop();
     expect(() => process.kill(second, 0)).toThrow();
+  });
+
+  it("does not start a service again that went while its caller was shutting down (Ctrl-C reaches the whole group)", async () => {
+    const first = sleeperService();
+    let restarts = 0;
+    let shuttingDown = false;
+    const said: string[] = [];
+    const keep: Logger = {
+      debug: () => {},
+      info: (msg) => void said.push(msg),
+      warn: (msg) => void said.push(msg),
+      error: (msg) => void said.push(msg),
+      child: () => keep,
+    };
+    const service = superviseService({
+      name: "database",
+      logger: keep,
+      first,
+      minBackoffMs: 20,
+      restart: async () => {
+        restarts += 1;
+        return sleeperService();
+      },
+      keepRunning: () => !shuttingDown,
+    });
+    shuttingDown = true;
+    process.kill(first.pid, "SIGINT");
+    // What the supervisor made of the exit (before: "exited unexpectedly; restarting", and a restart).
+    expect(await until(() => said.find((msg) => msg.startsWith("exited")))).toBe("exited while shutting down; not restarted");
+    // stop() returns though the service had gone by itself, and nothing was started.
+    await service.stop();
+    expect(restarts).toBe(0);
   });
 });

@@ -145,6 +145,11 @@ export type SupervisedServiceOptions = {
   /** Starts it again (on the same data: PostgreSQL's crash recovery, the chain's state dump). */
   restart: () => Promise<ServiceHandle>;
   onStart?: (pid: number) => void;
+  /**
+   * Whether a service that went should be started again; false once the caller is shutting down: a signal to the
+   * whole process group (Ctrl-C) reaches the service too, which may end before the caller comes to stop it.
+   */
+  keepRunning?: () => boolean;
   minBackoffMs?: number;
   maxBackoffMs?: number;
   stableAfterMs?: number;
@@ -181,6 +186,10 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
     while (!stopping && current) {
       await current.exited;
       if (stopping) return;
+      if (options.keepRunning?.() === false) {
+        log.info("exited while shutting down; not restarted", { pid: current.pid });
+        return;
+      }
       const upMs = Date.now() - startedAt;
       if (upMs >= stableAfter) backoff = minBackoff;
       log.error("exited unexpectedly; restarting", { pid: current.pid, upMs, restartInMs: backoff });
