@@ -24,6 +24,12 @@ import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
+/** In each CHILD script: what a statement came to, "ok", its error code, or "no answer in 5 s" (a hang). */
+const CHILD_SETTLE = `const settle = (p) => Promise.race([
+  p.then(() => "ok", (e) => e.code ?? e.message),
+  new Promise((r) => setTimeout(() => r("no answer in 5 s"), 5000).unref()),
+]);`;
+
 const CHILD = `
 import postgres from "postgres";
 import { createInterface } from "node:readline";
@@ -31,10 +37,7 @@ const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 const sql = postgres(process.env.PG_URL, { max: 1, onnotice: () => {} });
 const reserved = await sql.reserve();
 await reserved\`SELECT 1\`;
-const settle = (p) => Promise.race([
-  p.then(() => "ok", (e) => e.code ?? e.message),
-  new Promise((r) => setTimeout(() => r("no answer in 5 s"), 5000).unref()),
-]);
+${CHILD_SETTLE}
 const during = settle(reserved\`SELECT pg_sleep(60)\`);
 process.stdout.write("ready\\n");
 const first = await during;
@@ -54,10 +57,7 @@ process.exit(0);
 const CHILD_RESET_DURING_TYPES = `
 import postgres from "postgres";
 const sql = postgres(process.env.PG_URL, { max: 1, onnotice: () => {} });
-const settle = (p) => Promise.race([
-  p.then(() => "ok", (e) => e.code ?? e.message),
-  new Promise((r) => setTimeout(() => r("no answer in 5 s"), 5000).unref()),
-]);
+${CHILD_SETTLE}
 const first = await settle(sql\`SELECT 1\`);
 const second = await settle(sql\`SELECT 2\`);
 process.stdout.write(JSON.stringify({ first, second }) + "\\n");
@@ -69,10 +69,7 @@ import postgres from "postgres";
 let closed;
 const closing = new Promise((r) => (closed = r));
 const sql = postgres(process.env.PG_URL, { max: 1, onnotice: () => {}, onclose: () => closed() });
-const settle = (p) => Promise.race([
-  p.then(() => "ok", (e) => e.code ?? e.message),
-  new Promise((r) => setTimeout(() => r("no answer in 5 s"), 5000).unref()),
-]);
+${CHILD_SETTLE}
 // The callback waits, between two batches, until the connection has closed under it.
 const cursor = settle(sql\`SELECT generate_series(1, 10) AS n\`.cursor(1, async () => {
   process.stdout.write("in the callback\\n");
@@ -87,13 +84,18 @@ process.exit(0);
 let testDb: TestDatabase;
 let relay: TcpRelay;
 
-/** One of the CHILD scripts in a process of its own, connected through the relay: what it prints, and how it ends. */
-function spawnDriver(script: string) {
+/** The test database's URL, reached through the relay. */
+function throughRelay(): string {
   const url = new URL(testDb.url);
   url.port = String(relay.port);
+  return url.toString();
+}
+
+/** One of the CHILD scripts in a process of its own, connected through the relay: what it prints, and how it ends. */
+function spawnDriver(script: string) {
   const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
     cwd: ROOT,
-    env: { ...process.env, PG_URL: url.toString() },
+    env: { ...process.env, PG_URL: throughRelay() },
     stdio: ["pipe", "pipe", "pipe"],
   });
   let stdout = "";
@@ -179,9 +181,7 @@ describe("postgres.js on a connection the network drops", () => {
   });
 
   it("pipelinedTransaction on a connection cut under it: rejected as lost, nothing written after, and the pool (of one) works again", async () => {
-    const url = new URL(testDb.url);
-    url.port = String(relay.port);
-    const db = createDatabase(url.toString(), { max: 1 });
+    const db = createDatabase(throughRelay(), { max: 1 });
     try {
       const running = pipelinedTransaction(db, (tx) => tx.run([{ text: "SELECT pg_sleep(59)", params: [] }])).then(
         () => "committed",
@@ -210,10 +210,8 @@ describe("postgres.js on a connection the network drops", () => {
     ]);
 
   it("never runs a reserved handle's statements on the connection the pool reconnected after it closed: they are rejected, a BEGIN too, and release() leaves the pool alone", async () => {
-    const url = new URL(testDb.url);
-    url.port = String(relay.port);
     let closes = 0;
-    const client = postgres(url.toString(), { max: 1, onnotice: () => {}, onclose: () => closes++ });
+    const client = postgres(throughRelay(), { max: 1, onnotice: () => {}, onclose: () => closes++ });
     try {
       const reserved = await client.reserve();
       await reserved`SELECT 1`;
@@ -236,9 +234,7 @@ describe("postgres.js on a connection the network drops", () => {
   });
 
   it("rejects the next transaction sent on a connection reset under the last one, before the socket is closed: it never waits for ever", async () => {
-    const url = new URL(testDb.url);
-    url.port = String(relay.port);
-    const db = createDatabase(url.toString(), { max: 1 });
+    const db = createDatabase(throughRelay(), { max: 1 });
     try {
       // As the worker's loop does: a stage's transaction fails on the reset ("read ECONNRESET", PostgreSQL killed),
       // and the next stage starts its own at once. Both run before the socket's close event, on the connection the
@@ -264,10 +260,8 @@ describe("postgres.js on a connection the network drops", () => {
   });
 
   it("after a reset under a statement, refuses the next one with the starting-up server's own error (57P03), after one attempt, and is served once the server is up", async () => {
-    const url = new URL(testDb.url);
-    url.port = String(relay.port);
     let closes = 0;
-    const client = postgres(url.toString(), { max: 1, onnotice: () => {}, onclose: () => closes++ });
+    const client = postgres(throughRelay(), { max: 1, onnotice: () => {}, onclose: () => closes++ });
     try {
       await client`SELECT 1`;
       const inFlight = settle(client`SELECT pg_sleep(54)`);
@@ -292,9 +286,7 @@ describe("postgres.js on a connection the network drops", () => {
   });
 
   it("starts the reconnect backoff again once the server answers a connection opened for a reserve()", async () => {
-    const url = new URL(testDb.url);
-    url.port = String(relay.port);
-    const client = postgres(url.toString(), { max: 1, onnotice: () => {} });
+    const client = postgres(throughRelay(), { max: 1, onnotice: () => {} });
     const retries = () => (client.options as unknown as { shared: { retries: number } }).shared.retries;
     try {
       await relay.cut();
@@ -310,9 +302,7 @@ describe("postgres.js on a connection the network drops", () => {
   });
 
   it("serves a reserve() that waited for the pool's busy connection when that connection closes and comes back", async () => {
-    const url = new URL(testDb.url);
-    url.port = String(relay.port);
-    const client = postgres(url.toString(), { max: 1, onnotice: () => {} });
+    const client = postgres(throughRelay(), { max: 1, onnotice: () => {} });
     try {
       await client`SELECT 1`;
       const busy = settle(client`SELECT pg_sleep(58)`);

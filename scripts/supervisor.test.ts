@@ -2,7 +2,8 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger, type Logger } from "@/lib/log";
+import { createLogger } from "@/lib/log";
+import { keptLog } from "@/test/kept-log";
 import { spawn } from "node:child_process";
 import { describeExit, supervise, superviseService, type ServiceHandle } from "./supervisor";
 
@@ -159,14 +160,7 @@ describe("superviseService", () => {
     const first = sleeperService();
     let restarts = 0;
     let shuttingDown = false;
-    const said: string[] = [];
-    const keep: Logger = {
-      debug: () => {},
-      info: (msg) => void said.push(msg),
-      warn: (msg) => void said.push(msg),
-      error: (msg) => void said.push(msg),
-      child: () => keep,
-    };
+    const { log: keep, lines: said } = keptLog();
     const service = superviseService({
       name: "database",
       logger: keep,
@@ -181,7 +175,7 @@ describe("superviseService", () => {
     shuttingDown = true;
     process.kill(first.pid, "SIGINT");
     // What the supervisor made of the exit (before: "exited unexpectedly; restarting", and a restart).
-    expect(await until(() => said.find((msg) => msg.startsWith("exited")))).toBe("exited while shutting down; not restarted");
+    expect(await until(() => said.find((line) => line.msg.startsWith("exited"))?.msg)).toBe("exited while shutting down; not restarted");
     // stop() returns though the service had gone by itself, and nothing was started.
     await service.stop();
     expect(restarts).toBe(0);

@@ -1,9 +1,9 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { keptLog } from "@/test/kept-log";
 import { startRpcProxy } from "@/test/rpc-proxy";
 import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
 import { createRequests, setUpPipelineFixture, startInProcessWorker, waitTerminal, type PipelineFixture } from "@/test/worker-fixture";
-import type { LogFields, Logger } from "@/lib/log";
 import { StageDeadlineError } from "./loop";
 import type { RunningWorker } from "./worker";
 
@@ -35,15 +35,8 @@ describe("a stage waiting on a database that never answers", () => {
   it("ends the loop with StageDeadlineError; a worker started afresh completes the requests that waited", async () => {
     const url = new URL(fx.database.url);
     url.port = String(relay.port);
-    // What the worker logs, kept (warnings and above).
-    const said: { msg: string; fields?: LogFields }[] = [];
-    const keep: Logger = {
-      debug: () => {},
-      info: () => {},
-      warn: (msg, fields) => void said.push({ msg, fields }),
-      error: (msg, fields) => void said.push({ msg, fields }),
-      child: () => keep,
-    };
+    // What the worker logs, kept.
+    const { log: keep, lines: said } = keptLog();
     const stuck = await startInProcessWorker(fx, { DATABASE_URL: url.toString() }, { heartbeatMs: 200, leaseTtlMs: 2_000, stageDeadlineMs: 5_000 }, keep);
     workers.push(stuck);
     const outcome = stuck.done.then(
