@@ -21,6 +21,15 @@ export type DatabaseOptions = {
   lockTimeoutMs?: number;
   /** Seconds to wait for a new connection before giving up (postgres.js `connect_timeout`, default 30). */
   connectTimeoutSeconds?: number;
+  /**
+   * The client gives a connection up when a statement waits for its answer and the server has sent nothing for this
+   * long: a partition or a frozen server, where no reset ever comes (TCP would retransmit for about 15 minutes). What
+   * waits on it fails with ANSWER_TIMEOUT (an outage, db/unavailable.ts) and the pool opens a new connection for the
+   * next statement. PostgreSQL sends a statement's rows when it ends, so this must exceed the longest statement:
+   * set it above `statementTimeoutMs` (the server's own bound) and commit's disk flush. Unset: no limit. (The
+   * `answer_timeout` of scripts/patch-postgres.mjs.)
+   */
+  answerTimeoutMs?: number;
 };
 
 /**
@@ -28,10 +37,11 @@ export type DatabaseOptions = {
  * web process's pool is lib/http/app-context.ts `appDb()`, the worker's is worker/worker.ts's, tests' test/db.ts.
  */
 export function createDatabase(url: string, options: DatabaseOptions = {}): Database {
-  const client = postgres(url, {
+  const settings: postgres.Options<Record<string, never>> & { answer_timeout?: number } = {
     max: options.max ?? 10,
     onnotice: () => {},
     ...(options.connectTimeoutSeconds ? { connect_timeout: options.connectTimeoutSeconds } : {}),
+    ...(options.answerTimeoutMs ? { answer_timeout: options.answerTimeoutMs / 1000 } : {}),
     connection: {
       application_name: options.applicationName ?? "sponsorship",
       ...(options.idleInTransactionTimeoutMs ? { idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs } : {}),
@@ -39,7 +49,8 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
       ...(options.lockTimeoutMs ? { lock_timeout: options.lockTimeoutMs } : {}),
     },
     // Timestamps are timestamptz(3): postgres.js returns them as Date.
-  });
+  };
+  const client = postgres(url, settings);
   return drizzle({ client, schema }) as Database;
 }
 

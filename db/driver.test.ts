@@ -131,6 +131,16 @@ async function serverRuns(statement: string): Promise<void> {
   );
 }
 
+/** What a statement came to: "ok", its error code, or "no answer" after `ms` (a hang, which the test reports). */
+const settle = (p: PromiseLike<unknown>, ms = 10_000) =>
+  Promise.race([
+    Promise.resolve(p).then(
+      () => "ok",
+      (e: { code?: string; message?: string }) => e.code ?? e.message,
+    ),
+    new Promise<string>((resolve) => setTimeout(() => resolve(`no answer in ${ms} ms`), ms).unref()),
+  ]);
+
 beforeAll(async () => {
   testDb = await createTestDatabase();
   const url = new URL(testDb.url);
@@ -198,16 +208,6 @@ describe("postgres.js on a connection the network drops", () => {
       await closeDatabase(db);
     }
   });
-
-  /** What a statement came to: "ok", its error code, or "no answer" after `ms` (a hang, which the test reports). */
-  const settle = (p: PromiseLike<unknown>, ms = 10_000) =>
-    Promise.race([
-      Promise.resolve(p).then(
-        () => "ok",
-        (e: { code?: string; message?: string }) => e.code ?? e.message,
-      ),
-      new Promise<string>((resolve) => setTimeout(() => resolve(`no answer in ${ms} ms`), ms).unref()),
-    ]);
 
   it("never runs a reserved handle's statements on the connection the pool reconnected after it closed: they are rejected, a BEGIN too, and release() leaves the pool alone", async () => {
     let closes = 0;
@@ -317,6 +317,64 @@ describe("postgres.js on a connection the network drops", () => {
       expect(await settle(client`SELECT 8`)).toBe("ok");
     } finally {
       await client.end({ timeout: 5 });
+    }
+  });
+});
+
+describe("postgres.js ending a pool whose connection just failed", () => {
+  it("end() returns once the failed connection has closed, without waiting for its timeout", async () => {
+    const client = postgres(throughRelay(), { max: 1, onnotice: () => {} });
+    await client`SELECT 1`;
+    const inFlight = settle(client`SELECT pg_sleep(52)`);
+    await serverRuns("SELECT pg_sleep(52)");
+    relay.reset();
+    expect(await inFlight).toBe("ECONNRESET");
+    // As a process stopping after its database went first (Ctrl-C reaches PostgreSQL too): the statement failed, the
+    // socket has not emitted 'close' yet. Before the fix, end() waited for that connection for ever (here: until
+    // its timeout, 5 s in db/client.ts closeDatabase): the close never told it.
+    expect(await settle(client.end(), 3_000)).toBe("ok");
+  });
+});
+
+describe("postgres.js on a connection whose packets are dropped (no reset ever comes)", () => {
+  it("fails what waits on it with ANSWER_TIMEOUT once the server has said nothing for answerTimeoutMs, and serves again when the network is back", async () => {
+    const db = createDatabase(throughRelay(), { max: 1, answerTimeoutMs: 1_000 });
+    try {
+      // A partition (or a frozen server): nothing passes, nothing is closed. TCP alone would retransmit for about
+      // 15 minutes before it gave up. Before the fix: "no answer in 10000 ms".
+      await db.$client`SELECT 1`;
+      relay.blackhole();
+      expect(await settle(db.$client`SELECT 2`)).toBe("ANSWER_TIMEOUT");
+      await relay.cut();
+      await relay.restore();
+      // The same in a transaction, on its reserved connection (the worker's and the registration's shape).
+      await db.$client`SELECT 1`;
+      relay.blackhole();
+      expect(await settle(pipelinedTransaction(db, (tx) => tx.commit([{ text: "SELECT 3", params: [] }])))).toBe("ANSWER_TIMEOUT");
+      await relay.cut();
+      await relay.restore();
+      expect(await settle(db.$client`SELECT 4`)).toBe("ok");
+      expect(await settle(pipelinedTransaction(db, (tx) => tx.commit([{ text: "SELECT 5", params: [] }])))).toBe("ok");
+    } finally {
+      await relay.cut();
+      await relay.restore();
+      await closeDatabase(db);
+    }
+  });
+
+  it("never cuts a statement the server answers within answerTimeoutMs, however long the connection was idle before it", async () => {
+    const db = createDatabase(throughRelay(), { max: 1, answerTimeoutMs: 1_000 });
+    try {
+      // A statement is answered just before the idle time, the next takes 0.6 s: if the clock ran from the last byte
+      // heard rather than from when the statement was sent, the timer the first one started would cut the second.
+      for (const idleMs of [500, 800]) {
+        await new Promise((resolve) => setTimeout(resolve, 1_100)); // no timer left from before
+        await db.$client`SELECT 1`;
+        await new Promise((resolve) => setTimeout(resolve, idleMs));
+        expect(await settle(db.$client`SELECT pg_sleep(0.6)`), `after ${idleMs} ms idle`).toBe("ok");
+      }
+    } finally {
+      await closeDatabase(db);
     }
   });
 });

@@ -16,6 +16,7 @@ const CONNECTION_CODES = new Set([
   "EHOSTUNREACH",
   "ENETUNREACH",
   "CONNECT_TIMEOUT",
+  "ANSWER_TIMEOUT",
   "CONNECTION_CLOSED",
   "CONNECTION_ENDED",
   "CONNECTION_DESTROYED",
@@ -68,7 +69,7 @@ export type DatabaseFailureCode = "unreachable" | "timeout" | "auth_failed" | "s
 export function databaseFailureCode(error: unknown): DatabaseFailureCode {
   const codes = codesOf(error);
   if (codes.some((c) => c === "28P01" || c === "28000")) return "auth_failed";
-  if (codes.some((c) => c === "CONNECT_TIMEOUT" || c === "ETIMEDOUT" || c === "57014" || c === "TIMEOUT")) return "timeout";
+  if (codes.some((c) => c === "CONNECT_TIMEOUT" || c === "ANSWER_TIMEOUT" || c === "ETIMEDOUT" || c === "57014" || c === "TIMEOUT")) return "timeout";
   if (codes.some((c) => c === "57P03")) return "starting_up";
   if (codes.some((c) => c === "53300")) return "too_many_connections";
   if (isDatabaseUnavailable(error) || codes.includes("3D000")) return "unreachable";

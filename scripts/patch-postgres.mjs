@@ -40,7 +40,10 @@
 // - a `reserve()` that is rejected (its connect failed) leaves the pool's queue (see RESERVE_QUERY below);
 // - a `reserve()` handed to a reconnect stays in the queue, so the connection serves it once it is open (after it
 //   fetched the array types: with `fetch_types` off, which this service never sets, 3.4.9 does not open such a
-//   connection to the pool at all).
+//   connection to the pool at all);
+// - an `end()` waiting for a connection that failed returns when that connection closes (see CLOSED_ENDS below);
+// - the option `answer_timeout` (seconds): a connection on which a statement waits and the server has sent nothing for
+//   that long is given up, what waits on it fails with ANSWER_TIMEOUT (see ANSWER_MARK below).
 // Idempotent; it refuses to guess on other text.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -225,6 +228,75 @@ const ONCLOSE_PATCHED = `    /* sponsorship-service: a reserve handed to the rec
 }
 `;
 
+// A statement the server never answers: a partition or a frozen server, where no reset ever comes. TCP retransmits for
+// about 15 minutes before it gives a connection up, and postgres.js has no bound of its own on a statement in flight,
+// so a request handler waited that long for its answer (the web server's statement_timeout is the server's, which
+// never hears of it). The patch adds the option `answer_timeout` (seconds; db/client.ts `answerTimeoutMs`): a
+// connection on which a statement waits, and on which the server has sent nothing for that long, is destroyed, and
+// what waited on it fails with ANSWER_TIMEOUT; the pool opens a new one for the next statement. The clock starts when a
+// statement is sent on an idle connection and again at every byte received; COPY streams are left alone.
+const ANSWER_MARK = "/* sponsorship-service: a statement the server never answers (answer_timeout) */";
+const ANSWER_STATE = "      , connectTimer = timer(connectTimedOut, options.connect_timeout)\n";
+const ANSWER_STATE_PATCHED = `      , connectTimer = timer(connectTimedOut, options.connect_timeout)
+      ${ANSWER_MARK}
+      , answerTimeout = (options.answer_timeout || 0) * 1000
+
+  let answerTimer = null
+    , heardAt = 0
+`;
+const ANSWER_EXECUTE = "    try {\n      q.state = backend\n      query\n";
+const ANSWER_EXECUTE_PATCHED = "    try {\n      q.state = backend\n      answerTimeout && awaitAnswer(!query)\n      query\n";
+const ANSWER_DATA = "  function data(x) {\n    if (incomings) {\n";
+const ANSWER_DATA_PATCHED = "  function data(x) {\n    answerTimeout && (heardAt = performance.now())\n    if (incomings) {\n";
+const ANSWER_FUNCTIONS = `  function connectTimedOut() {
+    errored(Errors.connection('CONNECT_TIMEOUT', options, socket))
+    socket.destroy()
+  }
+`;
+const ANSWER_FUNCTIONS_PATCHED = `${ANSWER_FUNCTIONS}
+  ${ANSWER_MARK}
+  function awaitAnswer(fromIdle) {
+    fromIdle && (heardAt = performance.now())
+    answerTimer === null && (answerTimer = answerAfter(answerTimeout))
+  }
+
+  function answerAfter(ms) {
+    const x = setTimeout(answerCheck, ms)
+    x.unref && x.unref()
+    return x
+  }
+
+  function answerCheck() {
+    answerTimer = null
+    if (!socket || stream || !(query || sent.length))
+      return
+    const silent = performance.now() - heardAt
+    if (silent < answerTimeout)
+      return answerTimer = answerAfter(answerTimeout - silent)
+    const x = socket
+    error(Errors.connection('ANSWER_TIMEOUT', options, socket))
+    closed(true) // now, not at the socket's 'close': the pool must not hand the connection out in between
+    x.destroy()
+  }
+`;
+const ANSWER_CLOSED = "    idleTimer.cancel()\n    lifeTimer.cancel()\n    connectTimer.cancel()\n";
+const ANSWER_CLOSED_PATCHED = `${ANSWER_CLOSED}    answerTimer !== null && (clearTimeout(answerTimer), answerTimer = null)\n`;
+const ANSWER_TERMINATE = "  function terminate() {\n    terminated = true\n";
+const ANSWER_TERMINATE_PATCHED = `${ANSWER_TERMINATE}    answerTimer !== null && (clearTimeout(answerTimer), answerTimer = null)\n`;
+const ANSWER_OPTION = "    target_session_attrs: null\n  }\n";
+const ANSWER_OPTION_PATCHED = `    target_session_attrs: null,\n    answer_timeout  : null ${ANSWER_MARK}\n  }\n`;
+const ANSWER_INTS = "'backoff', 'keep_alive']";
+const ANSWER_INTS_PATCHED = "'backoff', 'keep_alive', 'answer_timeout']";
+
+// An end() called while a statement is in flight waits for the connection to finish (\`ended\`), which only
+// ReadyForQuery or terminate() told it: a connection that failed (a reset, the answer timeout) rejects its statement
+// on the socket's 'error' and closes a moment later, and that close told no one. A caller that ended its pool as soon
+// as its statement failed (a process stopping after its database went first) waited out end()'s timeout, or for ever
+// without one. Now the close tells it.
+const CLOSED_ENDS = "    closedTime = performance.now()\n    hadError && options.shared.retries++\n";
+const CLOSED_ENDS_PATCHED = `    ended && (ended(), ending = ended = null) /* sponsorship-service: an end() waiting for this connection is done */
+${CLOSED_ENDS}`;
+
 function packageDir() {
   try {
     return path.dirname(createRequire(import.meta.url).resolve("postgres/package.json"));
@@ -264,11 +336,20 @@ export function patchPostgres() {
       [CLOSED_REJECT, CLOSED_REJECT_PATCHED],
       [FETCH_TYPES, FETCH_TYPES_PATCHED],
       [PORTAL_SUSPENDED, PORTAL_SUSPENDED_PATCHED],
+      [ANSWER_STATE, ANSWER_STATE_PATCHED],
+      [ANSWER_EXECUTE, ANSWER_EXECUTE_PATCHED],
+      [ANSWER_DATA, ANSWER_DATA_PATCHED],
+      [ANSWER_FUNCTIONS, ANSWER_FUNCTIONS_PATCHED],
+      [ANSWER_CLOSED, ANSWER_CLOSED_PATCHED],
+      [ANSWER_TERMINATE, ANSWER_TERMINATE_PATCHED],
+      [CLOSED_ENDS, CLOSED_ENDS_PATCHED],
     ]);
     const index = patchFile(path.join(dir, variant, "index.js"), [
       [RESERVATION, RESERVATION_PATCHED],
       [RESERVE_QUERY, RESERVE_QUERY_PATCHED],
       [ONCLOSE, ONCLOSE_PATCHED],
+      [ANSWER_OPTION, ANSWER_OPTION_PATCHED],
+      [ANSWER_INTS, ANSWER_INTS_PATCHED],
     ]);
     for (const [file, outcome] of [
       ["connection.js", connection],

@@ -15,7 +15,9 @@ const global = globalThis as Global;
 
 /**
  * The web pool's limits (issue 11): a statement runs at most 5 s and waits at most 2 s for a lock, a session idle
- * inside a transaction is ended after 10 s, a new connection gets 5 s. A request handler never needs longer; a
+ * inside a transaction is ended after 10 s, a new connection gets 5 s, and a connection on which a statement has
+ * heard nothing from the server for 15 s is given up (a partition or a frozen server, where no reset comes: the
+ * server's own limits cannot act, and TCP would wait about 15 minutes). A request handler never needs longer; a
  * stuck one must not hold a connection, a lock or a client. The worker's pools set their own (worker/).
  */
 export const WEB_POOL_LIMITS = {
@@ -23,6 +25,7 @@ export const WEB_POOL_LIMITS = {
   lockTimeoutMs: 2_000,
   idleInTransactionTimeoutMs: 10_000,
   connectTimeoutSeconds: 5,
+  answerTimeoutMs: 15_000,
 } as const;
 
 let overrides: { db?: Database; config?: Config } = {};

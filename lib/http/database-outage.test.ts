@@ -82,6 +82,60 @@ describe("a database outage", () => {
   });
 });
 
+describe("a database that stops answering (a partition: nothing passes, no reset comes)", () => {
+  it("answers 503 unavailable once the answer timeout has passed, never waits on, and recovers when the network is back", async () => {
+    // The web pool's limits, with the answer timeout and the connect timeout shortened for the test (15 s and 5 s).
+    const viaRelay = new URL(t.url);
+    viaRelay.port = String(relay.port);
+    const silent = createDatabase(viaRelay.toString(), {
+      max: 2,
+      applicationName: "sponsorship-web",
+      ...WEB_POOL_LIMITS,
+      answerTimeoutMs: 1_000,
+      connectTimeoutSeconds: 1,
+    });
+    const config = parseConfig({ DATA_DIR: "/nonexistent/sponsorship-test", LOG_LEVEL: "silent", DATABASE_URL: viaRelay.toString() });
+    setAppContextForTests({ db: silent, config });
+    try {
+      const wallet = randomAddress();
+      expect((await callApi({ path: "/wallets/register", body: { walletAddress: wallet } })).status).toBe(201);
+      const created = await callApi({ path: "/sponsorship/request", body: { walletAddress: wallet }, ip: "198.51.100.78" });
+      const request = sponsorshipRequestResponse.parse(created.json);
+
+      // Both of the pool's connections open and idle, as on a server that has been serving.
+      await Promise.all([silent.$client`SELECT pg_sleep(0.05)`, silent.$client`SELECT pg_sleep(0.05)`]);
+      relay.blackhole();
+      // Before the answer timeout these waited for TCP to give up (about 15 minutes); the first ones reach the open
+      // connections (ANSWER_TIMEOUT), the next ones new connections that never get an answer (CONNECT_TIMEOUT).
+      for (const call of [
+        { path: `/sponsorship/${request.id}` },
+        { path: "/wallets/register", body: { walletAddress: randomAddress() } },
+        { path: "/sponsorship/request", body: { walletAddress: randomAddress() } },
+        { path: `/wallets/${wallet}/history` },
+      ]) {
+        const answer = await callApi(call);
+        expectProblem(answer, 503, "unavailable");
+        expect(Number(answer.headers.get("retry-after")), call.path).toBeGreaterThanOrEqual(1);
+      }
+      const health = await callApi({ path: "/health" });
+      expect(health.status).toBe(503);
+      expect(healthResponse.parse(health.json).checks.database).toMatchObject({ status: "down", code: "timeout" });
+
+      await relay.cut();
+      await relay.restore();
+      const deadline = Date.now() + 20_000;
+      let again = await callApi({ path: `/sponsorship/${request.id}` });
+      while (again.status !== 200 && Date.now() < deadline) again = await callApi({ path: `/sponsorship/${request.id}` });
+      expect(again.status).toBe(200);
+    } finally {
+      setAppContextForTests({ db, config: parseConfig({ DATA_DIR: "/nonexistent/sponsorship-test", LOG_LEVEL: "silent", DATABASE_URL: viaRelay.toString() }) });
+      await relay.cut();
+      await relay.restore();
+      await closeDatabase(silent);
+    }
+  }, 60_000);
+});
+
 describe("the web pool's limits", () => {
   it("sets statement_timeout 5 s, lock_timeout 2 s and idle_in_transaction_session_timeout 10 s on its sessions", async () => {
     const rows = await db.$client<{ s: string; l: string; i: string }[]>`SELECT current_setting('statement_timeout') AS s,

@@ -45,6 +45,7 @@ function defaultSources(config: Config = getConfig()): ServiceSources {
       applicationName: "sponsorship-metrics",
       statementTimeoutMs: 5_000,
       lockTimeoutMs: 2_000,
+      answerTimeoutMs: 15_000,
     });
     state.sources = {
       db,
