@@ -40,7 +40,8 @@ export class Heartbeat {
   private state: HeartbeatDetails["state"] = "starting";
   private beating: Promise<void> | undefined;
   private failingSince: number | undefined;
-  private lastFailureLog = 0;
+  // performance.now(), as failingSince: a step of the wall clock does not move them.
+  private lastFailureLog = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly ctx: WorkerContext) {}
 
@@ -122,15 +123,18 @@ export class Heartbeat {
           startedAt: this.startedAt,
           details: await this.details(),
         });
-        if (this.failingSince !== undefined) ctx.log.info("heartbeat written again", { afterMs: Date.now() - this.failingSince });
+        if (this.failingSince !== undefined) ctx.log.info("heartbeat written again", { afterMs: Math.round(performance.now() - this.failingSince) });
         this.failingSince = undefined;
       } catch (error) {
         // Logged once, then every 30 s while it lasts (the loop logs the outage itself).
-        const now = Date.now();
+        const now = performance.now();
         this.failingSince ??= now;
         if (now - this.lastFailureLog >= 30_000) {
           this.lastFailureLog = now;
-          ctx.log.warn("heartbeat failed", { error: error instanceof Error ? error.message : String(error), failingForMs: now - this.failingSince });
+          ctx.log.warn("heartbeat failed", {
+            error: error instanceof Error ? error.message : String(error),
+            failingForMs: Math.round(now - this.failingSince),
+          });
         }
       } finally {
         this.beating = undefined;

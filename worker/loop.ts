@@ -64,15 +64,17 @@ export class WorkerLoop {
   private stopping = false;
   private sleeping: { resolve: () => void; timer: NodeJS.Timeout } | undefined;
   private queueDue = true;
-  private lastQueueScan = 0;
+  // When things last ran, on performance.now() (a monotonic clock: a step of the wall clock, NTP's or an operator's,
+  // neither stalls the loop nor hurries it); -Infinity: never, so each is due at the first pass.
+  private lastQueueScan = Number.NEGATIVE_INFINITY;
   /** The last queue pass had a full batch: the next one runs at once, whatever the batch window. */
   private fullBatch = false;
-  private lastMaintenance = 0;
-  private lastRegistryIndex = 0;
-  private lastFullCheck = 0;
-  private lastBlockPoll = 0;
+  private lastMaintenance = Number.NEGATIVE_INFINITY;
+  private lastRegistryIndex = Number.NEGATIVE_INFINITY;
+  private lastFullCheck = Number.NEGATIVE_INFINITY;
+  private lastBlockPoll = Number.NEGATIVE_INFINITY;
   private lastBlock: bigint | undefined;
-  private lastMaintenanceCheck = 0;
+  private lastMaintenanceCheck = Number.NEGATIVE_INFINITY;
   /** Requests the last relay pass found and left waiting (treasury, fee ceiling): not idle while some wait. */
   private relayWaiting = false;
   private failures = 0;
@@ -163,7 +165,7 @@ export class WorkerLoop {
     const { settings, status } = this.ctx;
     if (this.failures > 0) return Math.min(MAX_BACKOFF_MS, 250 * 2 ** (this.failures - 1));
     if (busy) return 0;
-    const now = Date.now();
+    const now = performance.now();
     const untilQueue = this.lastQueueScan + (this.queueDue ? this.batchWindow() : settings.intervalMs) - now;
     const untilMaintenance = this.lastMaintenance + settings.heartbeatMs - now;
     const untilConfirm = status.inFlight > 0 ? this.lastBlockPoll + settings.confirmPollMs - now : Number.POSITIVE_INFINITY;
@@ -194,7 +196,7 @@ export class WorkerLoop {
   /** One pass over the stages; true when a stage had a full batch (more work is waiting). */
   private async iterate(): Promise<boolean> {
     const { ctx } = this;
-    const now = Date.now();
+    const now = performance.now();
     let busy = false;
     let sent = 0;
     const failed = new Set<Stage>();
@@ -323,9 +325,9 @@ export class WorkerLoop {
     return busy;
   }
 
-  private lastWaitingLog = 0;
+  private lastWaitingLog = Number.NEGATIVE_INFINITY;
   private noteWaiting(why: string): void {
-    const now = Date.now();
+    const now = performance.now();
     if (now - this.lastWaitingLog < 30_000) return;
     this.lastWaitingLog = now;
     const t = this.ctx.status.treasury;

@@ -54,7 +54,7 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
   };
 
   let evaluating: Promise<void> | undefined;
-  let lastPrune = 0;
+  let lastPrune = Number.NEGATIVE_INFINITY; // performance.now(): a step of the wall clock does not move it
   const evaluate = async () => {
     const treasury = ctx.status.treasury;
     if (treasury) {
@@ -90,8 +90,8 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
         budgetPerDay: config.sponsorBudgetPerDay,
       });
     }
-    if (Date.now() - lastPrune >= PRUNE_INTERVAL_MS) {
-      lastPrune = Date.now();
+    if (performance.now() - lastPrune >= PRUNE_INTERVAL_MS) {
+      lastPrune = performance.now();
       const givenUp = await giveUpRemovedEndpointDeliveries(db);
       if (givenUp > 0) log.info("webhook deliveries to removed endpoints given up", { deliveries: givenUp });
       await pruneWebhookEvents(db, EVENT_RETENTION_MS);
