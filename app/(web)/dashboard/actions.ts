@@ -4,7 +4,7 @@ import { refresh } from "next/cache";
 import { cookies } from "next/headers";
 import { redirect } from "next/navigation";
 import { currentAdminSession, currentClientIp, currentUserAgent, isSecureRequest } from "@/lib/admin/request-context";
-import { ADMIN_SESSION_COOKIE, sessionCookieOptions, signInAdministrator, signOutAdministrator } from "@/lib/admin/session";
+import { ADMIN_SESSION_COOKIE, SIGNED_OUT_LOCALLY, sessionCookieOptions, signInAdministrator, signOutAdministrator } from "@/lib/admin/session";
 import { blockIpAsAdministrator, pauseSponsorships, resumeSponsorships, unblockIpAsAdministrator } from "@/lib/admin/controls";
 import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
 import { sendTestWebhook } from "@/lib/admin/webhooks";
@@ -75,11 +75,23 @@ export async function signInAction(_previous: FormState, formData: FormData): Pr
   }
 }
 
+/**
+ * Ends the session and clears its cookie. While the database cannot be reached the session cannot be ended on the
+ * server: the cookie, the only copy of its secret, is cleared all the same (the administrator asked to be signed out
+ * of this browser), and the sign-in form says that the session itself lapses at its expiry (12 h at most).
+ */
 export async function signOutAction(): Promise<void> {
-  const session = await currentAdminSession();
-  if (session) await signOutAdministrator(appDb(), session, { ipAddress: await currentClientIp() });
+  let ended = true;
+  try {
+    const session = await currentAdminSession();
+    if (session) await signOutAdministrator(appDb(), session, { ipAddress: await currentClientIp() });
+  } catch (error) {
+    if (!isDatabaseOutage(error)) throw error;
+    logger.warn("sign-out: the database is unavailable; the cookie is cleared, the session lapses at its expiry", { error });
+    ended = false;
+  }
   (await cookies()).delete(ADMIN_SESSION_COOKIE);
-  redirect("/dashboard");
+  redirect(ended ? "/dashboard" : `/dashboard?${SIGNED_OUT_LOCALLY.param}=${SIGNED_OUT_LOCALLY.value}`);
 }
 
 type SessionCheck = { session: AdminSession; refusal?: undefined } | { session?: undefined; refusal: FormState };

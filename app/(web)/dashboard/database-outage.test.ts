@@ -233,4 +233,36 @@ describe("the pages during a database outage", () => {
     }
     expect((await page("/dashboard/webhooks", { cookie })).status).toBe(200);
   });
+
+  it("signs the browser out during the outage (the cookie cleared) and says the session itself could not be ended, instead of an error page", async () => {
+    await waitFor("the overview to render", async () => ((await page("/dashboard", { cookie })).status === 200 ? true : undefined), {
+      timeoutMs: 20_000,
+      intervalMs: 200,
+    });
+    const signOutForm = formOf((await page("/dashboard", { cookie })).html, "Sign out");
+    await relay.cut();
+    try {
+      // Before: Next's 500 page (the session could not be read), and the cookie stayed.
+      const res = await fetch(`${base}/dashboard`, { method: "POST", body: signOutForm, headers: { origin: base, cookie }, redirect: "manual" });
+      expect(res.status, (await res.clone().text()).slice(0, 300)).toBe(303);
+      expect(res.headers.get("location")).toBe("/dashboard?signed-out=database-unreachable");
+      // The cookie is cleared (expired at once).
+      expect(res.headers.get("set-cookie")).toMatch(/^admin_session=;.*Expires=Thu, 01 Jan 1970/i);
+      const after = await page("/dashboard?signed-out=database-unreachable");
+      expect(after.status).toBe(200);
+      expect(after.html).toContain("Administrator sign-in");
+      expect(unescapeHtml(after.html)).toContain(
+        "You are signed out of this browser. The database could not be reached, so the session could not be ended on the server: it lapses by itself within 12 hours.",
+      );
+    } finally {
+      await relay.restore();
+    }
+    // As the notice says: the session itself was not ended, the old cookie still opens the dashboard (until it lapses).
+    await waitFor("the overview to render again", async () => ((await page("/dashboard", { cookie })).html.includes("Requests by status") ? true : undefined), {
+      timeoutMs: 20_000,
+      intervalMs: 200,
+    });
+    // Without the database outage, signing out says nothing more.
+    expect((await page("/dashboard")).html).not.toContain("You are signed out of this browser");
+  });
 });

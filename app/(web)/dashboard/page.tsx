@@ -6,6 +6,7 @@ import { requestStatus } from "@/db/schema";
 import { loadServiceOverview } from "@/lib/admin/app-overview";
 import { OVERVIEW_RANGES, parseOverviewRange, type DashboardOverview } from "@/lib/admin/overview";
 import { currentAdminSession } from "@/lib/admin/request-context";
+import { ADMIN_SESSION_TTL_MS, SIGNED_OUT_LOCALLY } from "@/lib/admin/session";
 import { appDb } from "@/lib/http/app-context";
 import { focusRing, link } from "../_components/styles";
 import { formatAge, formatCount, formatDateTime, formatDuration, formatEth, shortHex } from "../_lib/format";
@@ -18,12 +19,18 @@ import { withDatabaseOutageNotice } from "./_components/database-outage";
 
 export const metadata: Metadata = { title: "Overview" };
 
+const SIGNED_OUT_LOCALLY_NOTICE = `You are signed out of this browser. The database could not be reached, so the session could not be ended on the server: it lapses by itself within ${ADMIN_SESSION_TTL_MS / 3_600_000} hours.`;
+
 export default withDatabaseOutageNotice(OverviewPage);
 
 async function OverviewPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const session = await currentAdminSession();
-  if (!session) return <SignInForm returnTo="/dashboard" />;
-  const range = parseOverviewRange((await searchParams).range);
+  const query = await searchParams;
+  if (!session) {
+    const signedOutLocally = query[SIGNED_OUT_LOCALLY.param] === SIGNED_OUT_LOCALLY.value;
+    return <SignInForm returnTo="/dashboard" notice={signedOutLocally ? SIGNED_OUT_LOCALLY_NOTICE : undefined} />;
+  }
+  const range = parseOverviewRange(query.range);
   const [overview, actions, state] = await Promise.all([
     loadServiceOverview(range),
     listAdminActions(appDb(), { limit: 10, operatorsOnly: true }),
