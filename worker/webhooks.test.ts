@@ -2,6 +2,12 @@ import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it } from "vitest";
+import type { Abi } from "viem";
+import { compileTestContract } from "@/contracts/test-helpers";
+import type { AdminSession } from "@/db/schema";
+import { pauseSponsorships, resumeSponsorships } from "@/lib/admin/controls";
+import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
+import { blockWallet } from "@/lib/sponsorship/blocks";
 import { getSponsorshipRequest } from "@/lib/sponsorship/reads";
 import { startWebhookReceiver, type WebhookReceiver } from "@/test/webhook-receiver";
 import type { RunningWorker } from "./worker";
@@ -26,6 +32,8 @@ import {
  */
 
 const SECRET = `whsec_${randomBytes(32).toString("base64")}`;
+const refusing = compileTestContract("RefusingWallet.sol", "RefusingWallet");
+const session = { id: "00000000-0000-4000-8000-00000000ad02" } as AdminSession;
 const verifier = new Webhook(SECRET);
 const quiet = createLogger({ test: "webhooks" });
 
@@ -101,6 +109,51 @@ describe("webhooks of request transitions", () => {
     // A tampered body fails the verifier (the check above is real).
     const first = eventsOf(a, id)[0]!;
     expect(() => verifier.verify(first.body.replace("approved", "rejected"), first.headers)).toThrow();
+  });
+
+  it("sends as data of every transition GET /sponsorship/:id's record as it stood then (approved, relayed, completed, rejected, failed), minus ipAddress and userAgent", async () => {
+    const r = await receiver();
+    // Three requests: one completes, one is rejected (its wallet blocked before review), one fails (its wallet starts
+    // refusing payment after review, while sponsorships are paused: failed on its first attempt, no retry can cure it).
+    const done = await createRequest(fx);
+    const blocked = await createRequest(fx);
+    await blockWallet(fx.database.db, { walletAddress: blocked.wallet, reason: "abuse", actor: "admin:test" });
+    const deployed = await fx.clients.waitForTransactionReceipt({
+      hash: await fx.clients.walletClient(LOCAL_DEPLOYER_KEY).deployContract({ abi: refusing.abi, bytecode: refusing.bytecode, args: [false] }),
+    });
+    const refusingWallet = deployed.contractAddress!.toLowerCase() as `0x${string}`;
+    const refused = await createRequest(fx, refusingWallet);
+    await pauseSponsorships(fx.database.db, { session, ipAddress: null }, { reason: "test: hold relays" });
+    await worker([r.url]);
+    await waitFor("the refusing wallet's request approved", async () => (await readRequest(fx, refused.id)).status === "approved");
+    await fx.clients.waitForTransactionReceipt({
+      hash: await fx.clients
+        .walletClient(LOCAL_DEPLOYER_KEY)
+        .writeContract({ address: refusingWallet, abi: refusing.abi as Abi, functionName: "setRefusing", args: [true] }),
+    });
+    await resumeSponsorships(fx.database.db, { session, ipAddress: null });
+
+    const expected = { [done.id]: ["approved", "relayed", "completed"], [blocked.id]: ["rejected"], [refused.id]: ["approved", "relayed", "failed"] };
+    for (const [id, statuses] of Object.entries(expected)) {
+      const events = await waitFor(`${statuses.length} events of ${id}`, async () => (eventsOf(r, id).length >= statuses.length ? eventsOf(r, id) : undefined));
+      expect(events.map((e) => e.json.type)).toEqual(statuses.map((s) => `sponsorship.${s}`));
+      // Terminal now: GET's record no longer changes. The terminal event's data is that record; an earlier one's is the
+      // record as it stood at its transition: its status, the later transitions' timestamps still null, and the relay
+      // transactions of that moment (none when approved; when relayed, the attempt just stored, before its broadcast).
+      const { ipAddress: _ip, userAgent: _ua, ...record } = (await getSponsorshipRequest(fx.database.db, id))!;
+      const last = events.at(-1)!;
+      expect(last.json.data, `${last.json.type} of ${id}`).toEqual(record);
+      for (const e of events.slice(0, -1)) {
+        const status = e.json.data.status as string;
+        const relays =
+          status === "approved"
+            ? []
+            : record.relayTransactions
+                .slice(0, 1)
+                .map((t) => ({ ...t, status: "queued", submittedAt: null, confirmedAt: null, failedAt: null, failureReason: null }));
+        expect(e.json.data, `${e.json.type} of ${id}`).toEqual({ ...record, status, completedAt: null, failedAt: null, relayTransactions: relays });
+      }
+    }
   });
 
   it("retries a receiver that answers 500 three times, then 200: delivered on the fourth try with the same webhook-id", async () => {
