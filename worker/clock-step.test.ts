@@ -29,23 +29,11 @@ describe("the worker when the wall clock steps back", () => {
   it("goes on reviewing, relaying and confirming: new requests complete", async () => {
     const worker = await startInProcessWorker(fx);
     workers.push(worker);
-    const before = await createRequests(fx, 2);
-    expect(
-      await waitTerminal(
-        fx,
-        before.map((r) => r.id),
-        30_000,
-      ),
-    ).toEqual({ completed: 2 });
+    const before = (await createRequests(fx, 2)).map((r) => r.id);
+    expect(await waitTerminal(fx, before, 30_000)).toEqual({ completed: 2 });
 
     vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
-    const after = await createRequests(fx, 3);
-    expect(
-      await waitTerminal(
-        fx,
-        after.map((r) => r.id),
-        30_000,
-      ),
-    ).toEqual({ completed: 3 });
+    const after = (await createRequests(fx, 3)).map((r) => r.id);
+    expect(await waitTerminal(fx, after, 30_000)).toEqual({ completed: 3 });
   }, 90_000);
 });
