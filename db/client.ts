@@ -25,9 +25,9 @@ export type DatabaseOptions = {
    * The client gives a connection up when a statement waits for its answer and the server has sent nothing for this
    * long: a partition or a frozen server, where no reset ever comes (TCP would retransmit for about 15 minutes). What
    * waits on it fails with ANSWER_TIMEOUT (an outage, db/unavailable.ts) and the pool opens a new connection for the
-   * next statement. PostgreSQL sends a statement's rows when it ends, so this must exceed the longest statement:
-   * set it above `statementTimeoutMs` (the server's own bound) and commit's disk flush. Unset: no limit. (The
-   * `answer_timeout` of scripts/patch-postgres.mjs.)
+   * next statement. PostgreSQL sends a statement's rows when it ends, so this must exceed the longest statement
+   * (and the time to send it): set it above `statementTimeoutMs` (the server's own bound) and commit's disk flush.
+   * COPY and cursors are not timed. Unset: no limit. (The `answer_timeout` of scripts/patch-postgres.mjs.)
    */
   answerTimeoutMs?: number;
 };

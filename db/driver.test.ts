@@ -334,6 +334,32 @@ describe("postgres.js ending a pool whose connection just failed", () => {
     // its timeout, 5 s in db/client.ts closeDatabase): the close never told it.
     expect(await settle(client.end(), 3_000)).toBe("ok");
   });
+
+  it("end() still serves a statement queued behind the connection that failed, and leaves no connection open", async () => {
+    const client = postgres(throughRelay(), { max: 1, onnotice: () => {}, connection: { application_name: "driver-end-queued" } });
+    await client`SELECT 1`;
+    // A statement with a parameter not yet prepared fills the connection: the next one waits in the pool's queue.
+    const inFlight = settle(client`SELECT pg_sleep(${51})`);
+    const queued = settle(client`SELECT 2`);
+    await serverRuns("SELECT pg_sleep($1)");
+    const ending = settle(client.end(), 5_000);
+    relay.reset();
+    expect(await inFlight).toBe("ECONNRESET");
+    // The queued statement is served on a new connection (a graceful end finishes what waits), and end() returns
+    // once that connection is done. A first fix resolved end() at the close and left the new connection open.
+    expect(await queued).toBe("ok");
+    expect(await ending).toBe("ok");
+    await waitFor(
+      "no connection of the ended client left",
+      async () => {
+        const rows = await testDb.db.execute<{ n: number }>(
+          sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'driver-end-queued' AND state <> 'active'`,
+        );
+        return rows[0]!.n === 0 ? true : undefined;
+      },
+      { timeoutMs: 5_000, intervalMs: 50 },
+    );
+  });
 });
 
 describe("postgres.js on a connection whose packets are dropped (no reset ever comes)", () => {
@@ -358,6 +384,23 @@ describe("postgres.js on a connection whose packets are dropped (no reset ever c
     } finally {
       await relay.cut();
       await relay.restore();
+      await closeDatabase(db);
+    }
+  });
+
+  it("does not take a stalled event loop for the server's silence: an answer that arrived during the stall is read first", async () => {
+    const db = createDatabase(testDb.url, { max: 1, answerTimeoutMs: 1_000 }); // directly: the relay runs on this event loop too
+    try {
+      await db.$client`SELECT 1`;
+      const answer = settle(db.$client`SELECT pg_sleep(0.05)`);
+      // Given to the connection and written (postgres.js writes small statements on setImmediate).
+      for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+      // The process busy for longer than the timeout (a long synchronous task, or the process paused): the answer
+      // reaches the socket meanwhile, but timers run before sockets are read. Before the second look: ANSWER_TIMEOUT.
+      const until = performance.now() + 1_300;
+      while (performance.now() < until);
+      expect(await answer).toBe("ok");
+    } finally {
       await closeDatabase(db);
     }
   });

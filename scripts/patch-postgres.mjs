@@ -234,7 +234,9 @@ const ONCLOSE_PATCHED = `    /* sponsorship-service: a reserve handed to the rec
 // never hears of it). The patch adds the option `answer_timeout` (seconds; db/client.ts `answerTimeoutMs`): a
 // connection on which a statement waits, and on which the server has sent nothing for that long, is destroyed, and
 // what waited on it fails with ANSWER_TIMEOUT; the pool opens a new one for the next statement. The clock starts when a
-// statement is sent on an idle connection and again at every byte received; COPY streams are left alone.
+// statement is given to an idle connection (so the time to send a large one counts) and again at every byte received;
+// the server must still be silent at a second look, after the sockets were read (a stalled event loop is not the
+// server's silence). COPY and cursors (which wait for their caller between batches) are not timed.
 const ANSWER_MARK = "/* sponsorship-service: a statement the server never answers (answer_timeout) */";
 const ANSWER_STATE = "      , connectTimer = timer(connectTimedOut, options.connect_timeout)\n";
 const ANSWER_STATE_PATCHED = `      , connectTimer = timer(connectTimedOut, options.connect_timeout)
@@ -260,19 +262,23 @@ const ANSWER_FUNCTIONS_PATCHED = `${ANSWER_FUNCTIONS}
     answerTimer === null && (answerTimer = answerAfter(answerTimeout))
   }
 
-  function answerAfter(ms) {
-    const x = setTimeout(answerCheck, ms)
+  function answerAfter(ms, again) {
+    const x = setTimeout(answerCheck, ms, again)
     x.unref && x.unref()
     return x
   }
 
-  function answerCheck() {
+  function answerCheck(again) {
     answerTimer = null
-    if (!socket || stream || !(query || sent.length))
+    if (!socket || stream || !(query || sent.length) || (query && query.cursorFn))
       return
     const silent = performance.now() - heardAt
     if (silent < answerTimeout)
       return answerTimer = answerAfter(answerTimeout - silent)
+    // Timers run before sockets are read: after a stalled event loop the answer may be waiting unread. A timer set now
+    // runs in the next turn of the loop, after its sockets were read.
+    if (!again)
+      return answerTimer = answerAfter(0, true)
     const x = socket
     error(Errors.connection('ANSWER_TIMEOUT', options, socket))
     closed(true) // now, not at the socket's 'close': the pool must not hand the connection out in between
@@ -288,14 +294,17 @@ const ANSWER_OPTION_PATCHED = `    target_session_attrs: null,\n    answer_timeo
 const ANSWER_INTS = "'backoff', 'keep_alive']";
 const ANSWER_INTS_PATCHED = "'backoff', 'keep_alive', 'answer_timeout']";
 
-// An end() called while a statement is in flight waits for the connection to finish (\`ended\`), which only
+// An end() called while a statement is in flight waits for the connection to finish (`ended`), which only
 // ReadyForQuery or terminate() told it: a connection that failed (a reset, the answer timeout) rejects its statement
 // on the socket's 'error' and closes a moment later, and that close told no one. A caller that ended its pool as soon
 // as its statement failed (a process stopping after its database went first) waited out end()'s timeout, or for ever
-// without one. Now the close tells it.
-const CLOSED_ENDS = "    closedTime = performance.now()\n    hadError && options.shared.retries++\n";
-const CLOSED_ENDS_PATCHED = `    ended && (ended(), ending = ended = null) /* sponsorship-service: an end() waiting for this connection is done */
-${CLOSED_ENDS}`;
+// without one. Now the close tells it, unless the pool reconnects the connection at once for a statement waiting in
+// its queue (`onclose`): that one is served first (an end is graceful), and the connection ends after it.
+const CLOSED_ENDS = "    onclose(connection, Errors.connection('CONNECTION_CLOSED', options, socket))\n  }\n";
+const CLOSED_ENDS_PATCHED = `    onclose(connection, Errors.connection('CONNECTION_CLOSED', options, socket))
+    !initial && ended && (ended(), ending = ended = null) /* sponsorship-service: an end() waiting for this connection is done */
+  }
+`;
 
 function packageDir() {
   try {

@@ -26,7 +26,7 @@ export type PipelinedTransaction = {
   send: <const T extends readonly Query<unknown>[]>(queries: T, options?: { commit?: boolean }) => Promise<Answers<T>>;
 };
 
-const LOST_CONNECTION_CODES = new Set(["CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "ECONNRESET", "EPIPE", "ETIMEDOUT"]);
+const LOST_CONNECTION_CODES = new Set(["CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "ANSWER_TIMEOUT", "ECONNRESET", "EPIPE", "ETIMEDOUT"]);
 
 /** The connection itself failed (dropped, reset, ended, or the server terminated the session). */
 function connectionLost(error: unknown): boolean {
