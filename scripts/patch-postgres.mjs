@@ -306,6 +306,45 @@ const CLOSED_ENDS_PATCHED = `    onclose(connection, Errors.connection('CONNECTI
   }
 `;
 
+// What an earlier form of this script (ba03833, never released) wrote where this one writes something else. Each is
+// turned back into the text it replaced before the edits above apply, so a tree that form patched ends as a pristine
+// one does (npm does not unpack an installed package again).
+const SUPERSEDED_CONNECTION = [
+  [
+    `${ANSWER_FUNCTIONS}
+  ${ANSWER_MARK}
+  function awaitAnswer(fromIdle) {
+    fromIdle && (heardAt = performance.now())
+    answerTimer === null && (answerTimer = answerAfter(answerTimeout))
+  }
+
+  function answerAfter(ms) {
+    const x = setTimeout(answerCheck, ms)
+    x.unref && x.unref()
+    return x
+  }
+
+  function answerCheck() {
+    answerTimer = null
+    if (!socket || stream || !(query || sent.length))
+      return
+    const silent = performance.now() - heardAt
+    if (silent < answerTimeout)
+      return answerTimer = answerAfter(answerTimeout - silent)
+    const x = socket
+    error(Errors.connection('ANSWER_TIMEOUT', options, socket))
+    closed(true) // now, not at the socket's 'close': the pool must not hand the connection out in between
+    x.destroy()
+  }
+`,
+    ANSWER_FUNCTIONS,
+  ],
+  [
+    "    ended && (ended(), ending = ended = null) /* sponsorship-service: an end() waiting for this connection is done */\n    closedTime = performance.now()\n",
+    "    closedTime = performance.now()\n",
+  ],
+];
+
 function packageDir() {
   try {
     return path.dirname(createRequire(import.meta.url).resolve("postgres/package.json"));
@@ -320,11 +359,18 @@ function packageDir() {
 /**
  * Applies `edits` ([original, patched] pairs; `original` may be a list of the forms it may have) to `file`: each
  * edit whose patched text is not there yet, when one of its original texts is; returns what it did ("NOT patched" when an edit finds neither).
+ * `superseded` ([earlier patched text, its original] pairs) is turned back first.
  */
-function patchFile(file, edits) {
-  let text = readFileSync(file, "utf8");
+function patchFile(file, edits, superseded = []) {
+  const before = readFileSync(file, "utf8");
+  let text = before;
+  for (const [old, original] of superseded) text = text.replace(old, original);
   const pending = edits.filter(([, patched]) => !text.includes(patched));
-  if (pending.length === 0) return "already patched";
+  if (pending.length === 0) {
+    if (text === before) return "already patched";
+    writeFileSync(file, text);
+    return "patched";
+  }
   const found = pending.map(([originals, patched]) => [[originals].flat().find((o) => text.includes(o)), patched]);
   if (!found.every(([original]) => original !== undefined)) return "NOT patched";
   for (const [original, patched] of found) text = text.replace(original, patched);
@@ -338,21 +384,25 @@ export function patchPostgres() {
   const results = [];
   for (const variant of ["src", "cjs/src", "cf/src"]) {
     if (!existsSync(path.join(dir, variant, "connection.js"))) continue;
-    const connection = patchFile(path.join(dir, variant, "connection.js"), [
-      [NEXT_WRITE, NEXT_WRITE_PATCHED],
-      [CLOSED, CLOSED_PATCHED],
-      [TERMINATE, TERMINATE_PATCHED],
-      [CLOSED_REJECT, CLOSED_REJECT_PATCHED],
-      [FETCH_TYPES, FETCH_TYPES_PATCHED],
-      [PORTAL_SUSPENDED, PORTAL_SUSPENDED_PATCHED],
-      [ANSWER_STATE, ANSWER_STATE_PATCHED],
-      [ANSWER_EXECUTE, ANSWER_EXECUTE_PATCHED],
-      [ANSWER_DATA, ANSWER_DATA_PATCHED],
-      [ANSWER_FUNCTIONS, ANSWER_FUNCTIONS_PATCHED],
-      [ANSWER_CLOSED, ANSWER_CLOSED_PATCHED],
-      [ANSWER_TERMINATE, ANSWER_TERMINATE_PATCHED],
-      [CLOSED_ENDS, CLOSED_ENDS_PATCHED],
-    ]);
+    const connection = patchFile(
+      path.join(dir, variant, "connection.js"),
+      [
+        [NEXT_WRITE, NEXT_WRITE_PATCHED],
+        [CLOSED, CLOSED_PATCHED],
+        [TERMINATE, TERMINATE_PATCHED],
+        [CLOSED_REJECT, CLOSED_REJECT_PATCHED],
+        [FETCH_TYPES, FETCH_TYPES_PATCHED],
+        [PORTAL_SUSPENDED, PORTAL_SUSPENDED_PATCHED],
+        [ANSWER_STATE, ANSWER_STATE_PATCHED],
+        [ANSWER_EXECUTE, ANSWER_EXECUTE_PATCHED],
+        [ANSWER_DATA, ANSWER_DATA_PATCHED],
+        [ANSWER_FUNCTIONS, ANSWER_FUNCTIONS_PATCHED],
+        [ANSWER_CLOSED, ANSWER_CLOSED_PATCHED],
+        [ANSWER_TERMINATE, ANSWER_TERMINATE_PATCHED],
+        [CLOSED_ENDS, CLOSED_ENDS_PATCHED],
+      ],
+      SUPERSEDED_CONNECTION,
+    );
     const index = patchFile(path.join(dir, variant, "index.js"), [
       [RESERVATION, RESERVATION_PATCHED],
       [RESERVE_QUERY, RESERVE_QUERY_PATCHED],
