@@ -28,8 +28,8 @@ export const ADMIN_SESSION_COOKIE = "admin_session";
 /** A session lasts a working day; signing in again is cheap. */
 export const ADMIN_SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 /**
- * The dashboard's query after a sign-out that cleared the cookie but could not end the session on the server (the
- * database was unreachable): `/dashboard?signed-out=database-unreachable` says so above the sign-in form.
+ * The dashboard's query after a sign-out that cleared the cookie but may not have ended the session on the server
+ * (the database was unreachable): `/dashboard?signed-out=database-unreachable` says so above the sign-in form.
  */
 export const SIGNED_OUT_LOCALLY = { param: "signed-out", value: "database-unreachable" } as const;
 

@@ -76,7 +76,7 @@ export async function signInAction(_previous: FormState, formData: FormData): Pr
 }
 
 /**
- * Ends the session and clears its cookie. While the database cannot be reached the session cannot be ended on the
+ * Ends the session and clears its cookie. While the database cannot be reached the session may not be ended on the
  * server: the cookie, the only copy of its secret, is cleared all the same (the administrator asked to be signed out
  * of this browser), and the sign-in form says that the session itself lapses at its expiry (12 h at most).
  */
