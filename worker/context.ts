@@ -23,6 +23,12 @@ export type WorkerSettings = {
   confirmPollMs: number;
   /** A stage this long without an answer is stuck: the loop ends with StageDeadlineError (worker/loop.ts). */
   stageDeadlineMs: number;
+  /**
+   * The worker's pool gives up a connection on which a statement has heard nothing from the server for this long (a
+   * partition, a frozen server: no reset comes). The stage fails as in an outage and is retried on a new connection,
+   * so the worker goes on by itself once the network is back, long before the stage deadline would end it.
+   */
+  databaseAnswerTimeoutMs: number;
   /** Test hook: SIGKILL right after this many accepted broadcasts. */
   crashAfterBroadcasts: number | undefined;
 };

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { keptLog } from "@/test/kept-log";
 import { startRpcProxy } from "@/test/rpc-proxy";
 import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
-import { createRequests, setUpPipelineFixture, startInProcessWorker, waitTerminal, type PipelineFixture } from "@/test/worker-fixture";
+import { createRequests, setUpPipelineFixture, startInProcessWorker, waitFor, waitTerminal, type PipelineFixture } from "@/test/worker-fixture";
 import { StageDeadlineError } from "./loop";
 import type { RunningWorker } from "./worker";
 
@@ -81,6 +81,36 @@ describe("a stage waiting on a database that never answers", () => {
       ),
     ).toEqual({ completed: 3 });
   }, 120_000);
+
+  it("fails a stage whose database has said nothing for databaseAnswerTimeoutMs, as an outage, and goes on by itself once the network is back", async () => {
+    await relay.cut();
+    await relay.restore();
+    const url = new URL(fx.database.url);
+    url.port = String(relay.port);
+    const { log: keep, lines: said } = keptLog();
+    const settings = { heartbeatMs: 200, leaseTtlMs: 2_000, stageDeadlineMs: 60_000, databaseAnswerTimeoutMs: 1_500 };
+    const worker = await startInProcessWorker(fx, { DATABASE_URL: url.toString() }, settings, keep);
+    workers.push(worker);
+    let ended: unknown;
+    void worker.done.then(
+      () => (ended = "ended"),
+      (error: unknown) => (ended = error),
+    );
+    const before = (await createRequests(fx, 2)).map((r) => r.id);
+    expect(await waitTerminal(fx, before, 30_000)).toEqual({ completed: 2 });
+
+    relay.blackhole();
+    const waiting = (await createRequests(fx, 3)).map((r) => r.id);
+    // Before the answer timeout the stage waited on its statement until the deadline ended the worker (60 s here,
+    // 5 min by default). Now it is given up after 1.5 s (ANSWER_TIMEOUT); a retry that needs a new connection meets
+    // the connect timeout instead (30 s): either way an outage, backed off and retried.
+    await waitFor("a stage given up on the silent database", async () => said.some((l) => l.msg === "database unavailable, backing off") || undefined, 45_000);
+    await relay.cut();
+    await relay.restore();
+    // The same worker, never stuck, completes what waited.
+    expect(await waitTerminal(fx, waiting, 60_000)).toEqual({ completed: 3 });
+    expect(ended).toBeUndefined();
+  }, 150_000);
 
   it("lets a stage run longer than the deadline while its calls are answered (a slow node is not a stuck stage)", async () => {
     // Every JSON-RPC request answered after 1 s: a stage makes several in a row (the head, the treasury and the fees,

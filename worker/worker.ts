@@ -45,6 +45,14 @@ export type RunningWorker = {
   stop: () => Promise<void>;
 };
 
+/**
+ * The worker pool's answer timeout (WorkerSettings.databaseAnswerTimeoutMs). Its statements have no statement_timeout;
+ * the longest legitimate one waits on a row lock another worker holds across one chain read (5 s) and is ended by
+ * idle_in_transaction_session_timeout (15 s) at worst, and the prune of old webhook events is a single statement
+ * that the server completes even if this side gives up on it.
+ */
+const DATABASE_ANSWER_TIMEOUT_MS = 60_000;
+
 /** How long setting up LISTEN may take before the worker polls instead (worker.ts `listen`). */
 const LISTEN_SETUP_MS = 15_000;
 
@@ -60,6 +68,7 @@ export function workerSettings(config: Config, overrides: Partial<WorkerSettings
     leaseTtlMs: 15_000,
     confirmPollMs: 50,
     stageDeadlineMs: STAGE_DEADLINE_MS,
+    databaseAnswerTimeoutMs: DATABASE_ANSWER_TIMEOUT_MS,
     crashAfterBroadcasts: config.workerTestCrashAfterBroadcasts,
     ...overrides,
   };
@@ -164,8 +173,13 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   // requests it claimed for ever, and another worker taking the expired lease over would wait on that lock: the
   // server ends such a session. The longest legitimate idle gap inside a worker transaction is one chain read
   // (5 s timeout) or signing a batch.
-  const db: Database = createDatabase(databaseUrl, { max: 6, applicationName: "sponsorship-worker", idleInTransactionTimeoutMs: 15_000 });
   const settings = workerSettings(config, options.settings);
+  const db: Database = createDatabase(databaseUrl, {
+    max: 6,
+    applicationName: "sponsorship-worker",
+    idleInTransactionTimeoutMs: 15_000,
+    answerTimeoutMs: settings.databaseAnswerTimeoutMs,
+  });
   const pool = new RelayerPool({ db, chain, log, workerId, keys: config.relayerPrivateKeys, leaseTtlMs: settings.leaseTtlMs });
   const ctx: WorkerContext = {
     workerId,
