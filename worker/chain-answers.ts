@@ -73,6 +73,9 @@ export class ChainHealth {
   reachable = true;
   downSince: Date | undefined;
   recoveredAt = new Date();
+  // performance.now() of the same two moments, for the durations (a step of the wall clock moves neither).
+  private downSinceMs = 0;
+  private recoveredAtMs = performance.now();
   lastError: string | undefined;
   /** performance.now() of the last call that came back, reached or not (the worker's stage deadline counts from it). */
   lastAnswerAt = 0;
@@ -81,10 +84,11 @@ export class ChainHealth {
   noteReached(): void {
     this.lastAnswerAt = performance.now();
     if (this.reachable) return;
-    const downForMs = this.downSince ? Date.now() - this.downSince.getTime() : undefined;
+    const downForMs = this.downSince ? Math.round(performance.now() - this.downSinceMs) : undefined;
     this.reachable = true;
     this.downSince = undefined;
     this.recoveredAt = new Date();
+    this.recoveredAtMs = performance.now();
     this.onChange?.(true, { downForMs });
   }
 
@@ -94,12 +98,13 @@ export class ChainHealth {
     if (!this.reachable) return;
     this.reachable = false;
     this.downSince = new Date();
+    this.downSinceMs = performance.now();
     this.onChange?.(false, { error: error.message });
   }
 
   /** Milliseconds the chain has been reachable without interruption. */
   reachableForMs(): number {
-    return this.reachable ? Date.now() - this.recoveredAt.getTime() : 0;
+    return this.reachable ? performance.now() - this.recoveredAtMs : 0;
   }
 }
 

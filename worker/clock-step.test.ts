@@ -1,5 +1,15 @@
-import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
-import { createRequests, setUpPipelineFixture, startInProcessWorker, waitTerminal, type PipelineFixture } from "@/test/worker-fixture";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import {
+  anvilRpc,
+  createRequest,
+  createRequests,
+  readRelays,
+  setUpPipelineFixture,
+  startInProcessWorker,
+  waitFor,
+  waitTerminal,
+  type PipelineFixture,
+} from "@/test/worker-fixture";
 import type { RunningWorker } from "./worker";
 
 /**
@@ -17,11 +27,8 @@ const workers: RunningWorker[] = [];
 
 setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
 
-afterEach(() => {
+afterEach(async () => {
   vi.useRealTimers();
-});
-
-afterAll(async () => {
   for (const w of workers.splice(0)) await w.stop();
 });
 
@@ -35,5 +42,26 @@ describe("the worker when the wall clock steps back", () => {
     vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
     const after = (await createRequests(fx, 3)).map((r) => r.id);
     expect(await waitTerminal(fx, after, 30_000)).toEqual({ completed: 3 });
+  }, 90_000);
+
+  it("still replaces a transaction left unmined for RELAY_TIMEOUT_MS (the confirm stage's clocks too)", async () => {
+    await anvilRpc(fx, "evm_setAutomine", [false]);
+    try {
+      const worker = await startInProcessWorker(fx, { RELAY_TIMEOUT_MS: "1500" });
+      workers.push(worker);
+      const { id } = await createRequest(fx);
+      await waitFor("attempt 1 submitted", async () => (await readRelays(fx, id)).find((r) => r.status === "submitted"), 20_000);
+      vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
+      // On the wall clock the chain had been reachable for minus an hour: nothing was stuck, nothing replaced.
+      const relays = await waitFor("a replacement (attempt 2) submitted", async () => {
+        const all = await readRelays(fx, id);
+        return all.length === 2 && all[1]!.status === "submitted" ? all : undefined;
+      });
+      expect(relays[1]!.nonce).toBe(relays[0]!.nonce);
+      await anvilRpc(fx, "evm_mine");
+      expect(await waitTerminal(fx, [id], 30_000)).toEqual({ completed: 1 });
+    } finally {
+      await anvilRpc(fx, "evm_setAutomine", [true]);
+    }
   }, 90_000);
 });

@@ -91,7 +91,7 @@ export class Confirmer {
     // Mined deep enough: settle. Mined, not deep enough yet: wait. Not mined (or dropped again by a reorg): watch.
     const consumed: Group[] = [];
     const unconsumed: Group[] = [];
-    const now = Date.now();
+    const now = performance.now(); // in-memory clocks run on performance.now(): a step of the wall clock moves none
     for (const g of groups.values()) {
       const n = nonces.get(g.relayer);
       if (!n) continue;

@@ -24,7 +24,7 @@ export async function fillHoles(
   groups: Map<string, Group>,
 ): Promise<boolean> {
   const leases = await listRelayerLeases(ctx.db, relayers);
-  const now = Date.now();
+  const now = performance.now();
   let clear = leases.length === relayers.length;
   for (const lease of leases) {
     const n = nonces.get(lease.address);

@@ -107,7 +107,7 @@ export async function replace(ctx: WorkerContext, state: ConfirmState, group: Gr
 
 /** A stuck transaction whose replacement would have to be signed above the fee ceiling (logged every 30 s). */
 function noteNotReplaced(ctx: WorkerContext, state: ConfirmState, group: Group, wouldBe: bigint, ceiling: bigint): void {
-  const now = Date.now();
+  const now = performance.now();
   if (now - state.lastNotReplacedLog < 30_000) return;
   state.lastNotReplacedLog = now;
   ctx.log.warn("stuck transaction not replaced: the replacement would exceed MAX_FEE_PER_GAS_GWEI", {

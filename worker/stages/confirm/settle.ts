@@ -44,7 +44,7 @@ export async function settle(ctx: WorkerContext, state: ConfirmState, consumed: 
   const reverts: Settled[] = [];
   const fills: Settled[] = [];
   const dropped: Group[] = [];
-  const now = Date.now();
+  const now = performance.now();
   for (const group of consumed) {
     const k = key(group.relayer, group.nonce);
     const winner = group.rows.find((r) => receipts.get(r.transactionHash));

@@ -44,11 +44,11 @@ export class ConfirmState {
   /** The block through which settling may look (CONFIRMATIONS - 1 below the head); undefined when that is the head. */
   settledAt: bigint | undefined;
   /** When a stuck transaction not replaced for the fee ceiling was last logged. */
-  lastNotReplacedLog = 0;
+  lastNotReplacedLog = Number.NEGATIVE_INFINITY;
 
   /** Remembers a broadcast, so it is not repeated at once. */
   noteSent(hashes: readonly string[]): void {
-    const now = Date.now();
+    const now = performance.now();
     for (const h of hashes) this.lastSent.set(h, now);
   }
 

@@ -15,7 +15,7 @@ const REBROADCAST_EVERY_MS = 3_000;
  * RELAY_TIMEOUT_MS (counted only while the chain was reachable) is handed to ./replace.ts.
  */
 export async function watch(ctx: WorkerContext, state: ConfirmState, groups: Group[], nonces: Map<Address, RelayerNonces>): Promise<void> {
-  const now = Date.now();
+  const now = performance.now();
   const resend: OpenNonceTransaction[] = [];
   const stuck: Group[] = [];
   const reachableFor = ctx.chain.health.reachableForMs();
@@ -29,7 +29,7 @@ export async function watch(ctx: WorkerContext, state: ConfirmState, groups: Gro
     // Never accepted by the node yet (queued: crash or outage before the broadcast was recorded), or lost by it
     // (the node's pending nonce stops below this nonce): send the stored bytes again.
     const notHeld = latestOpen.status === "queued" || group.nonce >= pending;
-    if (notHeld && now - (state.lastSent.get(latestOpen.transactionHash) ?? 0) >= REBROADCAST_EVERY_MS) resend.push(latestOpen);
+    if (notHeld && now - (state.lastSent.get(latestOpen.transactionHash) ?? Number.NEGATIVE_INFINITY) >= REBROADCAST_EVERY_MS) resend.push(latestOpen);
     if (latestOpen.status === "submitted" && latestOpen.submittedAgeMs !== null) {
       // Time spent mined (waiting to be deep enough) is not time unmined: after a reorg the clock starts again.
       const droppedAt = state.droppedByReorgAt.get(key(group.relayer, group.nonce));
