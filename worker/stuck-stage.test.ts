@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { keptLog } from "@/test/kept-log";
 import { startRpcProxy } from "@/test/rpc-proxy";
 import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
@@ -8,11 +8,12 @@ import { StageDeadlineError } from "./loop";
 import type { RunningWorker } from "./worker";
 
 /**
- * A stage that never finishes (worker/loop.ts STAGE_DEADLINE_MS): the worker reaches PostgreSQL through a TCP relay
- * that, once told to, drops every packet without closing anything, as a partition or a frozen peer does. Nothing
- * ever comes back; before the deadline existed the loop waited for ever while the heartbeat went on. Now the loop
- * ends with StageDeadlineError (the process exits 1 and is restarted) without giving its lease back, and a worker
- * started afresh takes the relayer over once the lease expired and completes what was waiting.
+ * A database that never answers: the worker reaches PostgreSQL through a TCP relay that, once told to, drops every
+ * packet without closing anything, as a partition or a frozen peer does. By default the worker's pool gives such a
+ * statement up after 60 s (databaseAnswerTimeoutMs: an outage, retried, the same process goes on once the network is
+ * back). Whatever still waits with no answer at all (worker/loop.ts STAGE_DEADLINE_MS, 5 min; here set below the
+ * answer timeout to reach it) ends the loop with StageDeadlineError (the process exits 1 and is restarted) without
+ * giving its lease back, and a worker started afresh takes the relayer over once the lease expired.
  */
 
 let fx: PipelineFixture;
@@ -26,8 +27,12 @@ beforeAll(async () => {
   relay = await startTcpRelay({ host: url.hostname, port: Number(url.port) });
 });
 
-afterAll(async () => {
+// Each test alone with its workers: the one relayer is leased by one of them.
+afterEach(async () => {
   for (const w of workers.splice(0)) await w.stop();
+});
+
+afterAll(async () => {
   await relay?.close();
 });
 
@@ -100,16 +105,22 @@ describe("a stage waiting on a database that never answers", () => {
     expect(await waitTerminal(fx, before, 30_000)).toEqual({ completed: 2 });
 
     relay.blackhole();
+    const saidBefore = said.length;
     const waiting = (await createRequests(fx, 3)).map((r) => r.id);
     // Before the answer timeout the stage waited on its statement until the deadline ended the worker (60 s here,
     // 5 min by default). Now it is given up after 1.5 s (ANSWER_TIMEOUT); a retry that needs a new connection meets
     // the connect timeout instead (30 s): either way an outage, backed off and retried.
-    await waitFor("a stage given up on the silent database", async () => said.some((l) => l.msg === "database unavailable, backing off") || undefined, 45_000);
+    await waitFor(
+      "a stage given up on the silent database",
+      async () => said.slice(saidBefore).some((l) => l.msg === "database unavailable, backing off") || undefined,
+      45_000,
+    );
     await relay.cut();
     await relay.restore();
-    // The same worker, never stuck, completes what waited.
+    // The same worker (the only one), never stuck, completes what waited.
     expect(await waitTerminal(fx, waiting, 60_000)).toEqual({ completed: 3 });
     expect(ended).toBeUndefined();
+    expect(said.slice(saidBefore).some((l) => l.msg === "worker recovered")).toBe(true);
   }, 150_000);
 
   it("lets a stage run longer than the deadline while its calls are answered (a slow node is not a stuck stage)", async () => {

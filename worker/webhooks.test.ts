@@ -124,14 +124,17 @@ describe("webhooks of request transitions", () => {
     const refusingWallet = deployed.contractAddress!.toLowerCase() as `0x${string}`;
     const refused = await createRequest(fx, refusingWallet);
     await pauseSponsorships(fx.database.db, { session, ipAddress: null }, { reason: "test: hold relays" });
-    await worker([r.url]);
-    await waitFor("the refusing wallet's request approved", async () => (await readRequest(fx, refused.id)).status === "approved");
-    await fx.clients.waitForTransactionReceipt({
-      hash: await fx.clients
-        .walletClient(LOCAL_DEPLOYER_KEY)
-        .writeContract({ address: refusingWallet, abi: refusing.abi as Abi, functionName: "setRefusing", args: [true] }),
-    });
-    await resumeSponsorships(fx.database.db, { session, ipAddress: null });
+    try {
+      await worker([r.url]);
+      await waitFor("the refusing wallet's request approved", async () => (await readRequest(fx, refused.id)).status === "approved");
+      await fx.clients.waitForTransactionReceipt({
+        hash: await fx.clients
+          .walletClient(LOCAL_DEPLOYER_KEY)
+          .writeContract({ address: refusingWallet, abi: refusing.abi as Abi, functionName: "setRefusing", args: [true] }),
+      });
+    } finally {
+      await resumeSponsorships(fx.database.db, { session, ipAddress: null });
+    }
 
     const expected = { [done.id]: ["approved", "relayed", "completed"], [blocked.id]: ["rejected"], [refused.id]: ["approved", "relayed", "failed"] };
     for (const [id, statuses] of Object.entries(expected)) {

@@ -95,15 +95,16 @@ describe("a database that stops answering (a partition: nothing passes, no reset
       connectTimeoutSeconds: 1,
     });
     const config = parseConfig({ DATA_DIR: "/nonexistent/sponsorship-test", LOG_LEVEL: "silent", DATABASE_URL: viaRelay.toString() });
-    setAppContextForTests({ db: silent, config });
     try {
+      // Set up on the usual pool (a slow commit on a busy machine must not trip the short timeout).
       const wallet = randomAddress();
       expect((await callApi({ path: "/wallets/register", body: { walletAddress: wallet } })).status).toBe(201);
       const created = await callApi({ path: "/sponsorship/request", body: { walletAddress: wallet }, ip: "198.51.100.78" });
       const request = sponsorshipRequestResponse.parse(created.json);
 
       // Both of the pool's connections open and idle, as on a server that has been serving.
-      await Promise.all([silent.$client`SELECT pg_sleep(0.05)`, silent.$client`SELECT pg_sleep(0.05)`]);
+      await Promise.all([silent.$client`SELECT 1`, silent.$client`SELECT 1`]);
+      setAppContextForTests({ db: silent, config });
       relay.blackhole();
       // Before the answer timeout these waited for TCP to give up (about 15 minutes); the first ones reach the open
       // connections (ANSWER_TIMEOUT), the next ones new connections that never get an answer (CONNECT_TIMEOUT).

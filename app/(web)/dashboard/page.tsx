@@ -19,7 +19,7 @@ import { withDatabaseOutageNotice } from "./_components/database-outage";
 
 export const metadata: Metadata = { title: "Overview" };
 
-const SIGNED_OUT_LOCALLY_NOTICE = `You are signed out of this browser. The database could not be reached, so the session may not have ended on the server: it lapses by itself within ${ADMIN_SESSION_TTL_MS / 3_600_000} hours.`;
+const SIGNED_OUT_LOCALLY_NOTICE = `You are signed out of this browser. The database did not answer, so the session may not have ended on the server: it lapses by itself within ${ADMIN_SESSION_TTL_MS / 3_600_000} hours.`;
 
 export default withDatabaseOutageNotice(OverviewPage);
 

@@ -15,11 +15,7 @@ export function SignInForm({ returnTo, notice }: { returnTo: string; notice?: st
       <h1 id={`${id}-title`} className="text-xl font-semibold text-slate-900">
         Administrator sign-in
       </h1>
-      {notice && (
-        <p role="status" className="mt-2 rounded-md border border-amber-400 bg-amber-50 px-3 py-2 text-sm text-amber-950">
-          {notice}
-        </p>
-      )}
+      {notice && <p className="mt-2 rounded-md border border-amber-400 bg-amber-50 px-3 py-2 text-sm text-amber-950">{notice}</p>}
       <p className="mt-1 text-sm text-slate-700">
         Enter the administrator token (<code className="font-mono">ADMIN_TOKEN</code>). Local development prints it when the service starts.
       </p>
