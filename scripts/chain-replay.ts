@@ -10,8 +10,8 @@ import type { Logger } from "@/lib/log";
  * hash, in nonce order: the chain ends up where it was and each wallet is paid once. Only confirmed transactions
  * at or above each relayer's restored nonce are sent; open ones are the worker's (it broadcasts them again).
  *
- * Runs right after the chain is back and the deployment checked, before the worker can take a lost nonce for a
- * hole and fill it.
+ * Runs right after the chain is back and the deployment checked. The worker, should it see a lost nonce missing
+ * first, sends the same stored bytes itself instead of filling the hole (worker/stages/confirm/holes.ts).
  */
 export async function replayLostTransactions(options: { db: Database; rpcUrl: string; logger: Logger }): Promise<number> {
   const { db, rpcUrl, logger } = options;

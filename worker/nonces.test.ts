@@ -183,4 +183,23 @@ describe("nonce management", () => {
     await waitStatus(id, "completed");
     expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.nonce])).toEqual([[1, latest]]);
   });
+
+  it("sends again, never fills over, a confirmed transaction whose block the chain lost (a local chain back from an older dump)", async () => {
+    worker = await startInProcessWorker(fx);
+    const fillsBefore = (await fx.database.db.select().from(relayerNonceFills)).length;
+    const snapshot = await anvilRpc<string>(fx, "evm_snapshot");
+    const lost = await createRequest(fx);
+    await waitStatus(lost.id, "completed");
+    // The block that paid it is gone; the database holds the request completed, its transaction confirmed.
+    await anvilRpc(fx, "evm_revert", [snapshot]);
+    expect(await readIsSponsored(fx.clients, fx.deployment.registryAddress, lost.wallet)).toBe(false);
+    // The next request's nonce is above the lost one: it waits behind the gap until the gap is dealt with.
+    const next = await createRequest(fx);
+    await waitStatus(next.id, "completed", 30_000);
+    // Before: the lost nonce was filled (a transfer to itself), and the first wallet was never paid.
+    const paid = (await readSponsoredEvents(fx)).map((e) => e.wallet.toLowerCase());
+    expect(paid.filter((w) => w === lost.wallet.toLowerCase())).toHaveLength(1);
+    expect(paid.filter((w) => w === next.wallet.toLowerCase())).toHaveLength(1);
+    expect((await fx.database.db.select().from(relayerNonceFills)).length).toBe(fillsBefore);
+  });
 });

@@ -1,4 +1,5 @@
 import type { Address } from "viem";
+import { listConfirmedRawTransactionsFrom } from "@/db/queries/chain-replay";
 import { insertNonceFill } from "@/db/queries/nonce-fills";
 import { listRelayerLeases, lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
 import { pipelinedTransaction } from "@/db/sql/transaction";
@@ -12,7 +13,8 @@ import { key, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "./state"
 /**
  * Nonce holes: a nonce below the relayer's next nonce that the node does not hold and nothing stored is open for
  * (its transaction was refused, or the node lost it and nothing was stored): every later nonce waits behind it.
- * Seen twice a second apart, it is filled (../attempts.ts signs the fill). A relayer whose chain nonce is ahead of
+ * Seen twice a second apart, it is filled (../attempts.ts signs the fill), unless a transaction stored as confirmed
+ * holds it: the chain lost what it had mined, and the stored bytes are sent again instead. A relayer whose chain nonce is ahead of
  * the database (its key was used outside the service) has its next nonce moved past them.
  * Answers true when every relayer's next nonce is exactly the chain's pending nonce (no hole, nothing used outside).
  */
@@ -51,6 +53,21 @@ export async function fillHoles(
     const k = key(lease.address, hole);
     if (lease.nextNonce <= hole || groups.has(k)) {
       for (const h of state.holeSince.keys()) if (h.startsWith(`${lease.address}:`)) state.holeSince.delete(h);
+      continue;
+    }
+    // Transactions stored as confirmed at this nonce or after it: the chain lost blocks that held them (a local chain
+    // restarted from an older state dump, a reorg deeper than CONFIRMATIONS). Their stored bytes are sent again, in
+    // nonce order (same hashes: each wallet paid once), never filled over.
+    const lost = await listConfirmedRawTransactionsFrom(ctx.db, [{ relayer: lease.address, nonce: hole }]);
+    if (lost.length > 0) {
+      state.holeSince.delete(k);
+      const outcomes = await ctx.chain.broadcast(lost.map((t) => t.raw));
+      ctx.log.warn("the chain lost confirmed transactions: sent again", {
+        relayer: lease.address,
+        fromNonce: hole,
+        lost: lost.length,
+        accepted: outcomes.filter((o) => o.kind === "accepted").length,
+      });
       continue;
     }
     const since = state.holeSince.get(k);
