@@ -129,7 +129,7 @@ describe("a database that stops answering (a partition: nothing passes, no reset
       while (again.status !== 200 && Date.now() < deadline) again = await callApi({ path: `/sponsorship/${request.id}` });
       expect(again.status).toBe(200);
     } finally {
-      setAppContextForTests({ db, config: parseConfig({ DATA_DIR: "/nonexistent/sponsorship-test", LOG_LEVEL: "silent", DATABASE_URL: viaRelay.toString() }) });
+      setAppContextForTests({ db, config }); // as beforeAll set it
       await relay.cut();
       await relay.restore();
       await closeDatabase(silent);

@@ -76,6 +76,18 @@ function formOf(html: string, marker: string): FormData {
   return data;
 }
 
+/** Waits until the overview renders its data with the administrator's cookie (the database reachable again). */
+async function overviewRenders(): Promise<void> {
+  await waitFor(
+    "the overview to render",
+    async () => {
+      const answer = await page("/dashboard", { cookie });
+      return answer.status === 200 && answer.html.includes("Requests by status") ? true : undefined;
+    },
+    { timeoutMs: 20_000, intervalMs: 200 },
+  );
+}
+
 async function submit(route: string, form: FormData, headers: Record<string, string> = {}): Promise<Page> {
   const res = await fetch(`${base}${route}`, { method: "POST", body: form, headers: { origin: base, ...headers }, redirect: "manual" });
   return { status: res.status, html: await res.text(), contentType: res.headers.get("content-type"), cacheControl: res.headers.get("cache-control") };
@@ -157,14 +169,7 @@ describe("the pages during a database outage", () => {
     }
 
     // No restart: the same server serves the pages again once the database is reachable.
-    await waitFor(
-      "the overview to render again",
-      async () => {
-        const answer = await page("/dashboard", { cookie });
-        return answer.status === 200 && answer.html.includes("Requests by status") ? true : undefined;
-      },
-      { timeoutMs: 20_000, intervalMs: 200 },
-    );
+    await overviewRenders();
     for (const route of DATABASE_PAGES) {
       const answer = await page(route, { cookie });
       expect(answer.status, route).toBe(200);
@@ -235,10 +240,7 @@ describe("the pages during a database outage", () => {
   });
 
   it("signs the browser out during the outage (the cookie cleared) and says the session itself may not have ended, instead of an error page", async () => {
-    await waitFor("the overview to render", async () => ((await page("/dashboard", { cookie })).html.includes("Requests by status") ? true : undefined), {
-      timeoutMs: 20_000,
-      intervalMs: 200,
-    });
+    await overviewRenders();
     const signOutForm = formOf((await page("/dashboard", { cookie })).html, "Sign out");
     await relay.cut();
     try {
@@ -258,10 +260,7 @@ describe("the pages during a database outage", () => {
       await relay.restore();
     }
     // As the notice says: the session itself was not ended, the old cookie still opens the dashboard (until it lapses).
-    await waitFor("the overview to render again", async () => ((await page("/dashboard", { cookie })).html.includes("Requests by status") ? true : undefined), {
-      timeoutMs: 20_000,
-      intervalMs: 200,
-    });
+    await overviewRenders();
     // With the database there, the same sign-out ends the session and says nothing more.
     const res = await fetch(`${base}/dashboard`, { method: "POST", body: signOutForm, headers: { origin: base, cookie }, redirect: "manual" });
     expect(res.status).toBe(303);

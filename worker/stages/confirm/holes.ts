@@ -14,8 +14,8 @@ import { key, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "./state"
  * Nonce holes: a nonce below the relayer's next nonce that the node does not hold and nothing stored is open for
  * (its transaction was refused, or the node lost it and nothing was stored): every later nonce waits behind it.
  * Seen twice a second apart, it is filled (../attempts.ts signs the fill), unless a transaction stored as confirmed
- * holds it: the chain lost what it had mined, and the stored bytes are sent again instead. A relayer whose chain nonce is ahead of
- * the database (its key was used outside the service) has its next nonce moved past them.
+ * holds it: the chain lost what it had mined, and the stored bytes are sent again instead. A relayer whose chain
+ * nonce is ahead of the database (its key was used outside the service) has its next nonce moved past them.
  * Answers true when every relayer's next nonce is exactly the chain's pending nonce (no hole, nothing used outside).
  */
 export async function fillHoles(
