@@ -233,6 +233,45 @@ describe("postgres.js on a connection the network drops", () => {
     }
   });
 
+  it("never runs a transaction's statements (sql.begin, Drizzle's db.transaction) on the connection the pool reconnected after it closed: nothing of it is committed", async () => {
+    await testDb.db.execute(sql`CREATE TABLE begin_after_close (n int)`);
+    const client = postgres(throughRelay(), { max: 1, onnotice: () => {} });
+    try {
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => (entered = resolve));
+      let resume!: () => void;
+      const resumed = new Promise<void>((resolve) => (resume = resolve));
+      let secondInsert!: (outcome: string | undefined) => void;
+      const second = new Promise<string | undefined>((resolve) => (secondInsert = resolve));
+      const transaction = settle(
+        client.begin(async (tx) => {
+          await tx`INSERT INTO begin_after_close VALUES (1)`;
+          entered();
+          // Work outside the database (a chain call, say) while the connection closes under the transaction.
+          await resumed;
+          secondInsert(await settle(tx`INSERT INTO begin_after_close VALUES (2)`));
+        }),
+      );
+      await inside;
+      // Waits for the pool's only connection, so the pool reconnects that connection for it once it closes.
+      const queued = settle(client`SELECT 1`);
+      await relay.cut();
+      await relay.restore();
+      expect(await transaction).toBe("CONNECTION_CLOSED");
+      expect(await queued).toBe("ok");
+      resume();
+      // Before the fix the second INSERT ran on the reconnected session, outside any transaction, and was committed
+      // alone (the first one was rolled back with the old session), its COMMIT sent after it.
+      expect(await second).toBe("CONNECTION_CLOSED");
+      expect(await testDb.db.execute(sql`SELECT n FROM begin_after_close`)).toEqual([]);
+      expect(await settle(client.begin((tx) => tx`INSERT INTO begin_after_close VALUES (3)`))).toBe("ok");
+      expect(await testDb.db.execute(sql`SELECT n FROM begin_after_close`)).toEqual([{ n: 3 }]);
+    } finally {
+      await client.end({ timeout: 5 });
+      await testDb.db.execute(sql`DROP TABLE begin_after_close`);
+    }
+  });
+
   it("rejects the next transaction sent on a connection reset under the last one, before the socket is closed: it never waits for ever", async () => {
     const db = createDatabase(throughRelay(), { max: 1 });
     try {
@@ -381,6 +420,28 @@ describe("postgres.js on a connection whose packets are dropped (no reset ever c
       await relay.restore();
       expect(await settle(db.$client`SELECT 4`)).toBe("ok");
       expect(await settle(pipelinedTransaction(db, (tx) => tx.commit([{ text: "SELECT 5", params: [] }])))).toBe("ok");
+    } finally {
+      await relay.cut();
+      await relay.restore();
+      await closeDatabase(db);
+    }
+  });
+
+  it("tells a transaction (sql.begin, Drizzle's db.transaction) ANSWER_TIMEOUT when the server fell silent under it", async () => {
+    const db = createDatabase(throughRelay(), { max: 1, answerTimeoutMs: 1_000 });
+    try {
+      await db.$client`SELECT 1`;
+      const silent = await settle(
+        db.transaction(async (tx) => {
+          relay.blackhole();
+          await tx.execute(sql`SELECT 3`);
+        }),
+      );
+      // Before the fix the connection's close reached the caller first, as CONNECTION_CLOSED: the cause was lost.
+      expect(silent).toBe("ANSWER_TIMEOUT");
+      await relay.cut();
+      await relay.restore();
+      expect(await settle(db.transaction((tx) => tx.execute(sql`SELECT 4`)))).toBe("ok");
     } finally {
       await relay.cut();
       await relay.restore();

@@ -42,6 +42,8 @@
 //   fetched the array types: with `fetch_types` off, which this service never sets, 3.4.9 does not open such a
 //   connection to the pool at all);
 // - an `end()` waiting for a connection that failed returns when that connection closes (see CLOSED_ENDS below);
+// - a transaction (`sql.begin()`, Drizzle's `db.transaction`) ends with its connection: a statement it sends after the
+//   connection closed is rejected, never run outside the transaction on what the pool reconnected (see BEGIN_MARK);
 // - the option `answer_timeout` (seconds): a connection on which a statement waits and the server has sent nothing for
 //   that long is given up, what waits on it fails with ANSWER_TIMEOUT (see ANSWER_MARK below).
 // Idempotent; it refuses to guess on other text.
@@ -216,6 +218,34 @@ const RESERVATION_PATCHED = `    move(c, reserved)
         return q.reject(Errors.connection('CONNECTION_CLOSED', options))
       c.queue === full
 `;
+// A transaction (`sql.begin()`) holds its connection as reserve() does, and had the same fault: when the connection
+// closed under it (a reset, the answer timeout), the caller was told at once, but the function the caller gave went
+// on, and what it sent next ran on the connection the pool had reconnected for another query: outside any
+// transaction, committed alone (its earlier statements rolled back with the old session), and its ROLLBACK or COMMIT
+// too (db/driver.test.ts). Now a statement of a transaction whose connection closed is rejected with
+// CONNECTION_CLOSED, the ones queued behind its full connection fail with it, and no ROLLBACK is sent for it (the
+// server rolled it back when the session ended). The caller is told why the connection closed (ANSWER_TIMEOUT when
+// the server fell silent: CLOSED_REASON below).
+const BEGIN_MARK = "/* sponsorship-service: a transaction ends with its connection */";
+const BEGIN_STATE = "    let savepoints = 0\n      , connection\n      , prepare = null\n";
+const BEGIN_STATE_PATCHED = `    let savepoints = 0
+      , connection
+      , prepare = null
+      , reservation ${BEGIN_MARK}
+`;
+const BEGIN_RACE = "        new Promise((_, reject) => connection.onclose = reject)\n";
+const BEGIN_RACE_PATCHED = "        new Promise((_, reject) => connection.onclose = e => { while (queries.length) queries.shift().reject(e); reject(e) })\n";
+const BEGIN_ROLLBACK = "      } catch (e) {\n        await (name\n";
+const BEGIN_ROLLBACK_PATCHED = "      } catch (e) {\n        c.reserved === reservation && await (name\n";
+const BEGIN_HANDLER = "        q.catch(e => uncaughtError || (uncaughtError = e))\n        c.queue === full\n";
+const BEGIN_HANDLER_PATCHED = `        q.catch(e => uncaughtError || (uncaughtError = e))
+        if (c.reserved !== reservation)
+          return q.reject(Errors.connection('CONNECTION_CLOSED', options))
+        c.queue === full
+`;
+const BEGIN_ONEXECUTE = "      move(c, reserved)\n      c.reserved = () => queries.length\n";
+const BEGIN_ONEXECUTE_PATCHED = "      move(c, reserved)\n      reservation = c.reserved = () => queries.length\n";
+
 // onclose: the next query waiting is handed to the reconnect; a reserve also stays queued (see above).
 const ONCLOSE = "    queries.length && connect(c, queries.shift())\n  }\n}\n";
 const ONCLOSE_PATCHED = `    /* sponsorship-service: a reserve handed to the reconnect stays queued: served once the connection is open */
@@ -280,8 +310,9 @@ const ANSWER_FUNCTIONS_PATCHED = `${ANSWER_FUNCTIONS}
     if (!again)
       return answerTimer = answerAfter(0, true)
     const x = socket
-    error(Errors.connection('ANSWER_TIMEOUT', options, socket))
-    closed(true) // now, not at the socket's 'close': the pool must not hand the connection out in between
+      , e = Errors.connection('ANSWER_TIMEOUT', options, socket)
+    error(e)
+    closed(true, e) // now, not at the socket's 'close': the pool must not hand the connection out in between
     x.destroy()
   }
 `;
@@ -301,10 +332,14 @@ const ANSWER_INTS_PATCHED = "'backoff', 'keep_alive', 'answer_timeout']";
 // without one. Now the close tells it, unless the pool reconnects the connection at once for a statement waiting in
 // its queue (`onclose`): that one is served first (an end is graceful), and the connection ends after it.
 const CLOSED_ENDS = "    onclose(connection, Errors.connection('CONNECTION_CLOSED', options, socket))\n  }\n";
-const CLOSED_ENDS_PATCHED = `    onclose(connection, Errors.connection('CONNECTION_CLOSED', options, socket))
+const CLOSED_ENDS_PATCHED = `    onclose(connection, reason || Errors.connection('CONNECTION_CLOSED', options, socket))
     !initial && ended && (ended(), ending = ended = null) /* sponsorship-service: an end() waiting for this connection is done */
   }
 `;
+// Why the connection closed, for what held it (a transaction, a reservation): closed() is told when it knows better
+// than CONNECTION_CLOSED (the answer timeout).
+const CLOSED_REASON = "  async function closed(hadError) {\n";
+const CLOSED_REASON_PATCHED = "  async function closed(hadError, reason) { /* sponsorship-service: why, when known */\n";
 
 // What an earlier form of this script (ba03833, never released) wrote where this one writes something else. Each is
 // turned back into the text it replaced before the edits above apply, so a tree that form patched ends as a pristine
@@ -343,6 +378,15 @@ const SUPERSEDED_CONNECTION = [
     "    ended && (ended(), ending = ended = null) /* sponsorship-service: an end() waiting for this connection is done */\n    closedTime = performance.now()\n",
     "    closedTime = performance.now()\n",
   ],
+  // The form of 5698e66 to c82db2b: the answer timeout and the close did not pass on why the connection closed.
+  [
+    ANSWER_FUNCTIONS_PATCHED.replace(
+      "    const x = socket\n      , e = Errors.connection('ANSWER_TIMEOUT', options, socket)\n    error(e)\n    closed(true, e)",
+      "    const x = socket\n    error(Errors.connection('ANSWER_TIMEOUT', options, socket))\n    closed(true)",
+    ),
+    ANSWER_FUNCTIONS,
+  ],
+  [CLOSED_ENDS_PATCHED.replace("reason || ", ""), CLOSED_ENDS],
 ];
 
 function packageDir() {
@@ -400,6 +444,7 @@ export function patchPostgres() {
         [ANSWER_CLOSED, ANSWER_CLOSED_PATCHED],
         [ANSWER_TERMINATE, ANSWER_TERMINATE_PATCHED],
         [CLOSED_ENDS, CLOSED_ENDS_PATCHED],
+        [CLOSED_REASON, CLOSED_REASON_PATCHED],
       ],
       SUPERSEDED_CONNECTION,
     );
@@ -409,6 +454,11 @@ export function patchPostgres() {
       [ONCLOSE, ONCLOSE_PATCHED],
       [ANSWER_OPTION, ANSWER_OPTION_PATCHED],
       [ANSWER_INTS, ANSWER_INTS_PATCHED],
+      [BEGIN_STATE, BEGIN_STATE_PATCHED],
+      [BEGIN_RACE, BEGIN_RACE_PATCHED],
+      [BEGIN_ROLLBACK, BEGIN_ROLLBACK_PATCHED],
+      [BEGIN_HANDLER, BEGIN_HANDLER_PATCHED],
+      [BEGIN_ONEXECUTE, BEGIN_ONEXECUTE_PATCHED],
     ]);
     for (const [file, outcome] of [
       ["connection.js", connection],
