@@ -57,19 +57,22 @@ async function readFaucetStatus({ db, config }: Deps, nowMs: number): Promise<Fa
   let state: FaucetState;
   let retryAfterSeconds: number | null = FAUCET_RETRY_SECONDS;
   const balance = treasury.balanceWei === undefined ? undefined : BigInt(treasury.balanceWei);
+  // What one sponsorship pays: the treasury's own amount when it was read (SPONSOR_AMOUNT_WEI unless the owner
+  // changed it on-chain since the deployment), as /health's treasury check and the worker judge it.
+  const amount = treasury.requiredWei === undefined ? config.sponsorAmountWei : BigInt(treasury.requiredWei);
   if (gate) ({ state, retryAfterSeconds } = gate);
   else if (chain.status !== "ok" || balance === undefined) state = "chain_unreachable";
   else if (treasury.paused) state = "paused";
-  else if (balance < config.sponsorAmountWei) state = "empty";
+  else if (balance < amount) state = "empty";
   else {
-    state = balance < config.sponsorAmountWei * BigInt(config.treasuryLowSponsorships) ? "low_funds" : "operating";
+    state = balance < amount * BigInt(config.treasuryLowSponsorships) ? "low_funds" : "operating";
     retryAfterSeconds = null;
   }
 
   return {
     chainId,
     ...describeNetwork(config, chainId),
-    amountWei: config.sponsorAmountWei.toString(),
+    amountWei: amount.toString(),
     explorerUrl: config.explorerUrl?.replace(/\/+$/, "") ?? null,
     state,
     retryAfterSeconds,

@@ -77,7 +77,16 @@ describe("GET /health", () => {
     });
   });
 
-  it("is degraded (still 200) when the treasury holds less than SPONSOR_AMOUNT_WEI", async () => {
+  it("judges the treasury by the amount it pays (its own amount(), as the worker does), not this process's SPONSOR_AMOUNT_WEI", async () => {
+    await beat("fresh", 0);
+    // The deployed treasury pays 0.01 and holds 1; a process configured with 10 per sponsorship (the owner lowered the
+    // amount on-chain since) must not call it underfunded while the worker relays from it. Before: degraded, 10 required.
+    const env = { RPC_URL: chain.rpcUrl, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded, SPONSOR_AMOUNT_WEI: (10n ** 19n).toString() };
+    const report = await checkHealth({ db: ctx.t.db, config: config(env) });
+    expect(report.body.checks.treasury).toMatchObject({ status: "ok", balanceWei: (10n ** 18n).toString(), requiredWei: (10n ** 16n).toString() });
+  });
+
+  it("is degraded (still 200) when the treasury holds less than one sponsorship", async () => {
     await beat("fresh", 0);
     const report = await checkHealth({ db: ctx.t.db, config: config({ RPC_URL: chain.rpcUrl, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: unfunded }) });
     expect(report.httpStatus).toBe(200);

@@ -61,6 +61,7 @@ const DETAILS: Record<HealthCheckCode, string> = {
   no_heartbeat: "no worker has reported",
   heartbeat_stale: "the newest worker heartbeat is stale",
   relayers_without_gas: "relayers without gas money: their relays wait until they are funded",
+  relayers_not_authorised: "no relayer of a worker is authorised by the treasury: its requests wait approved until the owner authorises one",
   underfunded: "the treasury holds less than one sponsorship",
   treasury_paused: "the treasury is paused",
   no_deployment: "no TREASURY_ADDRESS and no local deployment",
@@ -157,11 +158,13 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
       treasury = failed("not_configured", "no_deployment");
     } else {
       const state = await readTreasuryState(publicClient, deployment.treasuryAddress);
-      const funded = state.balance >= config.sponsorAmountWei;
+      // The treasury's own amount, which it pays and the worker checks (the same as SPONSOR_AMOUNT_WEI unless the
+      // owner changed it on-chain since the deployment).
+      const funded = state.balance >= state.amount;
       treasury = {
         status: funded && !state.paused ? "ok" : "degraded",
         balanceWei: state.balance.toString(),
-        requiredWei: config.sponsorAmountWei.toString(),
+        requiredWei: state.amount.toString(),
         paused: state.paused,
         ...(funded ? {} : { code: "underfunded" as const, detail: DETAILS.underfunded }),
         ...(state.paused ? { code: "treasury_paused" as const, detail: DETAILS.treasury_paused } : {}),
@@ -217,12 +220,17 @@ export async function checkHealth(deps: { db: Database; config: Config; now?: Da
     } else {
       const ageMs = Math.max(0, Math.round(now - probe.lastBeatMs));
       const alive = ageMs <= workerStaleAfterMs(config);
-      const withoutGas = probe.relayersWithoutGas;
+      const { relayersWithoutGas: withoutGas, relayersNotAuthorised: notAuthorised } = probe;
       const base = { lastBeatAt: new Date(probe.lastBeatMs).toISOString(), ageMs };
+      const lists = {
+        ...(withoutGas.length > 0 ? { relayersWithoutGas: withoutGas } : {}),
+        ...(notAuthorised.length > 0 ? { relayersNotAuthorised: notAuthorised } : {}),
+      };
       if (!alive) worker = { ...failed("down", "heartbeat_stale"), ...base };
-      else if (withoutGas.length > 0) {
-        worker = { ...failed("degraded", "relayers_without_gas"), ...base, relayersWithoutGas: withoutGas };
-      } else worker = { status: "ok", ...base };
+      // Requests wait on both; a worker with none of its relayers authorised relays nothing at all, so it is named first.
+      else if (notAuthorised.length > 0) worker = { ...failed("degraded", "relayers_not_authorised"), ...base, ...lists };
+      else if (withoutGas.length > 0) worker = { ...failed("degraded", "relayers_without_gas"), ...base, ...lists };
+      else worker = { status: "ok", ...base };
     }
   } catch (error) {
     const code = databaseFailureCode(error);

@@ -14,7 +14,11 @@ export type HeartbeatDetails = {
   /** The PID namespace of `pid` (worker/host.ts): another worker probes the pid only from the same one. */
   pidNamespace: string | null;
   state: "starting" | "running" | "stopping";
-  relayers: { configured: string[]; leased: string[]; withoutGas: string[] };
+  /**
+   * `notAuthorised`: the leased relayers while the relay stage leaves requests waiting because the treasury
+   * authorises none of them (empty otherwise): /health is degraded then.
+   */
+  relayers: { configured: string[]; leased: string[]; withoutGas: string[]; notAuthorised: string[] };
   queue: { pending: number; approved: number; relayed: number };
   inFlight: number;
   chain: {
@@ -58,7 +62,12 @@ export class Heartbeat {
       version: HEARTBEAT_DETAILS_VERSION,
       pidNamespace: processSpace().pidNamespace,
       state: this.state,
-      relayers: { configured: ctx.pool.configured, leased: ctx.pool.leased, withoutGas: [...ctx.status.relayersWithoutGas].sort() },
+      relayers: {
+        configured: ctx.pool.configured,
+        leased: ctx.pool.leased,
+        withoutGas: [...ctx.status.relayersWithoutGas].sort(),
+        notAuthorised: ctx.status.relayWaiting === "relayers_not_authorised" ? [...ctx.pool.leased].sort() : [],
+      },
       queue,
       inFlight: ctx.status.inFlight,
       chain: {

@@ -3,6 +3,7 @@ import { treasuryAbi } from "@/contracts/generated/treasury";
 import { readIsSponsored } from "@/lib/chain/registry";
 import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
+import { checkHealth } from "@/lib/health";
 import { setAppContextForTests } from "@/lib/http/app-context";
 import { blockWallet } from "@/lib/sponsorship/blocks";
 import { GET as getByHash } from "@/app/(api)/sponsorship/tx/[hash]/route";
@@ -140,7 +141,7 @@ describe("a request goes through the pipeline", () => {
     expect(await readRelays(fx, id)).toEqual([]);
   });
 
-  it("leaves a request approved while its relayer is not authorised (nothing sent, no attempt burned), and relays it once authorised", async () => {
+  it("leaves a request approved while its relayer is not authorised (nothing sent, no attempt burned, /health degraded naming it), and relays it once authorised", async () => {
     const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
     const relayer = relayerAddress(fx.relayerKeys[0]!);
     const treasury = fx.deployment.treasuryAddress;
@@ -158,6 +159,14 @@ describe("a request goes through the pipeline", () => {
     expect(await readRelays(fx, id)).toEqual([]);
     expect(await fx.clients.getTransactionCount({ address: relayer })).toBe(nonceBefore);
     expect((await readRequest(fx, id)).status).toBe("approved");
+    // The operator is told (decisions.md: "requests wait approved and /health is degraded").
+    const health = () => checkHealth({ db: fx.database.db, config: fx.config() });
+    const degraded = await waitFor("/health to name the relayer not authorised", async () => {
+      const report = await health();
+      return report.body.checks.worker.code === "relayers_not_authorised" ? report : undefined;
+    });
+    expect(degraded.body.status).toBe("degraded");
+    expect(degraded.body.checks.worker).toMatchObject({ status: "degraded", relayersNotAuthorised: [relayer.toLowerCase()] });
 
     // The relayer is authorised again: the request is relayed with attempt 1 and completes.
     const added = await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "addRelayer", args: [relayer] });
@@ -165,6 +174,7 @@ describe("a request goes through the pipeline", () => {
     await waitStatus(id, "completed");
     expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "confirmed"]]);
     expect(await readIsSponsored(fx.clients, fx.deployment.registryAddress, wallet)).toBe(true);
+    await waitFor("/health's worker check to be ok again", async () => ((await health()).body.checks.worker.status === "ok" ? true : undefined));
   });
 
   it("leaves requests approved while the treasury is underfunded (no attempt used, health degraded), relays once funded", async () => {

@@ -437,7 +437,7 @@ export interface components {
          * @description Why the check is not ok; clients switch on it. Absent when the check is ok
          * @enum {string}
          */
-        HealthCheckCode: "unreachable" | "timeout" | "auth_failed" | "starting_up" | "too_many_connections" | "rpc_error" | "error" | "chain_down" | "database_down" | "no_heartbeat" | "heartbeat_stale" | "relayers_without_gas" | "underfunded" | "treasury_paused" | "no_deployment" | "fees_above_ceiling" | "endpoints_down";
+        HealthCheckCode: "unreachable" | "timeout" | "auth_failed" | "starting_up" | "too_many_connections" | "rpc_error" | "error" | "chain_down" | "database_down" | "no_heartbeat" | "heartbeat_stale" | "relayers_without_gas" | "relayers_not_authorised" | "underfunded" | "treasury_paused" | "no_deployment" | "fees_above_ceiling" | "endpoints_down";
         HealthCheck: {
             /** @enum {string} */
             status: "ok" | "degraded" | "down" | "not_configured";
@@ -452,13 +452,15 @@ export interface components {
             ageMs?: number;
             /** @description Decimal string */
             balanceWei?: string;
-            /** @description SPONSOR_AMOUNT_WEI, decimal string */
+            /** @description What the treasury pays per sponsorship (its on-chain amount: SPONSOR_AMOUNT_WEI as deployed), decimal string */
             requiredWei?: string;
             paused?: boolean;
             /** @description The administrator's reason for the pause */
             reason?: string | null;
             /** @description Relayer addresses whose broadcasts the node refused for want of gas money (worker check) */
             relayersWithoutGas?: string[];
+            /** @description Relayer addresses of a worker whose requests wait because the treasury authorises none of them (worker check) */
+            relayersNotAuthorised?: string[];
             /** @description Base fee per gas of the latest block, decimal string (fees check) */
             baseFeeWei?: string;
             /** @description MAX_FEE_PER_GAS_GWEI in wei, decimal string (fees check) */
@@ -515,7 +517,7 @@ export interface components {
             /** @example ETH */
             nativeSymbol: string;
             /**
-             * @description What one sponsorship sends (SPONSOR_AMOUNT_WEI), decimal string
+             * @description What one sponsorship sends: the treasury's own amount when the chain answers (SPONSOR_AMOUNT_WEI as deployed), decimal string
              * @example 10000000000000000
              */
             amountWei: string;

@@ -186,6 +186,7 @@ export const healthCheckCode = named(
       "no_heartbeat",
       "heartbeat_stale",
       "relayers_without_gas",
+      "relayers_not_authorised",
       "underfunded",
       "treasury_paused",
       "no_deployment",
@@ -208,13 +209,20 @@ export const healthCheck = named(
     lastBeatAt: timestamp.nullable().optional(),
     ageMs: z.int().optional(),
     balanceWei: z.string().optional().meta({ description: "Decimal string" }),
-    requiredWei: z.string().optional().meta({ description: "SPONSOR_AMOUNT_WEI, decimal string" }),
+    requiredWei: z
+      .string()
+      .optional()
+      .meta({ description: "What the treasury pays per sponsorship (its on-chain amount: SPONSOR_AMOUNT_WEI as deployed), decimal string" }),
     paused: z.boolean().optional(),
     reason: z.string().nullable().optional().meta({ description: "The administrator's reason for the pause" }),
     relayersWithoutGas: z
       .array(z.string())
       .optional()
       .meta({ description: "Relayer addresses whose broadcasts the node refused for want of gas money (worker check)" }),
+    relayersNotAuthorised: z
+      .array(z.string())
+      .optional()
+      .meta({ description: "Relayer addresses of a worker whose requests wait because the treasury authorises none of them (worker check)" }),
     baseFeeWei: z.string().optional().meta({ description: "Base fee per gas of the latest block, decimal string (fees check)" }),
     ceilingWei: z.string().optional().meta({ description: "MAX_FEE_PER_GAS_GWEI in wei, decimal string (fees check)" }),
     endpoints: z
@@ -284,7 +292,10 @@ export const faucetStatusResponse = named(
     chainId: z.int().min(1),
     networkName: z.string().meta({ description: 'NETWORK_NAME; by default from the chain id ("Local development chain" for 31337)' }),
     nativeSymbol: z.string().meta({ example: "ETH" }),
-    amountWei: z.string().regex(/^\d+$/).meta({ description: "What one sponsorship sends (SPONSOR_AMOUNT_WEI), decimal string", example: "10000000000000000" }),
+    amountWei: z.string().regex(/^\d+$/).meta({
+      description: "What one sponsorship sends: the treasury's own amount when the chain answers (SPONSOR_AMOUNT_WEI as deployed), decimal string",
+      example: "10000000000000000",
+    }),
     explorerUrl: z.string().nullable().meta({ description: "Block explorer base URL (transactions at `{explorerUrl}/tx/{hash}`), or null" }),
     state: faucetState,
     retryAfterSeconds: z

@@ -109,6 +109,13 @@ describe("GET /faucet", () => {
     expect(await getFaucet()).toMatchObject({ state: "operating", retryAfterSeconds: null });
   });
 
+  it("says what the treasury pays, and counts its funds in that amount, when this process's SPONSOR_AMOUNT_WEI differs", async () => {
+    // The owner changed the amount on-chain since the deployment (here: the process thinks 100x more). Before:
+    // amountWei was the process's figure and the treasury of 100 sponsorships was called empty.
+    onChain(treasuries.operating, { SPONSOR_AMOUNT_WEI: String(AMOUNT * 100n) });
+    expect(await getFaucet()).toMatchObject({ amountWei: String(AMOUNT), state: "operating" });
+  });
+
   it("is empty with a retry time while the treasury holds less than one sponsorship", async () => {
     onChain(treasuries.empty);
     expect(await getFaucet()).toMatchObject({ state: "empty", retryAfterSeconds: FAUCET_RETRY_SECONDS });
