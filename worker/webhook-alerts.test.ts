@@ -37,12 +37,12 @@ afterEach(async () => {
   await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE active`);
 });
 
-async function worker(env: Record<string, string> = {}): Promise<RunningWorker> {
+async function worker(env: Record<string, string> = {}, options: { treasuryRefreshMs?: number } = {}): Promise<RunningWorker> {
   const w = await startWorker({
     config: fx.config({ WEBHOOK_URLS: r.url, WEBHOOK_SECRET: SECRET, ...env }),
     log: quiet,
     settings: { heartbeatMs: 500 },
-    webhooks: { dispatcher: { pollMs: 50, baseDelayMs: 50, maxDelayMs: 200 }, alertIntervalMs: 100 },
+    webhooks: { dispatcher: { pollMs: 50, baseDelayMs: 50, maxDelayMs: 200 }, alertIntervalMs: 100, ...options },
   });
   workers.push(w);
   return w;
@@ -92,6 +92,23 @@ describe("alerts", () => {
     expect(received("treasury.low")).toHaveLength(1);
     expect(alert!.data).toMatchObject({ threshold: 100, amountWei: SPONSOR_AMOUNT.toString() });
     expect(alert!.data.sponsorshipsLeft as number).toBeLessThan(100);
+  });
+
+  it("sends treasury.low from a worker that relays nothing: it reads the treasury itself when no relay has for a while", async () => {
+    // A new episode: whatever an earlier test reported has ended.
+    await fx.database.db.execute(sql`DELETE FROM alert_state WHERE key = 'treasury.low'`);
+    const open = await fx.database.db.execute<{ n: number }>(
+      sql`SELECT count(*)::int AS n FROM sponsorship_requests WHERE status IN ('pending', 'approved', 'relayed')`,
+    );
+    expect(open[0]!.n).toBe(0); // nothing to relay: the relay stage never reads the treasury
+    const before = await eventsInOutbox("treasury.low");
+    r = await startWebhookReceiver();
+    const w = await worker({ RELAYER_PRIVATE_KEYS: fx.relayerKeys[0]! }, { treasuryRefreshMs: 200 });
+    // Before: an idle worker never knew the treasury, so a treasury drained while nothing was sent raised no alert.
+    await waitFor("treasury.low delivered", async () => received("treasury.low").length >= 1);
+    expect(w.ctx.status.treasury?.balance).toBeLessThan(100n * SPONSOR_AMOUNT);
+    expect(await eventsInOutbox("treasury.low")).toBe(before + 1);
+    expect(received("treasury.low")[0]!.data).toMatchObject({ threshold: 100, amountWei: SPONSOR_AMOUNT.toString() });
   });
 
   it("sends fees.above_ceiling when the base fee rises above MAX_FEE_PER_GAS_GWEI, and again only after it fell and rose again", async () => {

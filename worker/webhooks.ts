@@ -18,11 +18,20 @@ export const WEBHOOK_WAKEUP_CHANNEL = "webhook_events";
 /** Settled events are kept this long for the dashboard, then pruned with their deliveries. */
 const EVENT_RETENTION_MS = 7 * 24 * 3_600_000;
 const PRUNE_INTERVAL_MS = 3_600_000;
+/**
+ * The relay stage reads the treasury once per block while it has requests to send; a worker that relays nothing
+ * (idle, paused, or waiting on fees) reads it here at most this often, so `treasury.low` also starts when the
+ * treasury is drained while nothing is sent (the owner withdrew, or the last relay took it below). One batched
+ * JSON-RPC request a minute at most (three calls), within the idle worker's budget (worker/rpc-cost.test.ts).
+ */
+const TREASURY_REFRESH_MS = 60_000;
 
 export type WorkerWebhookOptions = {
   dispatcher?: Partial<DispatcherSettings>;
   /** How often the alerts are evaluated (default 5 s). */
   alertIntervalMs?: number;
+  /** How old the treasury's state may be before an evaluation reads it itself (default 60 s). */
+  treasuryRefreshMs?: number;
 };
 
 export type WorkerWebhooks = { evaluateAlerts: () => Promise<void>; stop: () => Promise<void> };
@@ -55,8 +64,28 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
 
   let evaluating: Promise<void> | undefined;
   let lastPrune = Number.NEGATIVE_INFINITY; // performance.now(): a step of the wall clock does not move it
+  const treasuryRefreshMs = options.treasuryRefreshMs ?? TREASURY_REFRESH_MS;
+  // The treasury state last seen and when (performance.now()): the relay stage replaces the object at each read.
+  let seenTreasury = ctx.status.treasury;
+  let seenTreasuryAt = Number.NEGATIVE_INFINITY;
+  const freshTreasury = async () => {
+    if (ctx.status.treasury !== seenTreasury) {
+      seenTreasury = ctx.status.treasury; // the relay stage read it
+      seenTreasuryAt = performance.now();
+    }
+    if (performance.now() - seenTreasuryAt >= treasuryRefreshMs) {
+      seenTreasuryAt = performance.now(); // also after a failed read: tried again a refresh later, not every tick
+      try {
+        const state = await ctx.chain.treasuryState();
+        ctx.status.treasury = seenTreasury = { ...state, checkedAt: new Date(), underfunded: state.balance < state.amount };
+      } catch {
+        // The chain is not answering: its health and the heartbeat say so; the last state seen stands.
+      }
+    }
+    return ctx.status.treasury;
+  };
   const evaluate = async () => {
-    const treasury = ctx.status.treasury;
+    const treasury = await freshTreasury();
     if (treasury) {
       const left = treasury.amount > 0n ? treasury.balance / treasury.amount : 0n;
       await report("treasury.low", "treasury.low", left < BigInt(config.treasuryLowSponsorships), {
