@@ -102,3 +102,38 @@ describe("the global budget's count", () => {
     expect(await used(base + 1_000)).toEqual(before);
   });
 });
+
+describe("the global budget's refusal (429 budget_exhausted and its Retry-After)", () => {
+  const HOUR = 60 * MINUTE;
+  async function refusal(now: number, perHour: number, perDay: number, hint?: number) {
+    const rows = await t.db.execute<{ r: { refusal: string; window: string; retryAtMs: number } | null }>(
+      sql`SELECT sponsorship_budget_refusal(${new Date(now).toISOString()}::timestamptz, ${perHour}::int, ${perDay}::int,
+        ${hint === undefined ? null : new Date(hint).toISOString()}::timestamptz) AS r`,
+    );
+    return rows[0]!.r;
+  }
+
+  it("refuses once a window is full, with the moment its oldest creations have left it, the day's like the hour's", async () => {
+    await insertCounts([
+      { shard: 0, minute: base - 20 * HOUR, created: 2 },
+      { shard: 1, minute: base - 10 * HOUR, created: 2 },
+      { shard: 0, minute: base - 50 * MINUTE, created: 2 },
+      { shard: 2, minute: base - 10 * MINUTE, created: 1 },
+    ]);
+    // The day holds 7, the hour 3.
+    expect(await refusal(base, 0, 8)).toBeNull();
+    expect(await refusal(base, 4, 0)).toBeNull();
+    // SPONSOR_BUDGET_PER_DAY=7 alone: full. One creation must leave: the oldest minute's, a day and a minute after it.
+    expect(await refusal(base, 0, 7)).toEqual({ refusal: "budget_exhausted", window: "day", retryAtMs: base - 20 * HOUR + 24 * HOUR + MINUTE });
+    // A budget lowered below the count: as many must leave as it is over, plus one (7 against a budget of 4: 4 leave,
+    // the oldest minute's 2, then the next one's 2).
+    expect(await refusal(base, 0, 4)).toMatchObject({ window: "day", retryAtMs: base - 10 * HOUR + 24 * HOUR + MINUTE });
+    // SPONSOR_BUDGET_PER_HOUR=3 alone: the hour's oldest minute leaves an hour and a minute after it.
+    expect(await refusal(base, 3, 0)).toEqual({ refusal: "budget_exhausted", window: "hour", retryAtMs: base - 50 * MINUTE + HOUR + MINUTE });
+    // Both full: the later of the two, named by the day.
+    expect(await refusal(base, 3, 7)).toEqual({ refusal: "budget_exhausted", window: "day", retryAtMs: base - 20 * HOUR + 24 * HOUR + MINUTE });
+    // A hint still ahead is the answer without the walk; one in the past is not.
+    expect(await refusal(base, 3, 0, base + 5 * MINUTE)).toMatchObject({ retryAtMs: base + 5 * MINUTE });
+    expect(await refusal(base, 3, 0, base - MINUTE)).toMatchObject({ retryAtMs: base - 50 * MINUTE + HOUR + MINUTE });
+  });
+});

@@ -73,6 +73,34 @@ describe("create_sponsorship_request", () => {
   }
 });
 
+describe("create_sponsorship_request's first gates", () => {
+  it("checks the pause, then an administrator's IP block, then the budget, before the IP limit, and none of the three counts a hit", async () => {
+    const ip = "198.51.100.250";
+    const address = `0x${"ab".repeat(20)}`;
+    const hits = async () => (await t.db.$client.unsafe<{ n: number }[]>("SELECT count(*)::int AS n FROM rate_limit_hits WHERE key = $1", [ip]))[0]!.n;
+    const spent = { ...input(ip, address), budgetPerHour: 1 };
+    await t.db.$client.unsafe("INSERT INTO sponsorship_budget_counts (shard, minute, created) VALUES (0, date_trunc('minute', now()), 1)");
+    await t.db.$client.unsafe("INSERT INTO ip_blocks (cidr, reason, created_by) VALUES ('198.51.100.0/24', 'farm', 'admin:test')");
+    await t.db.$client.unsafe(
+      "INSERT INTO service_state (id, paused, pause_reason, paused_at) VALUES (1, true, 'refill', now()) ON CONFLICT (id) DO UPDATE SET paused = true, pause_reason = 'refill', paused_at = now()",
+    );
+    try {
+      expect(await createRequestInDatabase(t.db, spent)).toEqual({ refusal: "sponsorships_paused" });
+      await t.db.$client.unsafe("UPDATE service_state SET paused = false, pause_reason = NULL, paused_at = NULL WHERE id = 1");
+      expect(await createRequestInDatabase(t.db, spent)).toEqual({ refusal: "ip_blocked" });
+      await t.db.$client.unsafe("UPDATE ip_blocks SET lifted_at = now(), lifted_by = 'admin:test' WHERE cidr = '198.51.100.0/24'");
+      expect(await createRequestInDatabase(t.db, spent)).toMatchObject({ refusal: "budget_exhausted", window: "hour" });
+      expect(await hits()).toBe(0);
+      // Past the three gates, the IP's check counts the hit of a request for a wallet never registered.
+      expect(await createRequestInDatabase(t.db, input(ip, address))).toEqual({ refusal: "wallet_not_registered" });
+      expect(await hits()).toBe(1);
+    } finally {
+      await t.db.$client.unsafe("UPDATE service_state SET paused = false, pause_reason = NULL, paused_at = NULL WHERE id = 1");
+      await t.db.$client.unsafe("TRUNCATE sponsorship_budget_counts, sponsorship_budget_windows");
+    }
+  });
+});
+
 describe("create_sponsorship_request's plans", () => {
   type IndexReads = Record<string, number>;
   const watched = ["sponsorship_requests_queue_idx", "sponsorship_requests_requested_at_idx", "sponsorship_requests_wallet_history_idx"];
