@@ -169,6 +169,28 @@ describe("the pause", () => {
   });
 });
 
+describe("the pause and what was already sent", () => {
+  it("still confirms a relay sent before the pause: its request completes while paused", async () => {
+    const { id, wallet } = await createRequest(fx);
+    await anvilRpc(fx, "evm_setAutomine", [false]);
+    try {
+      worker = await startWorker();
+      // Sent, and waiting in the node's pool (no block is mined by itself now).
+      await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
+      await pauseSponsorships(fx.database.db, { session, ipAddress: null }, { reason: "test: paused with a relay in flight" });
+      await waitFor("the worker to see the pause", async () => (worker!.ctx.status.pause ? true : undefined));
+      await anvilRpc(fx, "evm_mine");
+      // decisions.md: "those already sent are still confirmed or replaced".
+      await waitStatus(id, "completed");
+      expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "confirmed"]]);
+      expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
+    } finally {
+      await anvilRpc(fx, "evm_setAutomine", [true]);
+      await resumeSponsorships(fx.database.db, { session, ipAddress: null });
+    }
+  });
+});
+
 describe("the registry's mirror", () => {
   it("refuses creation for a wallet sponsored on-chain behind the service's back, once the worker has indexed it", async () => {
     const wallet = randomWallet();
