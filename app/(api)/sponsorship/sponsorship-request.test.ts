@@ -153,6 +153,19 @@ describe("POST /sponsorship/request: open requests, eligibility, replay", () => 
     expectProblem(await requestSponsorship(address, ip), 409, "request_open");
   });
 
+  it("answers a repeat from another address of the same IPv6 /64 as a replay (one client identity), and one from another /64 as a new attempt", async () => {
+    const address = await registered();
+    const first = await requestSponsorship(address, "2001:db8:77:1::1");
+    expect(first.status).toBe(201);
+    const replay = await requestSponsorship(address, "2001:db8:77:1:ffff:ffff:ffff:fffe");
+    expect(replay.status).toBe(200);
+    expect(sponsorshipRequestResponse.parse(replay.json).id).toBe(sponsorshipRequestResponse.parse(first.json).id);
+    // ipAddress stays the full address the request was created from.
+    expect(sponsorshipRequestResponse.parse(replay.json).ipAddress).toBe("2001:db8:77:1::1");
+    expectProblem(await requestSponsorship(address, "2001:db8:77:2::1"), 409, "request_open");
+    expect(await requestsOf(address)).toHaveLength(1);
+  });
+
   it("does not treat the same wallet from another IP as a replay", async () => {
     const address = await registered();
     expect((await requestSponsorship(address, freshIp())).status).toBe(201);
