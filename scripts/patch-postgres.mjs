@@ -224,8 +224,9 @@ const RESERVATION_PATCHED = `    move(c, reserved)
 // transaction, committed alone (its earlier statements rolled back with the old session), and its ROLLBACK or COMMIT
 // too (db/driver.test.ts). Now a statement of a transaction whose connection closed is rejected with
 // CONNECTION_CLOSED, the ones queued behind its full connection fail with it, and no ROLLBACK is sent for it (the
-// server rolled it back when the session ended). The caller is told why the connection closed (ANSWER_TIMEOUT when
-// the server fell silent: CLOSED_REASON below).
+// server rolls back an open transaction when its session ends; a COMMIT already in flight may have been applied, so a
+// caller told of the close treats the outcome as unknown, as with any lost connection). The caller is told why the
+// connection closed (ANSWER_TIMEOUT when the server fell silent: CLOSED_REASON below).
 const BEGIN_MARK = "/* sponsorship-service: a transaction ends with its connection */";
 const BEGIN_STATE = "    let savepoints = 0\n      , connection\n      , prepare = null\n";
 const BEGIN_STATE_PATCHED = `    let savepoints = 0

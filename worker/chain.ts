@@ -234,6 +234,15 @@ export class WorkerChain {
     return this.reach("treasury state", () => readTreasuryState(this.client, this.treasuryAddress));
   }
 
+  /**
+   * The same, read beside the stages (the alert evaluation's refresh while nothing is relayed): not noted in
+   * `health`, whose last answer is the clock of the stage deadline (worker/loop.ts). A read from outside the stages
+   * that noted it would keep a stuck stage from ever reaching its deadline.
+   */
+  async treasuryStateAside(): Promise<TreasuryState> {
+    return reach("treasury state", () => readTreasuryState(this.client, this.treasuryAddress));
+  }
+
   async balances(addresses: readonly Address[]): Promise<Map<Address, bigint>> {
     return this.reach("balances", async () => {
       const values = await Promise.all(addresses.map((address) => this.client.getBalance({ address })));

@@ -249,6 +249,9 @@ export class WorkerLoop {
         if ((relayed.stored ?? 0) >= ctx.settings.batchSize) busy = true;
         ctx.status.relayWaiting = relayed.claimed > 0 ? relayed.waiting : undefined;
         if (relayed.waiting && relayed.waiting !== "no_relayers" && relayed.claimed > 0) this.noteWaiting(relayed.waiting);
+      } else {
+        // The stage failed (an outage): why it would wait is unknown now, and the heartbeat must not keep saying so.
+        ctx.status.relayWaiting = undefined;
       }
     }
     if (this.stopping) return false;

@@ -101,14 +101,23 @@ describe("alerts", () => {
       sql`SELECT count(*)::int AS n FROM sponsorship_requests WHERE status IN ('pending', 'approved', 'relayed')`,
     );
     expect(open[0]!.n).toBe(0); // nothing to relay: the relay stage never reads the treasury
-    const before = await eventsInOutbox("treasury.low");
+    const treasury = fx.deployment.treasuryAddress;
+    const balance = await fx.clients.getBalance({ address: treasury });
     r = await startWebhookReceiver();
-    const w = await worker({ RELAYER_PRIVATE_KEYS: fx.relayerKeys[0]! }, { treasuryRefreshMs: 200 });
-    // Before: an idle worker never knew the treasury, so a treasury drained while nothing was sent raised no alert.
-    await waitFor("treasury.low delivered", async () => received("treasury.low").length >= 1);
-    expect(w.ctx.status.treasury?.balance).toBeLessThan(100n * SPONSOR_AMOUNT);
-    expect(await eventsInOutbox("treasury.low")).toBe(before + 1);
-    expect(received("treasury.low")[0]!.data).toMatchObject({ threshold: 100, amountWei: SPONSOR_AMOUNT.toString() });
+    // 12 sponsorships left against a threshold of 5: not low when the worker starts.
+    const w = await worker({ RELAYER_PRIVATE_KEYS: fx.relayerKeys[0]!, TREASURY_LOW_SPONSORSHIPS: "5" }, { treasuryRefreshMs: 200 });
+    // The stages' read notes the chain's health, the clock of the stage deadline: beside the stages it must not be used.
+    w.ctx.chain.treasuryState = () => Promise.reject(new Error("the stages' treasury read, used beside the stages"));
+    await waitFor("the worker to read the treasury", async () => (w.ctx.status.treasury ? true : undefined));
+    try {
+      // Drained while nothing is sent (the owner withdrew): 2 sponsorships left.
+      await anvilRpc(fx, "anvil_setBalance", [treasury, `0x${(2n * SPONSOR_AMOUNT).toString(16)}`]);
+      // Before: an idle worker never read the treasury again, so no alert came until the next relay.
+      await waitFor("treasury.low delivered", async () => received("treasury.low").length >= 1);
+      expect(received("treasury.low")[0]!.data).toMatchObject({ threshold: 5, sponsorshipsLeft: 2, amountWei: SPONSOR_AMOUNT.toString() });
+    } finally {
+      await anvilRpc(fx, "anvil_setBalance", [treasury, `0x${balance.toString(16)}`]);
+    }
   });
 
   it("sends fees.above_ceiling when the base fee rises above MAX_FEE_PER_GAS_GWEI, and again only after it fell and rose again", async () => {

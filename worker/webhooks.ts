@@ -76,8 +76,11 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
     if (performance.now() - seenTreasuryAt >= treasuryRefreshMs) {
       seenTreasuryAt = performance.now(); // also after a failed read: tried again a refresh later, not every tick
       try {
-        const state = await ctx.chain.treasuryState();
-        ctx.status.treasury = seenTreasury = { ...state, checkedAt: new Date(), underfunded: state.balance < state.amount };
+        const state = await ctx.chain.treasuryStateAside();
+        // Unless the relay stage read it meanwhile (newer than this).
+        if (ctx.status.treasury === seenTreasury) {
+          ctx.status.treasury = seenTreasury = { ...state, checkedAt: new Date(), underfunded: state.balance < state.amount };
+        }
       } catch {
         // The chain is not answering: its health and the heartbeat say so; the last state seen stands.
       }
