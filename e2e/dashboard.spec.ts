@@ -141,3 +141,49 @@ test.describe("an administrator", () => {
     expect((await api.get("/admin/session", { headers: { cookie: `admin_session=${cookie!.value}` } })).status()).toBe(401);
   });
 });
+
+test.describe("an administrator at the controls", () => {
+  test("pauses sponsorships with a reason (the API refuses, /health names it), resumes, and blocks then lifts an address range", async ({
+    page,
+    request: api,
+  }) => {
+    const dashboard = new DashboardPage(page);
+    await page.setViewportSize(VIEWPORTS.desktop);
+    await dashboard.goto("/dashboard/controls");
+    await dashboard.signIn(E2E.adminToken);
+    await expect(page.getByRole("heading", { name: "Controls", level: 1 })).toBeVisible();
+    const sponsorships = page.getByRole("region", { name: "Sponsorships", exact: true });
+    await expect(sponsorships).toContainText("Running");
+
+    const wallet = freshAddress();
+    expect((await api.post("/wallets/register", { data: { walletAddress: wallet } })).status()).toBe(201);
+    try {
+      await sponsorships.getByLabel("Reason for pausing (shown on /health)").fill("e2e: treasury refill");
+      await sponsorships.getByRole("button", { name: "Pause sponsorships" }).click();
+      await expect(sponsorships.getByRole("status").filter({ hasText: "Sponsorships paused." })).toBeVisible();
+      await expect(sponsorships).toContainText("e2e: treasury refill");
+      const refused = await api.post("/sponsorship/request", { data: { walletAddress: wallet } });
+      expect(refused.status()).toBe(503);
+      expect(await refused.json()).toMatchObject({ code: "sponsorships_paused" });
+      expect((await (await api.get("/health")).json()).checks.sponsorships).toMatchObject({ status: "degraded", reason: "e2e: treasury refill" });
+
+      await sponsorships.getByRole("button", { name: "Resume sponsorships" }).click();
+      await expect(sponsorships.getByRole("status").filter({ hasText: "Sponsorships resumed." })).toBeVisible();
+      await expect(sponsorships).toContainText("Running");
+    } finally {
+      await api.post("/admin/resume", { data: {}, headers: { cookie: (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).join("; ") } });
+    }
+    expect((await api.post("/sponsorship/request", { data: { walletAddress: wallet } })).status()).toBe(201);
+
+    // An address range: listed with its reason, then lifted.
+    const blocks = page.getByRole("region", { name: "IP blocks", exact: true });
+    await blocks.getByLabel("Address or prefix").fill("198.51.100.77/24");
+    await blocks.getByLabel("Reason", { exact: true }).fill("e2e: a farm");
+    await blocks.getByRole("button", { name: "Block", exact: true }).click();
+    await expect(blocks.getByRole("status").filter({ hasText: "Blocked 198.51.100.0/24." })).toBeVisible();
+    const table = blocks.getByRole("region", { name: "Active IP blocks (table)" });
+    await expect(table.getByRole("row").filter({ hasText: "198.51.100.0/24" })).toContainText("e2e: a farm");
+    await table.getByRole("button", { name: "Lift the block of 198.51.100.0/24" }).click();
+    await expect(blocks).toContainText("No address or range is blocked.");
+  });
+});
