@@ -38,7 +38,9 @@ DECLARE
   -- The budget counts on the database's clock (one clock for every instance), in whole minutes.
   v_budget_now timestamptz := statement_timestamp();
   v_shard smallint := pg_backend_pid() % p_budget_shards;
-  v_budget_refusal json;
+  v_budget_room bigint;
+  -- No more creations than this can be in flight at once: each runs on a connection of its own.
+  v_in_flight_bound int := current_setting('max_connections')::int;
   v_forever boolean;
   v_blocked_until timestamptz;
   v_limit_at timestamptz;
@@ -59,11 +61,27 @@ BEGIN
     RETURN json_build_object('refusal', 'ip_blocked');
   END IF;
 
-  -- Global budget (sponsorship_budget_refusal, db/functions/sponsorship_budget.sql; GET /faucet asks the same).
+  -- Global budget (db/functions/sponsorship_budget.sql; GET /faucet asks the same refusal), exact across instances:
+  -- a creation holds the budget's advisory lock until it commits. Shared while the budget has more room than
+  -- creations can be in flight at once (none of those can take the last place, so they run side by side, each
+  -- counted by those that start after it commits); exclusive near the end, where each creation waits for every one
+  -- in flight and counts them all.
   IF p_budget_hour > 0 OR p_budget_day > 0 THEN
-    v_budget_refusal := sponsorship_budget_refusal(v_budget_now, p_budget_hour, p_budget_day, p_budget_retry_hint);
-    IF v_budget_refusal IS NOT NULL THEN
-      RETURN v_budget_refusal;
+    BEGIN
+      PERFORM pg_advisory_xact_lock_shared(hashtextextended('sponsorship_budget', 0));
+      v_budget_room := sponsorship_budget_room(v_budget_now, p_budget_hour, p_budget_day);
+      IF v_budget_room <= v_in_flight_bound THEN
+        -- Near the end, or spent: rolling the block's subtransaction back gives the shared lock back.
+        RAISE EXCEPTION USING ERRCODE = 'SB001';
+      END IF;
+    EXCEPTION WHEN SQLSTATE 'SB001' THEN
+      IF v_budget_room > 0 THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('sponsorship_budget', 0));
+        v_budget_room := sponsorship_budget_room(v_budget_now, p_budget_hour, p_budget_day);
+      END IF;
+    END;
+    IF v_budget_room <= 0 THEN
+      RETURN sponsorship_budget_refusal(v_budget_now, p_budget_hour, p_budget_day, p_budget_retry_hint);
     END IF;
   END IF;
 

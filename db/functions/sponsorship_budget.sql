@@ -2,9 +2,9 @@
 -- create_sponsorship_request (db/functions/create_sponsorship_request.sql) and pruned by pruneBudgetCounts.
 --
 -- Windows are counted in whole minutes, conservatively: the rolling hour is the current minute and the 60 before
--- it, the day the current minute and the 1,440 before it. So the budget never allows more than it says, except
--- for creations in flight at the same moment (each reads before the others commit); it may refuse up to a
--- minute early.
+-- it, the day the current minute and the 1,440 before it. So the budget never allows more than it says (creations
+-- in flight at the same moment are kept from passing it by create_sponsorship_request's lock); it may refuse up to
+-- a minute early.
 
 -- Created requests in the rolling hour and day: the windows' settled part (sponsorship_budget_windows, once per
 -- minute) plus the live rows of the current and the previous minute, so one key lookup and a range of at most two
@@ -43,6 +43,14 @@ BEGIN
 END;
 $$ LANGUAGE plpgsql VOLATILE;
 
+-- Creations the budget still allows (p_hour, p_day: the budgets, 0 for none; at least one is set): the smaller room
+-- of the windows that have a budget, 0 or less when one is full.
+CREATE OR REPLACE FUNCTION sponsorship_budget_room(p_now timestamptz, p_hour int, p_day int)
+RETURNS bigint AS $$
+  SELECT least(CASE WHEN p_hour > 0 THEN p_hour - u.used_hour END, CASE WHEN p_day > 0 THEN p_day - u.used_day END)
+  FROM sponsorship_budget_used(p_now) u;
+$$ LANGUAGE sql VOLATILE;
+
 -- When the window has room again: the oldest minutes leave it one by one; the answer is the moment the
 -- `p_excess`-th oldest creation in the window has left. Only read on a refusal.
 CREATE OR REPLACE FUNCTION sponsorship_budget_room_at(p_now timestamptz, p_window interval, p_excess bigint)
@@ -66,8 +74,8 @@ BEGIN
 END;
 $$ LANGUAGE plpgsql STABLE;
 
--- The budget's refusal, or NULL while it has room (p_hour, p_day: the budgets, 0 for none). Read without a lock:
--- concurrent creations may overshoot by those in flight. When it is spent, Retry-After is when every full window has
+-- The budget's refusal, or NULL while it has room (p_hour, p_day: the budgets, 0 for none). Read without a lock (the
+-- creation's exact check is in create_sponsorship_request). When it is spent, Retry-After is when every full window has
 -- room (the later of the two). Computing that walks the window's minutes, so a caller may pass the time it was last
 -- told (p_hint): while that is still ahead, and nothing can be created meanwhile, it is the answer without the walk
 -- (a client hammering a spent budget costs a few index lookups a request). create_sponsorship_request and

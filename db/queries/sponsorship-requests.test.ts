@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeDatabase, createDatabase } from "@/db/client";
 import { sponsorshipIpLockKey, walletLockKey } from "@/lib/sponsorship/lock-keys";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { createRequestInDatabase, type CreationCallInput } from "./sponsorship-requests";
@@ -96,6 +97,43 @@ describe("create_sponsorship_request's first gates", () => {
       expect(await hits()).toBe(1);
     } finally {
       await t.db.$client.unsafe("UPDATE service_state SET paused = false, pause_reason = NULL, paused_at = NULL WHERE id = 1");
+      await t.db.$client.unsafe("TRUNCATE sponsorship_budget_counts, sponsorship_budget_windows");
+    }
+  });
+});
+
+describe("the global budget at its edge", () => {
+  /** `count` registered wallets, fresh. */
+  async function wallets(count: number): Promise<string[]> {
+    const addresses = Array.from({ length: count }, () => `0x${crypto.randomUUID().replaceAll("-", "")}${crypto.randomUUID().slice(0, 8)}`);
+    await t.db.$client.unsafe("INSERT INTO wallets (wallet_address) SELECT unnest($1::text[])", [addresses]);
+    return addresses;
+  }
+
+  it("admits exactly the budget from creations racing for its last places, first side by side, then one at a time", async () => {
+    const bound = Number((await t.db.$client.unsafe<{ m: string }[]>("SELECT current_setting('max_connections') AS m"))[0]!.m);
+    // 40 connections at once, as several web servers' pools would be.
+    const pool = createDatabase(t.url, { max: 40 });
+    try {
+      // Room for bound + 15: the first creations take the shared lock, the last places are taken one at a time.
+      for (const [budget, extra] of [
+        [bound + 15, 60],
+        [10, 60],
+      ] as const) {
+        await t.db.$client.unsafe("TRUNCATE sponsorship_budget_counts, sponsorship_budget_windows");
+        const addresses = await wallets(budget + extra);
+        const outcomes = await Promise.all(
+          addresses.map((address, i) =>
+            createRequestInDatabase(pool, { ...input(`10.${Math.floor(i / 250)}.${i % 250}.${(budget % 200) + 1}`, address), budgetPerHour: budget }),
+          ),
+        );
+        const created = outcomes.filter((o) => "outcome" in o && o.outcome === "created").length;
+        const refused = outcomes.filter((o) => "refusal" in o && o.refusal === "budget_exhausted").length;
+        // Before: every creation read the count before the others committed, and up to 40 passed the budget at once.
+        expect({ budget, created, refused }).toEqual({ budget, created: budget, refused: extra });
+      }
+    } finally {
+      await closeDatabase(pool);
       await t.db.$client.unsafe("TRUNCATE sponsorship_budget_counts, sponsorship_budget_windows");
     }
   });
