@@ -7,7 +7,9 @@
 -- budget (429 budget_exhausted), then IP block/limit, wallet registered, replay, wallet block/limit, open request
 -- (409), already sponsored (422: a completed request, or the registry's mirror). No chain call is made by the
 -- caller: the registry is mirrored into registry_sponsored_wallets by the worker (worker/registry-index.ts), and
--- review asks the chain itself.
+-- review asks the chain itself. The budget is read first without a lock (a spent budget is refused there); a request
+-- that passed every limit then takes its place under the budget's lock, exactly (a race for the last places can
+-- refuse it there, 429 budget_exhausted, counting nothing).
 --
 -- The IP's limits, automatic blocks and replay key on the client identity (p_client_key: an IPv4 address, or the
 -- IPv6 prefix), administrator IP blocks on its network (p_client_net); the request records the full address (p_ip).
@@ -40,7 +42,7 @@ DECLARE
   v_shard smallint := pg_backend_pid() % p_budget_shards;
   v_budget_room bigint;
   -- No more creations than this can be in flight at once: each runs on a connection of its own.
-  v_in_flight_bound int := current_setting('max_connections')::int;
+  v_in_flight_bound int;
   v_forever boolean;
   v_blocked_until timestamptz;
   v_limit_at timestamptz;
@@ -61,25 +63,11 @@ BEGIN
     RETURN json_build_object('refusal', 'ip_blocked');
   END IF;
 
-  -- Global budget (db/functions/sponsorship_budget.sql; GET /faucet asks the same refusal), exact across instances:
-  -- a creation holds the budget's advisory lock until it commits. Shared while the budget has more room than
-  -- creations can be in flight at once (none of those can take the last place, so they run side by side, each
-  -- counted by those that start after it commits); exclusive near the end, where each creation waits for every one
-  -- in flight and counts them all.
+  -- Global budget (db/functions/sponsorship_budget.sql; GET /faucet asks the same refusal): a spent budget is
+  -- refused here, on a read without a lock; whether there is a place for this request is decided exactly before it
+  -- is counted (below).
   IF p_budget_hour > 0 OR p_budget_day > 0 THEN
-    BEGIN
-      PERFORM pg_advisory_xact_lock_shared(hashtextextended('sponsorship_budget', 0));
-      v_budget_room := sponsorship_budget_room(v_budget_now, p_budget_hour, p_budget_day);
-      IF v_budget_room <= v_in_flight_bound THEN
-        -- Near the end, or spent: rolling the block's subtransaction back gives the shared lock back.
-        RAISE EXCEPTION USING ERRCODE = 'SB001';
-      END IF;
-    EXCEPTION WHEN SQLSTATE 'SB001' THEN
-      IF v_budget_room > 0 THEN
-        PERFORM pg_advisory_xact_lock(hashtextextended('sponsorship_budget', 0));
-        v_budget_room := sponsorship_budget_room(v_budget_now, p_budget_hour, p_budget_day);
-      END IF;
-    END;
+    v_budget_room := sponsorship_budget_room(v_budget_now, p_budget_hour, p_budget_day);
     IF v_budget_room <= 0 THEN
       RETURN sponsorship_budget_refusal(v_budget_now, p_budget_hour, p_budget_day, p_budget_retry_hint);
     END IF;
@@ -180,6 +168,31 @@ BEGIN
     RETURN json_build_object('refusal', 'rate_limited', 'subject', 'wallet', 'retryAtMs', extract(epoch FROM v_retry) * 1000);
   END IF;
 
+  -- The budget's place, exact across instances: from here to its commit a request that passed every limit holds the
+  -- budget's advisory lock (refusals before this point never take it). Shared while the budget has more room than
+  -- requests can be in flight at once (each runs on a connection of its own, so none of those in flight can take the
+  -- last place): they run side by side, each counted by those that start after it commits. Exclusive near the end:
+  -- each waits for those in flight and counts them all. A refusal here counts nothing, as the one above.
+  IF p_budget_hour > 0 OR p_budget_day > 0 THEN
+    v_in_flight_bound := current_setting('max_connections')::int;
+    BEGIN
+      PERFORM pg_advisory_xact_lock_shared(hashtextextended('sponsorship_budget', 0));
+      v_budget_room := sponsorship_budget_room(v_budget_now, p_budget_hour, p_budget_day);
+      IF v_budget_room <= v_in_flight_bound THEN
+        -- Near the end, or spent: rolling the block's subtransaction back gives the shared lock back.
+        RAISE EXCEPTION USING ERRCODE = 'SB001';
+      END IF;
+    EXCEPTION WHEN SQLSTATE 'SB001' THEN
+      IF v_budget_room > 0 THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended('sponsorship_budget', 0));
+        v_budget_room := sponsorship_budget_room(v_budget_now, p_budget_hour, p_budget_day);
+      END IF;
+    END;
+    IF v_budget_room <= 0 THEN
+      RETURN sponsorship_budget_refusal(v_budget_now, p_budget_hour, p_budget_day, p_budget_retry_hint);
+    END IF;
+  END IF;
+
   INSERT INTO rate_limit_hits (scope, key, created_at)
   VALUES ('sponsorship_ip', p_client_key, p_now), ('sponsorship_wallet', p_address, p_now);
 
@@ -200,8 +213,8 @@ BEGIN
   UPDATE wallets SET sponsorship_count = sponsorship_count + 1, last_seen_at = GREATEST(last_seen_at, p_now)
   WHERE id = v_wallet_id;
   -- Counted last, in the row of this connection's shard and the current minute (its row lock is held to the commit
-  -- that follows: creations of one shard and minute are counted one at a time, those of different shards never wait
-  -- for each other).
+  -- that follows: creations of one shard and minute are counted one at a time, those of different shards do not
+  -- wait for each other's row; the budget's lock, above, orders them only near the end).
   INSERT INTO sponsorship_budget_counts AS c (shard, minute, created)
   VALUES (v_shard, date_trunc('minute', v_budget_now), 1)
   ON CONFLICT (shard, minute) DO UPDATE SET created = c.created + 1;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeDatabase, createDatabase } from "@/db/client";
+import { WEB_POOL_LIMITS } from "@/lib/http/app-context";
 import { sponsorshipIpLockKey, walletLockKey } from "@/lib/sponsorship/lock-keys";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { createRequestInDatabase, type CreationCallInput } from "./sponsorship-requests";
@@ -110,10 +111,38 @@ describe("the global budget at its edge", () => {
     return addresses;
   }
 
+  it("takes the budget's lock only for a request that passed every limit: a refusal before that never waits for it", async () => {
+    const [registeredWallet] = await wallets(1);
+    const holder = await t.db.$client.reserve();
+    try {
+      await holder.unsafe("BEGIN");
+      await holder.unsafe("SELECT pg_advisory_xact_lock(hashtextextended('sponsorship_budget', 0))");
+      // Near the end of a budget of 5 (exclusive): an unregistered wallet is refused at once, not behind the lock.
+      expect(await createRequestInDatabase(t.db, { ...input("198.51.100.240", `0x${"cd".repeat(20)}`), budgetPerHour: 5 })).toEqual({
+        refusal: "wallet_not_registered",
+      });
+      // A request that would be created waits for the place.
+      let settled = false;
+      const creation = createRequestInDatabase(t.db, { ...input("198.51.100.241", registeredWallet!), budgetPerHour: 5 }).finally(() => (settled = true));
+      const deadline = Date.now() + 10_000;
+      while ((await waitingAdvisoryLocks()) === 0) {
+        if (Date.now() > deadline) throw new Error("the creation never waited for the budget's lock");
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(settled).toBe(false);
+      await holder.unsafe("COMMIT");
+      await expect(creation).resolves.toMatchObject({ outcome: "created" });
+    } finally {
+      holder.release();
+      await t.db.$client.unsafe("TRUNCATE sponsorship_budget_counts, sponsorship_budget_windows");
+    }
+  });
+
   it("admits exactly the budget from creations racing for its last places, first side by side, then one at a time", async () => {
     const bound = Number((await t.db.$client.unsafe<{ m: string }[]>("SELECT current_setting('max_connections') AS m"))[0]!.m);
-    // 40 connections at once, as several web servers' pools would be.
-    const pool = createDatabase(t.url, { max: 40 });
+    // 40 connections at once, as several web servers' pools would be, with the web pool's limits (a lock waited for
+    // over 2 s would fail the creation: 503 in production).
+    const pool = createDatabase(t.url, { max: 40, ...WEB_POOL_LIMITS });
     try {
       // Room for bound + 15: the first creations take the shared lock, the last places are taken one at a time.
       for (const [budget, extra] of [
