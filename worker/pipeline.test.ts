@@ -4,6 +4,7 @@ import { readIsSponsored } from "@/lib/chain/registry";
 import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { checkHealth } from "@/lib/health";
+import { keptLog } from "@/test/kept-log";
 import { setAppContextForTests } from "@/lib/http/app-context";
 import { blockWallet } from "@/lib/sponsorship/blocks";
 import { GET as getByHash } from "@/app/(api)/sponsorship/tx/[hash]/route";
@@ -175,6 +176,35 @@ describe("a request goes through the pipeline", () => {
     expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "confirmed"]]);
     expect(await readIsSponsored(fx.clients, fx.deployment.registryAddress, wallet)).toBe(true);
     await waitFor("/health's worker check to be ok again", async () => ((await health()).body.checks.worker.status === "ok" ? true : undefined));
+  });
+
+  it("relays through the authorised relayers when one is not, and says so once (a warning naming it), and once more when all are authorised again", async () => {
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    const relayer = relayerAddress(fx.relayerKeys[0]!);
+    const treasury = fx.deployment.treasuryAddress;
+    await fx.clients.waitForTransactionReceipt({
+      hash: await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "removeRelayer", args: [relayer] }),
+    });
+    const { log, lines } = keptLog();
+    try {
+      worker = await startInProcessWorker(fx, { RELAYER_PRIVATE_KEYS: `${fx.relayerKeys[0]!},${LOCAL_DEPLOYER_KEY}`, WORKER_INTERVAL_MS: "200" }, {}, log);
+      const requests = [await createRequest(fx), await createRequest(fx)];
+      for (const { id } of requests) await waitStatus(id, "completed");
+      // Both went through the deployer's account, the only one authorised.
+      const relays = (await Promise.all(requests.map(({ id }) => readRelays(fx, id)))).flat();
+      expect(relays.map((r) => r.relayerAddress)).toEqual([deployer, deployer]);
+      const warned = lines.filter((l) => l.msg.startsWith("relayers not authorised by the treasury"));
+      // Before: nothing told the operator; the relayer's share went to the other in silence.
+      expect(warned.map((l) => l.fields?.relayers)).toEqual([[relayer.toLowerCase()]]);
+    } finally {
+      await fx.clients.waitForTransactionReceipt({
+        hash: await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "addRelayer", args: [relayer] }),
+      });
+    }
+    // Authorised again: said once, and the next request may use it.
+    const { id } = await createRequest(fx);
+    await waitStatus(id, "completed");
+    expect(lines.filter((l) => l.msg === "every leased relayer is authorised by the treasury again")).toHaveLength(1);
   });
 
   it("leaves requests approved while the treasury is underfunded (no attempt used, health degraded), relays once funded", async () => {

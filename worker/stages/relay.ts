@@ -44,6 +44,29 @@ export type RelayOutcome = {
  * requests with the count of open relays (while the treasury and the fees are read from the chain); the writes;
  * COMMIT once the nonce update is known to have found every relayer.
  */
+/** The set of leased relayers last found not authorised, per worker: logged when it changes. */
+const loggedUnauthorised = new WeakMap<WorkerContext, string>();
+
+/**
+ * Tells the operator when some leased relayers are not authorised by the treasury: their share of the relays goes
+ * through the others, silently otherwise (/health is degraded only when requests wait for want of any, decisions.md).
+ * Once per change of that set, and once when it empties again.
+ */
+function noteUnauthorised(ctx: WorkerContext, relayers: string[]): void {
+  const key = [...relayers].sort().join(",");
+  const before = loggedUnauthorised.get(ctx) ?? "";
+  if (key === before) return;
+  loggedUnauthorised.set(ctx, key);
+  if (relayers.length > 0) {
+    ctx.log.warn("relayers not authorised by the treasury: relays go through the others (with none left, requests wait approved)", {
+      relayers: key.split(","),
+      leased: ctx.pool.leased.length,
+    });
+  } else {
+    ctx.log.info("every leased relayer is authorised by the treasury again", { before: before.split(",") });
+  }
+}
+
 export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
   const relayers = ctx.pool.leased;
   if (relayers.length === 0) return { sent: 0, claimed: 0, waiting: "no_relayers" };
@@ -80,6 +103,10 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
     // A relayer the treasury does not authorise would only send reverts: it is left out, and with none left the
     // requests wait (no attempt burned) until the owner authorises one.
     const rotation = ctx.pool.rotation().filter((r) => nonces.has(r) && authorised.has(r.toLowerCase() as Address));
+    noteUnauthorised(
+      ctx,
+      [...nonces.keys()].filter((r) => !authorised.has(r.toLowerCase() as Address)),
+    );
     if (rotation.length === 0) return { stored: [], claimed: candidates.length, waiting: "relayers_not_authorised" as const };
     const attempts: NewRelayAttempt[] = [];
     const firstAttempts: string[] = [];
