@@ -383,7 +383,9 @@ describe("postgres.js ending a pool whose connection just failed", () => {
     await serverRuns("SELECT pg_sleep($1)");
     const ending = settle(client.end(), 5_000);
     relay.reset();
-    expect(await inFlight).toBe("ECONNRESET");
+    // The reset's error, or, on a loaded machine, the close that reached the socket first (CI once saw it): the
+    // statement failed either way, which is all this test needs of it.
+    expect(["ECONNRESET", "CONNECTION_CLOSED"]).toContain(await inFlight);
     // The queued statement is served on a new connection (a graceful end finishes what waits), and end() returns
     // once that connection is done. A first fix resolved end() at the close and left the new connection open.
     expect(await queued).toBe("ok");
