@@ -40,6 +40,7 @@ DECLARE
   -- The budget counts on the database's clock (one clock for every instance), in whole minutes.
   v_budget_now timestamptz := statement_timestamp();
   v_shard smallint := pg_backend_pid() % p_budget_shards;
+  v_budget_refusal json;
   v_budget_room bigint;
   -- No more creations than this can be in flight at once: each runs on a connection of its own.
   v_in_flight_bound int;
@@ -67,9 +68,9 @@ BEGIN
   -- refused here, on a read without a lock; whether there is a place for this request is decided exactly before it
   -- is counted (below).
   IF p_budget_hour > 0 OR p_budget_day > 0 THEN
-    v_budget_room := sponsorship_budget_room(v_budget_now, p_budget_hour, p_budget_day);
-    IF v_budget_room <= 0 THEN
-      RETURN sponsorship_budget_refusal(v_budget_now, p_budget_hour, p_budget_day, p_budget_retry_hint);
+    v_budget_refusal := sponsorship_budget_refusal(v_budget_now, p_budget_hour, p_budget_day, p_budget_retry_hint);
+    IF v_budget_refusal IS NOT NULL THEN
+      RETURN v_budget_refusal;
     END IF;
   END IF;
 
