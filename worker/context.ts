@@ -47,8 +47,16 @@ export type WorkerTotals = {
   failed: number;
 };
 
+/** The treasury as a stage or the alert evaluation last read it. */
+export type TreasuryStatus = TreasuryState & { checkedAt: Date; underfunded: boolean };
+
+/** A treasury state just read, as the worker keeps it: underfunded when it cannot pay one sponsorship. */
+export function treasuryStatus(state: TreasuryState): TreasuryStatus {
+  return { ...state, checkedAt: new Date(), underfunded: state.balance < state.amount };
+}
+
 export type WorkerStatus = {
-  treasury: (TreasuryState & { checkedAt: Date; underfunded: boolean }) | undefined;
+  treasury: TreasuryStatus | undefined;
   /** Why the relay stage's last pass sent nothing although requests were waiting (undefined: it was not held back). */
   relayWaiting: string | undefined;
   /** The administrator's pause as the relay stage last read it (undefined: not paused). */

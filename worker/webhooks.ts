@@ -3,7 +3,7 @@ import { giveUpRemovedEndpointDeliveries, pruneWebhookEvents, reportAlert, syncW
 import type { Config } from "@/lib/config";
 import { WebhookDispatcher, type DispatcherSettings } from "@/lib/webhooks/dispatcher";
 import type { AlertEventType } from "@/lib/webhooks/events";
-import type { WorkerContext } from "./context";
+import { treasuryStatus, type WorkerContext } from "./context";
 
 /**
  * The worker's part of the webhooks (docs/webhooks.md): it registers WEBHOOK_URLS as the active endpoints, runs the
@@ -79,7 +79,7 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
         const state = await ctx.chain.treasuryStateAside();
         // Unless the relay stage read it meanwhile (newer than this).
         if (ctx.status.treasury === seenTreasury) {
-          ctx.status.treasury = seenTreasury = { ...state, checkedAt: new Date(), underfunded: state.balance < state.amount };
+          ctx.status.treasury = seenTreasury = treasuryStatus(state);
         }
       } catch {
         // The chain is not answering: its health and the heartbeat say so; the last state seen stands.

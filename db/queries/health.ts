@@ -1,6 +1,12 @@
 import { sql } from "drizzle-orm";
 import { run, type Executor } from "@/db/sql/run";
 
+/** The relayers that live workers (a heartbeat newer than `freshSinceMs`) list under `details.relayers.<list>`. */
+const reportedRelayers = (list: "withoutGas" | "notAuthorised", freshSinceMs: number) =>
+  sql`(SELECT array_agg(DISTINCT r ORDER BY r) FROM worker_heartbeats f,
+         jsonb_array_elements_text(coalesce(f.details->'relayers'->${sql.raw(`'${list}'`)}, '[]'::jsonb)) AS r
+       WHERE f.last_beat_at >= to_timestamp(${freshSinceMs}::float8 / 1000))`;
+
 /**
  * One round trip: proves the database answers, reads the newest worker heartbeat (epoch ms, or null), the relayers
  * that workers with a heartbeat newer than `freshSinceMs` report without gas money or not authorised by the
@@ -19,12 +25,8 @@ export async function readHealthProbe(
   }>(
     db,
     sql`SELECT (extract(epoch FROM max(last_beat_at)) * 1000)::float8 AS "lastBeatMs",
-          (SELECT array_agg(DISTINCT r ORDER BY r) FROM worker_heartbeats f,
-             jsonb_array_elements_text(coalesce(f.details->'relayers'->'withoutGas', '[]'::jsonb)) AS r
-           WHERE f.last_beat_at >= to_timestamp(${freshSinceMs}::float8 / 1000)) AS "withoutGas",
-          (SELECT array_agg(DISTINCT r ORDER BY r) FROM worker_heartbeats f,
-             jsonb_array_elements_text(coalesce(f.details->'relayers'->'notAuthorised', '[]'::jsonb)) AS r
-           WHERE f.last_beat_at >= to_timestamp(${freshSinceMs}::float8 / 1000)) AS "notAuthorised",
+          ${reportedRelayers("withoutGas", freshSinceMs)} AS "withoutGas",
+          ${reportedRelayers("notAuthorised", freshSinceMs)} AS "notAuthorised",
           (SELECT s.paused FROM service_state s WHERE s.id = 1) AS paused,
           (SELECT s.pause_reason FROM service_state s WHERE s.id = 1) AS "pauseReason"
         FROM worker_heartbeats`,

@@ -12,7 +12,7 @@ import {
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import { lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
-import { relayChainState, type WorkerContext } from "../context";
+import { relayChainState, treasuryStatus, type WorkerContext } from "../context";
 import { metrics } from "../metrics";
 import { LeaseLostError } from "../relayers";
 import { signAttempt, storedAttempt } from "./attempts";
@@ -45,7 +45,7 @@ export type RelayOutcome = {
  * COMMIT once the nonce update is known to have found every relayer.
  */
 /** The set of leased relayers last found not authorised, per worker: logged when it changes. */
-const loggedUnauthorised = new WeakMap<WorkerContext, string>();
+const loggedUnauthorised = new WeakMap<WorkerContext, string[]>();
 
 /**
  * Tells the operator when some leased relayers are not authorised by the treasury: their share of the relays goes
@@ -53,17 +53,17 @@ const loggedUnauthorised = new WeakMap<WorkerContext, string>();
  * Once per change of that set, and once when it empties again.
  */
 function noteUnauthorised(ctx: WorkerContext, relayers: string[]): void {
-  const key = [...relayers].sort().join(",");
-  const before = loggedUnauthorised.get(ctx) ?? "";
-  if (key === before) return;
-  loggedUnauthorised.set(ctx, key);
-  if (relayers.length > 0) {
+  const sorted = [...relayers].sort();
+  const before = loggedUnauthorised.get(ctx) ?? [];
+  if (sorted.join(",") === before.join(",")) return;
+  loggedUnauthorised.set(ctx, sorted);
+  if (sorted.length > 0) {
     ctx.log.warn("relayers not authorised by the treasury: relays go through the others (with none left, requests wait approved)", {
-      relayers: key.split(","),
+      relayers: sorted,
       leased: ctx.pool.leased.length,
     });
   } else {
-    ctx.log.info("every leased relayer is authorised by the treasury again", { before: before.split(",") });
+    ctx.log.info("every leased relayer is authorised by the treasury again", { before });
   }
 }
 
@@ -90,8 +90,8 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
       relayChainState(ctx, [...nonces.keys()] as Address[]),
     ]);
     if (candidates.length === 0) return { stored: [], claimed: 0 };
-    const underfunded = treasury.balance < treasury.amount;
-    ctx.status.treasury = { ...treasury, checkedAt: new Date(), underfunded };
+    ctx.status.treasury = treasuryStatus(treasury);
+    const { underfunded } = ctx.status.treasury;
     if (treasury.paused) return { stored: [], claimed: candidates.length, waiting: "treasury_paused" as const };
     const affordable = treasury.amount > 0n ? treasury.balance / treasury.amount - BigInt(openRelays) : BigInt(candidates.length);
     if (affordable <= 0n) {
