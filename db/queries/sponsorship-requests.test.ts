@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeDatabase, createDatabase } from "@/db/client";
 import { WEB_POOL_LIMITS } from "@/lib/http/app-context";
 import { sponsorshipIpLockKey, walletLockKey } from "@/lib/sponsorship/lock-keys";
+import { holdAdvisoryLock } from "@/test/advisory-lock";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { createRequestInDatabase, type CreationCallInput } from "./sponsorship-requests";
 
@@ -35,13 +36,6 @@ function input(ip: string, address: string): CreationCallInput {
   };
 }
 
-async function waitingAdvisoryLocks(): Promise<number> {
-  const rows = await t.db.$client.unsafe<{ n: number }[]>(
-    "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-  );
-  return rows[0]!.n;
-}
-
 describe("create_sponsorship_request", () => {
   // Other writers (administrator blocks in lib/sponsorship/blocks.ts) serialise on the keys of lock-keys.ts; the
   // SQL function spells those keys itself, so this proves they are the same.
@@ -52,24 +46,18 @@ describe("create_sponsorship_request", () => {
     it(`waits for ${name} advisory lock under the key of lib/sponsorship/lock-keys.ts`, async () => {
       const ip = `198.51.100.${Math.floor(Math.random() * 250)}`;
       const address = `0x${crypto.randomUUID().replaceAll("-", "").padEnd(40, "0")}`;
-      const holder = await t.db.$client.reserve();
+      const lock = await holdAdvisoryLock(t.db, keyOf(ip, address));
       try {
-        await holder.unsafe("BEGIN");
-        await holder.unsafe("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))", [keyOf(ip, address)]);
         let settled = false;
         const call = createRequestInDatabase(t.db, input(ip, address)).finally(() => {
           settled = true;
         });
-        const deadline = Date.now() + 10_000;
-        while ((await waitingAdvisoryLocks()) === 0) {
-          if (Date.now() > deadline) throw new Error("the creation never waited for the lock");
-          await new Promise((resolve) => setImmediate(resolve));
-        }
+        await lock.waitedFor("the creation");
         expect(settled).toBe(false);
-        await holder.unsafe("COMMIT");
+        await lock.release();
         await expect(call).resolves.toEqual({ refusal: "wallet_not_registered" });
       } finally {
-        holder.release();
+        await lock.end();
       }
     });
   }
@@ -113,10 +101,8 @@ describe("the global budget at its edge", () => {
 
   it("takes the budget's lock only for a request that passed every limit: a refusal before that never waits for it", async () => {
     const [registeredWallet] = await wallets(1);
-    const holder = await t.db.$client.reserve();
+    const lock = await holdAdvisoryLock(t.db, "sponsorship_budget");
     try {
-      await holder.unsafe("BEGIN");
-      await holder.unsafe("SELECT pg_advisory_xact_lock(hashtextextended('sponsorship_budget', 0))");
       // Near the end of a budget of 5 (exclusive): an unregistered wallet is refused at once, not behind the lock.
       expect(await createRequestInDatabase(t.db, { ...input("198.51.100.240", `0x${"cd".repeat(20)}`), budgetPerHour: 5 })).toEqual({
         refusal: "wallet_not_registered",
@@ -124,16 +110,12 @@ describe("the global budget at its edge", () => {
       // A request that would be created waits for the place.
       let settled = false;
       const creation = createRequestInDatabase(t.db, { ...input("198.51.100.241", registeredWallet!), budgetPerHour: 5 }).finally(() => (settled = true));
-      const deadline = Date.now() + 10_000;
-      while ((await waitingAdvisoryLocks()) === 0) {
-        if (Date.now() > deadline) throw new Error("the creation never waited for the budget's lock");
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+      await lock.waitedFor("the creation");
       expect(settled).toBe(false);
-      await holder.unsafe("COMMIT");
+      await lock.release();
       await expect(creation).resolves.toMatchObject({ outcome: "created" });
     } finally {
-      holder.release();
+      await lock.end();
       await t.db.$client.unsafe("TRUNCATE sponsorship_budget_counts, sponsorship_budget_windows");
     }
   });

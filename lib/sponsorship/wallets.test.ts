@@ -5,6 +5,7 @@ import type { Database } from "@/db/client";
 import * as schema from "@/db/schema";
 import { findWalletView } from "@/db/queries/wallets";
 import { parseConfig } from "@/lib/config";
+import { holdAdvisoryLock } from "@/test/advisory-lock";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { SponsorshipError } from "./errors";
 import { registerIpLockKey } from "./lock-keys";
@@ -108,24 +109,18 @@ describe("registerWallet", () => {
   it("waits for the identity's advisory lock under the key of lib/sponsorship/lock-keys.ts", async () => {
     // The SQL function spells the key itself; this proves it is registerIpLockKey's.
     const ip = freshIp();
-    const holder = await t.db.$client.reserve();
+    const lock = await holdAdvisoryLock(t.db, registerIpLockKey(ip));
     try {
-      await holder.unsafe("BEGIN");
-      await holder.unsafe("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))", [registerIpLockKey(ip)]);
       let settled = false;
       const call = registerWallet(t.db, { walletAddress: randomAddress(), ip }, { config: configWithLimit(10) }).finally(() => {
         settled = true;
       });
-      const deadline = Date.now() + 10_000;
-      while ((await waitingLocks()) === 0) {
-        if (Date.now() > deadline) throw new Error("the registration never waited for the lock");
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+      await lock.waitedFor("the registration");
       expect(settled).toBe(false);
-      await holder.unsafe("COMMIT");
+      await lock.release();
       await expect(call).resolves.toMatchObject({ created: true });
     } finally {
-      holder.release();
+      await lock.end();
     }
   });
 
