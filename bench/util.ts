@@ -34,11 +34,11 @@ export async function waitFor<T>(
   check: () => Promise<T | undefined> | T | undefined,
   options: { timeoutMs: number; intervalMs?: number },
 ): Promise<T> {
-  const deadline = Date.now() + options.timeoutMs;
+  const deadline = performance.now() + options.timeoutMs;
   for (;;) {
     const value = await check();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${options.timeoutMs} ms waiting for ${what}`);
+    if (performance.now() > deadline) throw new Error(`timed out after ${options.timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, options.intervalMs ?? 100));
   }
 }

@@ -217,9 +217,9 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return;
   logger?.warn("stopping a PostgreSQL server left running by an earlier start", { pid, databaseDir });
   process.kill(pid, "SIGINT");
-  const deadline = Date.now() + 30_000;
+  const deadline = performance.now() + 30_000;
   while (processAlive(pid)) {
-    if (Date.now() > deadline) throw new Error(`PostgreSQL (pid ${pid}) holding ${databaseDir} did not stop`);
+    if (performance.now() > deadline) throw new Error(`PostgreSQL (pid ${pid}) holding ${databaseDir} did not stop`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }

@@ -80,13 +80,17 @@ async function readFaucetStatus({ db, config }: Deps, nowMs: number): Promise<Fa
   };
 }
 
-let snapshot: { deps: Deps; takenAt: number; value: Promise<FaucetStatusResponse> } | undefined;
+let snapshot: { deps: Deps; takenAtClock: number; value: Promise<FaucetStatusResponse> } | undefined;
 
-/** The faucet's status as of at most FAUCET_SNAPSHOT_MS before `nowMs`. */
-export function faucetStatus(deps: Deps, nowMs = Date.now()): Promise<FaucetStatusResponse> {
-  const fresh = snapshot && snapshot.deps.db === deps.db && snapshot.deps.config === deps.config && nowMs - snapshot.takenAt < FAUCET_SNAPSHOT_MS;
+/**
+ * The faucet's status as of at most FAUCET_SNAPSHOT_MS before now. `nowMs` (the wall clock) dates what is read;
+ * the snapshot's age is measured on `clockMs`, a monotonic clock: a step back of the wall clock (NTP, a restored VM)
+ * would otherwise keep one snapshot for the length of the step.
+ */
+export function faucetStatus(deps: Deps, nowMs = Date.now(), clockMs = performance.now()): Promise<FaucetStatusResponse> {
+  const fresh = snapshot && snapshot.deps.db === deps.db && snapshot.deps.config === deps.config && clockMs - snapshot.takenAtClock < FAUCET_SNAPSHOT_MS;
   if (!fresh) {
-    const taken = { deps, takenAt: nowMs, value: readFaucetStatus(deps, nowMs) };
+    const taken = { deps, takenAtClock: clockMs, value: readFaucetStatus(deps, nowMs) };
     snapshot = taken;
     // A failed read is answered once (a problem) and not served again from the snapshot.
     taken.value.catch(() => {

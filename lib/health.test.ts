@@ -1,4 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { toHex } from "viem";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { waitFor } from "@/bench/util";
 import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
 import type { Anvil } from "@/contracts/anvil";
 import { createDatabase, closeDatabase } from "@/db/client";
@@ -6,9 +8,9 @@ import { workerHeartbeats } from "@/db/schema";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig } from "@/lib/config";
 import { callApi, setupApiTestContext } from "@/test/api-client";
 import { healthResponse } from "@/lib/sponsorship/schemas";
-import { startTestChain } from "@/test/chain";
+import { chainRpc, startTestChain } from "@/test/chain";
 import { freePort } from "@/test/ports";
-import { checkHealth } from "./health";
+import { CHAIN_CACHE_MS, checkHealth } from "./health";
 
 const ctx = setupApiTestContext();
 let chain: Anvil;
@@ -92,6 +94,27 @@ describe("GET /health", () => {
     expect(report.httpStatus).toBe(200);
     expect(report.body.status).toBe("degraded");
     expect(report.body.checks.treasury).toMatchObject({ status: "degraded", balanceWei: "0" });
+  });
+
+  it("reads the chain again once its cache has aged, also after the wall clock stepped back", async () => {
+    await beat("fresh", 0);
+    const env = { RPC_URL: chain.rpcUrl, REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded };
+    const treasury = async () => (await checkHealth({ db: ctx.t.db, config: config(env) })).body.checks.treasury;
+    expect(await treasury()).toMatchObject({ status: "ok" });
+    // NTP correcting a clock that ran fast, a VM restored from a snapshot: Date steps back an hour (timers and
+    // performance.now() do not, as with a real step). Before, the cache's expiry was on the wall clock: the treasury
+    // drained after the step stayed "ok" for the hour.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
+    try {
+      await chainRpc(chain.rpcUrl, "anvil_setBalance", [funded, "0x0"]);
+      const seen = await waitFor("/health to see the drained treasury", async () => ((await treasury()).status === "degraded" ? true : undefined), {
+        timeoutMs: 5 * CHAIN_CACHE_MS,
+      });
+      expect(seen).toBe(true);
+    } finally {
+      vi.useRealTimers();
+      await chainRpc(chain.rpcUrl, "anvil_setBalance", [funded, toHex(10n ** 18n)]);
+    }
   });
 
   it("is degraded when the chain cannot be reached", async () => {

@@ -186,7 +186,8 @@ export function readChainHealth(config: Config): Promise<ChainChecks> {
 /** The chain, treasury and fees checks, cached for CHAIN_CACHE_MS and shared by concurrent callers (GET /faucet reads them too). */
 export function chainChecks(config: Config): Promise<ChainChecks> {
   const key = `${config.rpcUrls.join(",")}|${config.treasuryAddress ?? ""}|${config.sponsorAmountWei}|${config.maxFeePerGasWei ?? ""}`;
-  const now = Date.now();
+  // A monotonic clock: on the wall clock, a step back (NTP, a restored VM) kept the cached reads for its length.
+  const now = performance.now();
   if (!chainCache || chainCache.key !== key || chainCache.expiresAt <= now) {
     chainCache = { key, expiresAt: now + CHAIN_CACHE_MS, value: readChainChecks(config) };
   }

@@ -54,7 +54,7 @@ export function supervise(options: SupervisedOptions): Supervised {
   const start = () => {
     timer = undefined;
     if (stopping) return;
-    const startedAt = Date.now();
+    const startedAt = performance.now();
     // Its own process group: a signal to the supervisor's whole group (Ctrl-C in a terminal, a process manager
     // signalling the group) reaches the supervisor alone, which then stops the children in order. A child whose
     // supervisor is gone stops by itself (lib/supervised.ts).
@@ -84,7 +84,7 @@ export function supervise(options: SupervisedOptions): Supervised {
           log.info("stopped", { exit: describeExit(code, signal) });
           return;
         }
-        const upMs = Date.now() - startedAt;
+        const upMs = Math.round(performance.now() - startedAt);
         if (upMs >= stableAfter) backoff = minBackoff;
         restarts += 1;
         log.error("exited unexpectedly; restarting", { exit: describeExit(code, signal), upMs, restartInMs: backoff, restarts });
@@ -182,7 +182,7 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
     });
 
   const loop = (async () => {
-    let startedAt = Date.now();
+    let startedAt = performance.now();
     while (!stopping && current) {
       await current.exited;
       if (stopping) return;
@@ -190,7 +190,7 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
         log.info("exited while shutting down; not restarted", { pid: current.pid });
         return;
       }
-      const upMs = Date.now() - startedAt;
+      const upMs = Math.round(performance.now() - startedAt);
       if (upMs >= stableAfter) backoff = minBackoff;
       log.error("exited unexpectedly; restarting", { pid: current.pid, upMs, restartInMs: backoff });
       current = undefined;
@@ -206,7 +206,7 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
             return;
           }
           current = next;
-          startedAt = Date.now();
+          startedAt = performance.now();
           log.info("restarted", { pid: next.pid, restarts });
           options.onStart?.(next.pid);
         } catch (error) {

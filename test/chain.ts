@@ -16,3 +16,15 @@ export async function startTestChain(options: { blockTime?: number } = {}): Prom
     },
   };
 }
+
+/** One JSON-RPC call to a test chain (anvil's own methods: `anvil_setBalance`, `evm_setAutomine`, ...). */
+export async function chainRpc<T = unknown>(rpcUrl: string, method: string, params: unknown[] = []): Promise<T> {
+  const res = await fetch(rpcUrl, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+  });
+  const body = (await res.json()) as { result?: T; error?: { message: string } };
+  if (body.error) throw new Error(`${method}: ${body.error.message}`);
+  return body.result as T;
+}

@@ -16,7 +16,7 @@ import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig, resetConfigForTest
 import { createLogger, type Logger } from "@/lib/log";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
 import { registerWallet } from "@/lib/sponsorship/wallets";
-import { startTestChain } from "@/test/chain";
+import { chainRpc, startTestChain } from "@/test/chain";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import type { WorkerSettings } from "@/worker/context";
 import { startWorker, type RunningWorker } from "@/worker/worker";
@@ -193,7 +193,7 @@ export async function stopSpawned(worker: SpawnedWorker): Promise<{ code: number
 
 /** Polls `check` until it returns something other than undefined/false, or fails after `timeoutMs`. */
 export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, intervalMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
@@ -202,7 +202,7 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline)
+    if (performance.now() > deadline)
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last).slice(0, 300)})` : ""}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
@@ -280,14 +280,7 @@ export async function readSponsoredEvents(
 
 /** Raw JSON-RPC to the test anvil (mining control, dropping transactions). */
 export async function anvilRpc<T = unknown>(fx: PipelineFixture, method: string, params: unknown[] = []): Promise<T> {
-  const res = await fetch(fx.anvil.rpcUrl, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
-  });
-  const body = (await res.json()) as { result?: T; error?: { message: string } };
-  if (body.error) throw new Error(`${method}: ${body.error.message}`);
-  return body.result as T;
+  return chainRpc<T>(fx.anvil.rpcUrl, method, params);
 }
 
 /** Relayer nonces on the chain: mined (latest) and with the pool (pending). */

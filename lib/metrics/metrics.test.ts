@@ -1,13 +1,15 @@
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Registry } from "prom-client";
+import { toHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { waitFor } from "@/bench/util";
 import { createDatabase, closeDatabase } from "@/db/client";
 import { relayerAccounts, sponsorshipRequests, wallets, workerHeartbeats } from "@/db/schema";
 import { LOCAL_DEV_KEYS } from "@/lib/config";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { startTestChain } from "@/test/chain";
+import { chainRpc, startTestChain } from "@/test/chain";
 import { freePort } from "@/test/ports";
 import type { Anvil } from "@/contracts/anvil";
 import { createViemChainReader } from "./chain-reader";
@@ -186,6 +188,29 @@ describe("service-wide metrics from the database and the chain", () => {
     // Not a treasury contract: amount() fails and the configured amount is used.
     expect(await value(registry, "sponsorship_treasury_sponsorships_left")).toBe(Math.floor(funded / 1e16));
     expect(await value(registry, "sponsorship_relayer_balance_wei", { relayer })).toBe(Number(await reader.getBalance(relayer)));
+  });
+
+  it("takes a new snapshot once the last has aged, also after the wall clock stepped back", async () => {
+    const registry = createMetricsRegistry("web", { defaultMetrics: false });
+    const reader = createViemChainReader(chain.rpcUrl);
+    registerServiceMetrics(registry, { sources: () => ({ db: testDb.db, chain: reader, treasuryAddress: treasury }), cacheMs: 200 });
+    const before = await reader.getBalance(treasury);
+    expect(await value(registry, "sponsorship_treasury_balance_wei")).toBe(Number(before));
+    // Date steps back an hour (NTP, a restored VM); timers and performance.now() do not, as with a real step.
+    // Before, the snapshot's age was taken on the wall clock: every scrape for the hour got the old balance.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
+    try {
+      await chainRpc(chain.rpcUrl, "anvil_setBalance", [treasury, toHex(12345n)]);
+      const seen = await waitFor(
+        "a scrape to show the new balance",
+        async () => ((await value(registry, "sponsorship_treasury_balance_wei")) === 12345 ? true : undefined),
+        { timeoutMs: 5_000 },
+      );
+      expect(seen).toBe(true);
+    } finally {
+      vi.useRealTimers();
+      await chainRpc(chain.rpcUrl, "anvil_setBalance", [treasury, toHex(before)]);
+    }
   });
 
   it("still answers a scrape, without the database's series, when the database cannot be reached", async () => {

@@ -101,7 +101,8 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
     return { treasuryBalance, sponsorAmount, relayers: new Map(perRelayer) };
   }
 
-  // A scrape's gauges share one snapshot: in flight, or settled less than `cacheMs` ago.
+  // A scrape's gauges share one snapshot: in flight, or settled less than `cacheMs` ago (a monotonic clock: a step
+  // back of the wall clock would keep the snapshot for its length).
   let cached: { settledAt?: number; value: Promise<Snapshot> } | undefined;
   async function take(): Promise<Snapshot> {
     const snapshot: Snapshot = {};
@@ -125,11 +126,11 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
     return snapshot;
   }
   function snapshot(): Promise<Snapshot> {
-    const fresh = cached && (cached.settledAt === undefined || Date.now() - cached.settledAt < cacheMs);
+    const fresh = cached && (cached.settledAt === undefined || performance.now() - cached.settledAt < cacheMs);
     if (!fresh) {
       const entry: NonNullable<typeof cached> = {
         value: take().finally(() => {
-          entry.settledAt = Date.now();
+          entry.settledAt = performance.now();
         }),
       };
       cached = entry;

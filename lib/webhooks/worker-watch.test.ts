@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { upsertHeartbeat } from "@/db/queries/heartbeats";
 import { syncWebhookEndpoints } from "@/db/queries/webhooks";
 import { createLogger } from "@/lib/log";
@@ -30,9 +30,9 @@ afterAll(async () => {
 });
 
 async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -68,5 +68,43 @@ describe("worker.down", () => {
     expect(down()).toHaveLength(2);
     expect(down()[1]!.json.data.lastHeartbeatAt).toEqual(expect.any(String));
     await watch.stop();
+  });
+
+  it("is sent when the workers stop after the wall clock stepped back", async () => {
+    await t.db.execute(sql`DELETE FROM worker_heartbeats`);
+    const watch = new WorkerWatch({
+      db: t.db,
+      log: createLogger({ test: "worker-watch" }),
+      endpoints: [r.url],
+      secret: SECRET,
+      downAfterMs: 300,
+      dispatcher: { baseDelayMs: 50, maxDelayMs: 100 },
+    });
+    try {
+      const before = r.ofType("worker.down").length;
+      await upsertHeartbeat(t.db, { workerId: "w2", hostname: "h", pid: 2, startedAt: new Date(), details: {} });
+      expect(await watch.check()).toBe(false);
+      // Date steps back an hour (NTP, a restored VM); timers and performance.now() do not, as with a real step. Then
+      // the worker dies. Before, the last beat was kept on the wall clock, an hour in the new clock's future: no
+      // worker.down for the hour.
+      vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
+      await t.db.execute(sql`UPDATE worker_heartbeats SET last_beat_at = now() - interval '1 second'`);
+      await waitUntil("the watch to call the workers down", () => watch.check(), 5_000);
+      expect(r.ofType("worker.down")).toHaveLength(before + 1);
+    } finally {
+      vi.useRealTimers();
+      await watch.stop();
+    }
+  });
+
+  it("calls the workers down at its first look when the newest heartbeat is older than the limit (older than this process)", async () => {
+    await t.db.execute(sql`UPDATE worker_heartbeats SET last_beat_at = now() - interval '10 hours'`);
+    const watch = new WorkerWatch({ db: t.db, log: createLogger({ test: "worker-watch" }), endpoints: [], secret: SECRET });
+    try {
+      // The production limit (60 s), with a heartbeat ten hours old: down at once, not 60 s after this watch started.
+      expect(await watch.check()).toBe(true);
+    } finally {
+      await watch.stop();
+    }
   });
 });

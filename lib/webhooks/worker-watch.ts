@@ -26,8 +26,9 @@ export type WorkerWatchOptions = {
 };
 
 export class WorkerWatch {
+  /** When a worker was last alive, on the monotonic clock (performance.now()): the heartbeat's age is the database's. */
   private lastAliveAt: number | undefined;
-  private readonly startedAt = Date.now();
+  private readonly startedAt = performance.now();
   private timer: NodeJS.Timeout | undefined;
   private checking: Promise<void> | undefined;
   private readonly dispatcher: WebhookDispatcher;
@@ -49,17 +50,21 @@ export class WorkerWatch {
     const run = (async () => {
       const { db, log } = this.options;
       const age = await newestHeartbeatAgeMs(db);
-      const now = Date.now();
-      if (age !== undefined) this.lastAliveAt = Math.max(this.lastAliveAt ?? 0, now - age);
+      // Measured on a monotonic clock: on the wall clock, a step back (NTP, a restored VM) kept the last beat in
+      // the future, and no worker.down was sent for the length of the step.
+      const now = performance.now();
+      if (age !== undefined) this.lastAliveAt = Math.max(this.lastAliveAt ?? -Infinity, now - age);
       const since = this.lastAliveAt ?? this.startedAt;
-      const down = now - since >= this.downAfterMs;
+      const silentForMs = Math.round(now - since);
+      const down = silentForMs >= this.downAfterMs;
+      const lastHeartbeatAt = this.lastAliveAt === undefined ? null : new Date(Date.now() - (now - this.lastAliveAt)).toISOString();
       const started = await reportAlert(db, {
         key: "worker.down",
         type: "worker.down",
         active: down,
-        data: { lastHeartbeatAt: this.lastAliveAt === undefined ? null : new Date(this.lastAliveAt).toISOString(), silentForMs: now - since },
+        data: { lastHeartbeatAt, silentForMs },
       });
-      if (started) log.error("alert: no live worker heartbeat", { silentForMs: now - since });
+      if (started) log.error("alert: no live worker heartbeat", { silentForMs });
       if (down) for (const endpoint of this.options.endpoints) await this.dispatcher.deliverDue(endpoint);
       return down;
     })();

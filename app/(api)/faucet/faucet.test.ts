@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { toHex } from "viem";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { waitFor } from "@/bench/util";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
 import type { Anvil } from "@/contracts/anvil";
@@ -12,7 +14,7 @@ import { pauseSponsorships, resumeSponsorships } from "@/lib/admin/controls";
 import type { AdminSession } from "@/db/schema";
 import { callApi, expectProblem, reconfigure, setupApiTestContext } from "@/test/api-client";
 import { faucetStatusResponse, type FaucetStatusResponse } from "@/lib/sponsorship/schemas";
-import { startTestChain } from "@/test/chain";
+import { chainRpc, startTestChain } from "@/test/chain";
 import { freePort } from "@/test/ports";
 
 /** GET /faucet (decisions.md, "Public faucet status") over the route handlers, a real database and a real anvil. */
@@ -177,17 +179,37 @@ describe("GET /faucet", () => {
   it("is served from a snapshot at most FAUCET_SNAPSHOT_MS old, shared by every caller in between", async () => {
     const config = onChain(treasuries.operating);
     const deps = { db: ctx.t.db, config };
-    const t0 = Date.now() + 10 * FAUCET_SNAPSHOT_MS; // after any snapshot earlier tests left
-    const first = await faucetStatus(deps, t0);
+    const t0 = Date.now();
+    const c0 = performance.now() + 10 * FAUCET_SNAPSHOT_MS; // after any snapshot earlier tests left
+    const first = await faucetStatus(deps, t0, c0);
     await completed(1, 1_000);
     await completed(1, 1_000);
     await completed(1, 1_000);
     await completed(1, 1_000);
     // Within the snapshot's second the database is not asked again: the new completions do not show yet.
-    expect(await faucetStatus(deps, t0 + FAUCET_SNAPSHOT_MS - 1)).toBe(first);
-    const later = await faucetStatus(deps, t0 + FAUCET_SNAPSHOT_MS);
+    expect(await faucetStatus(deps, t0 + FAUCET_SNAPSHOT_MS - 1, c0 + FAUCET_SNAPSHOT_MS - 1)).toBe(first);
+    const later = await faucetStatus(deps, t0 + FAUCET_SNAPSHOT_MS, c0 + FAUCET_SNAPSHOT_MS);
     expect(later).not.toBe(first);
     expect(later.medianSecondsToComplete).not.toBe(first.medianSecondsToComplete);
+  });
+
+  it("takes a new snapshot once the last has aged, also after the wall clock stepped back", async () => {
+    onChain(treasuries.operating);
+    expect((await getFaucet()).state).toBe("operating");
+    // Date steps back an hour (NTP, a restored VM); timers and performance.now() do not, as with a real step.
+    // Before, the snapshot's age was taken on the wall clock: negative, so the page said "operating" for the hour
+    // while the treasury was empty.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
+    try {
+      await chainRpc(chain.rpcUrl, "anvil_setBalance", [treasuries.operating, "0x0"]);
+      const state = await waitFor("GET /faucet to say empty", async () => ((await getFaucet()).state === "empty" ? "empty" : undefined), {
+        timeoutMs: 10_000,
+      });
+      expect(state).toBe("empty");
+    } finally {
+      vi.useRealTimers();
+      await chainRpc(chain.rpcUrl, "anvil_setBalance", [treasuries.operating, toHex(AMOUNT * 100n)]);
+    }
   });
 
   it("answers CORS like the other API routes: an allowed origin is echoed, a foreign one is 403 origin_not_allowed", async () => {
