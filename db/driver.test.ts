@@ -324,6 +324,26 @@ describe("postgres.js on a connection the network drops", () => {
     }
   });
 
+  it("fails a statement whose new connection is closed before it is ready, without an error (a proxy whose server is gone), backs off, and is served once the server is back", async () => {
+    const client = postgres(throughRelay(), { max: 1, onnotice: () => {} });
+    const retries = () => (client.options as unknown as { shared: { retries: number } }).shared.retries;
+    try {
+      relay.hangUp(true);
+      const before = relay.accepted;
+      // Before the fix the close was taken for a multi-host rotation: the client reconnected at once, for ever
+      // (thousands of connections a second here), and the statement never settled.
+      expect(await settle(client`SELECT 1`, 3_000)).toBe("CONNECTION_CLOSED");
+      expect(await settle(client`SELECT 2`, 3_000)).toBe("CONNECTION_CLOSED");
+      expect({ attempts: relay.accepted - before, backingOff: retries() > 0 }).toEqual({ attempts: 2, backingOff: true });
+      relay.hangUp(false);
+      expect(await settle(client`SELECT 3`)).toBe("ok");
+      expect(retries()).toBe(0);
+    } finally {
+      relay.hangUp(false);
+      await client.end({ timeout: 5 });
+    }
+  });
+
   it("starts the reconnect backoff again once the server answers a connection opened for a reserve()", async () => {
     const client = postgres(throughRelay(), { max: 1, onnotice: () => {} });
     const retries = () => (client.options as unknown as { shared: { retries: number } }).shared.retries;

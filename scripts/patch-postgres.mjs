@@ -27,6 +27,8 @@
 //   postgres.js gives for a closed connection everywhere else) instead of throwing; a query the pool has already
 //   handed to the connection's reconnect (`initial`) is left to it;
 // - `closed()` and `terminate()` forget the cancelled immediate and the bytes meant for the dead socket;
+// - a socket closed without an error before the connection was ready fails the statement it was for and grows the
+//   backoff, as a refusal does (with one host; see CLOSED_REJECT_PATCHED): it reconnected at once, for ever;
 // - `closed()` rejects whatever is still waiting on the connection, also when the socket closed on an error: the
 //   statements given to it between its 'error' and its 'close' were otherwise left waiting for ever; and it forgets
 //   the statement that was in flight, its error and its rows, which the next socket took for its own answers;
@@ -87,11 +89,23 @@ const CLOSED_REJECT = [
   "    if (initial)\n      return reconnect()\n\n    !hadError && (query || sent.length) && error(Errors.connection('CONNECTION_CLOSED', options, socket))\n",
   "    if (initial)\n      return reconnect()\n\n    if (query || sent.length) /* sponsorship-service: also after an error */\n      error(Errors.connection('CONNECTION_CLOSED', options, socket))\n",
 ];
+// A socket the other side closes, without an error, before the connection is ready (a TCP proxy in front of
+// PostgreSQL that accepts and hangs up while its server is gone, as the Cloud SQL Auth Proxy or HAProxy without a
+// healthy backend do) was taken for the multi-host rotation: with one host, postgres.js reconnected at once, for
+// ever, hundreds of times a second, and the statement the connection was for waited without end (so did every
+// request behind it). With one host such a close is now a failed connect, as a refusal is: the statement fails
+// with CONNECTION_CLOSED, the reconnect backoff grows, the next statement waiting gets the next attempt
+// (db/driver.test.ts). With several hosts the rotation is upstream's, unchanged.
 const CLOSED_REJECT_PATCHED = `    /* sponsorship-service: nothing of the closed socket is kept for the next one */
     if (initial) {
       query = results = errorResponse = null
       rows = 0
-      return reconnect()
+      if (options.host.length > 1)
+        return reconnect()
+      /* sponsorship-service: closed during the startup without an error: a failed connect, as a refusal */
+      queryError(initial, Errors.connection('CONNECTION_CLOSED', options))
+      initial = null
+      hadError = true
     }
 
     if (query || sent.length) /* sponsorship-service: also after an error */
@@ -346,6 +360,14 @@ const CLOSED_REASON_PATCHED = "  async function closed(hadError, reason) { /* sp
 // turned back into the text it replaced before the edits above apply, so a tree that form patched ends as a pristine
 // one does (npm does not unpack an installed package again).
 const SUPERSEDED_CONNECTION = [
+  // The form of 52b69be to 3efbb70: a close during the startup reconnected at once, for ever.
+  [
+    CLOSED_REJECT_PATCHED.replace(
+      "      if (options.host.length > 1)\n        return reconnect()\n      /* sponsorship-service: closed during the startup without an error: a failed connect, as a refusal */\n      queryError(initial, Errors.connection('CONNECTION_CLOSED', options))\n      initial = null\n      hadError = true\n",
+      "      return reconnect()\n",
+    ),
+    CLOSED_REJECT[0],
+  ],
   [
     `${ANSWER_FUNCTIONS}
   ${ANSWER_MARK}

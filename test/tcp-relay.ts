@@ -25,6 +25,11 @@ export type TcpRelay = {
    * FATAL "the database system is starting up" (57P03), then the connection is closed.
    */
   startingUp: (on: boolean) => void;
+  /**
+   * While on, every new connection is accepted and closed at once, without a byte and without a reset: a TCP proxy
+   * in front of PostgreSQL whose server is gone (the Cloud SQL Auth Proxy, HAProxy without a healthy backend).
+   */
+  hangUp: (on: boolean) => void;
   /** How many connections the relay has accepted so far. */
   readonly accepted: number;
   close: () => Promise<void>;
@@ -51,11 +56,19 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
   let dropping = false;
   let resetOn: string | undefined;
   let refusing = false;
+  let hangingUp = false;
   let accepted = 0;
   const listen = () =>
     new Promise<void>((resolve, reject) => {
       server = createServer((client) => {
         accepted++;
+        if (hangingUp) {
+          // Tracked until closed, so that `cut` (whose listener waits for every connection) ends it too.
+          sockets.add(client);
+          client.on("error", () => {}).on("close", () => sockets.delete(client));
+          client.end();
+          return;
+        }
         if (refusing) {
           client.on("error", () => {});
           client.once("data", () => client.end(fatal("57P03", "the database system is starting up")));
@@ -112,6 +125,9 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
     },
     startingUp: (on) => {
       refusing = on;
+    },
+    hangUp: (on) => {
+      hangingUp = on;
     },
     get accepted() {
       return accepted;
