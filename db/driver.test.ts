@@ -380,6 +380,34 @@ describe("postgres.js on a connection the network drops", () => {
   });
 });
 
+describe("postgres.js given a statement after the transaction or reservation it was sent on ended", () => {
+  it("rejects it with its own code (the caller's mistake, not an outage), runs none of it, and the pool serves on", async () => {
+    const client = postgres(testDb.url, { max: 1, onnotice: () => {} });
+    try {
+      await client`CREATE TABLE IF NOT EXISTS after_end (n int)`;
+      let transaction: postgres.TransactionSql | undefined;
+      await client.begin(async (tx) => {
+        transaction = tx;
+        await tx`SELECT 1`;
+      });
+      const reserved = await client.reserve();
+      await reserved`SELECT 1`;
+      reserved.release();
+      // 3.4.9 ran both on the connection the pool had back (outside any transaction, beside another caller's); the
+      // patch's first form rejected them as CONNECTION_CLOSED, which the service takes for a database outage (a 503,
+      // a retry) where it is a programming error.
+      expect({
+        transaction: await settle(transaction!`INSERT INTO after_end VALUES (1)`),
+        reserved: await settle(reserved`INSERT INTO after_end VALUES (2)`),
+      }).toEqual({ transaction: "TRANSACTION_ENDED", reserved: "RESERVATION_RELEASED" });
+      expect(await client`SELECT count(*)::int AS n FROM after_end`).toEqual([{ n: 0 }]);
+    } finally {
+      await client`DROP TABLE IF EXISTS after_end`.catch(() => {});
+      await client.end({ timeout: 5 });
+    }
+  });
+});
+
 describe("postgres.js ending a pool whose connection just failed", () => {
   it("end() returns once the failed connection has closed, without waiting for its timeout", async () => {
     const client = postgres(throughRelay(), { max: 1, onnotice: () => {} });

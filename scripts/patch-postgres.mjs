@@ -46,6 +46,8 @@
 // - an `end()` waiting for a connection that failed returns when that connection closes (see CLOSED_ENDS below);
 // - a transaction (`sql.begin()`, Drizzle's `db.transaction`) ends with its connection: a statement it sends after the
 //   connection closed is rejected, never run outside the transaction on what the pool reconnected (see BEGIN_MARK);
+// - a statement sent on a transaction after it ended, or on a reserved handle after release(), is rejected with its
+//   own code, TRANSACTION_ENDED or RESERVATION_RELEASED (see ENDED_ERROR);
 // - the option `answer_timeout` (seconds): a connection on which a statement waits and the server has sent nothing for
 //   that long is given up, what waits on it fails with ANSWER_TIMEOUT (see ANSWER_MARK below).
 // Idempotent; it refuses to guess on other text.
@@ -204,6 +206,11 @@ const RESERVATION = [
       c.queue === full
 `,
 ];
+// A statement sent on a reserved handle after release(), or on a transaction's after it ended (COMMIT or ROLLBACK),
+// is the caller's mistake, not a lost connection: 3.4.9 ran it on the connection the pool had back (outside the
+// transaction, beside another caller's); the patch rejects it, with its own code (RESERVATION_RELEASED,
+// TRANSACTION_ENDED), so that it is not taken for a database outage (CONNECTION_CLOSED is one: a 503 and a retry).
+const ENDED_ERROR = (code, message) => `Errors.generic('${code}', '${message}')`;
 const RESERVATION_MARK = "/* sponsorship-service: a reservation ends with its connection */";
 const RESERVATION_PATCHED = `    move(c, reserved)
     ${RESERVATION_MARK}
@@ -214,8 +221,10 @@ const RESERVATION_PATCHED = `    move(c, reserved)
     // The pool calls onclose when the connection closes (it also sets c.reserved = null): what waits behind it fails.
     c.onclose = e => { while (queue.length) queue.shift().reject(e) }
 
+    let released = false
     const sql = Sql(handler)
     sql.release = () => {
+      released = true
       if (c.reserved !== reservation)
         return
       c.reserved = null
@@ -229,7 +238,7 @@ const RESERVATION_PATCHED = `    move(c, reserved)
 
     function handler(q) {
       if (c.reserved !== reservation)
-        return q.reject(Errors.connection('CONNECTION_CLOSED', options))
+        return q.reject(released ? ${ENDED_ERROR("RESERVATION_RELEASED", "a statement sent on a reserved connection after its release()")} : Errors.connection('CONNECTION_CLOSED', options))
       c.queue === full
 `;
 // A transaction (`sql.begin()`) holds its connection as reserve() does, and had the same fault: when the connection
@@ -246,16 +255,18 @@ const BEGIN_STATE = "    let savepoints = 0\n      , connection\n      , prepare
 const BEGIN_STATE_PATCHED = `    let savepoints = 0
       , connection
       , prepare = null
+      , lost = false
       , reservation ${BEGIN_MARK}
 `;
 const BEGIN_RACE = "        new Promise((_, reject) => connection.onclose = reject)\n";
-const BEGIN_RACE_PATCHED = "        new Promise((_, reject) => connection.onclose = e => { while (queries.length) queries.shift().reject(e); reject(e) })\n";
+const BEGIN_RACE_PATCHED =
+  "        new Promise((_, reject) => connection.onclose = e => { lost = true; while (queries.length) queries.shift().reject(e); reject(e) })\n";
 const BEGIN_ROLLBACK = "      } catch (e) {\n        await (name\n";
 const BEGIN_ROLLBACK_PATCHED = "      } catch (e) {\n        c.reserved === reservation && await (name\n";
 const BEGIN_HANDLER = "        q.catch(e => uncaughtError || (uncaughtError = e))\n        c.queue === full\n";
 const BEGIN_HANDLER_PATCHED = `        q.catch(e => uncaughtError || (uncaughtError = e))
         if (c.reserved !== reservation)
-          return q.reject(Errors.connection('CONNECTION_CLOSED', options))
+          return q.reject(lost ? Errors.connection('CONNECTION_CLOSED', options) : ${ENDED_ERROR("TRANSACTION_ENDED", "a statement sent on a transaction after it ended")})
         c.queue === full
 `;
 const BEGIN_ONEXECUTE = "      move(c, reserved)\n      c.reserved = () => queries.length\n";
@@ -412,6 +423,30 @@ const SUPERSEDED_CONNECTION = [
   [CLOSED_ENDS_PATCHED.replace("reason || ", ""), CLOSED_ENDS],
 ];
 
+// Forms of index.js an earlier version of this script wrote, turned back to 3.4.9's text before the edits apply.
+const SUPERSEDED_INDEX = [
+  // The form of 52b69be to 3efbb70: a statement after release() or after its transaction ended was rejected as
+  // CONNECTION_CLOSED, as if the connection had been lost.
+  [
+    RESERVATION_PATCHED.replace("    let released = false\n", "")
+      .replace("      released = true\n", "")
+      .replace(
+        `released ? ${ENDED_ERROR("RESERVATION_RELEASED", "a statement sent on a reserved connection after its release()")} : Errors.connection('CONNECTION_CLOSED', options)`,
+        "Errors.connection('CONNECTION_CLOSED', options)",
+      ),
+    RESERVATION[0],
+  ],
+  [BEGIN_STATE_PATCHED.replace("      , lost = false\n", ""), BEGIN_STATE],
+  [BEGIN_RACE_PATCHED.replace("lost = true; ", ""), BEGIN_RACE],
+  [
+    BEGIN_HANDLER_PATCHED.replace(
+      `lost ? Errors.connection('CONNECTION_CLOSED', options) : ${ENDED_ERROR("TRANSACTION_ENDED", "a statement sent on a transaction after it ended")}`,
+      "Errors.connection('CONNECTION_CLOSED', options)",
+    ),
+    BEGIN_HANDLER,
+  ],
+];
+
 function packageDir() {
   try {
     return path.dirname(createRequire(import.meta.url).resolve("postgres/package.json"));
@@ -471,18 +506,22 @@ export function patchPostgres() {
       ],
       SUPERSEDED_CONNECTION,
     );
-    const index = patchFile(path.join(dir, variant, "index.js"), [
-      [RESERVATION, RESERVATION_PATCHED],
-      [RESERVE_QUERY, RESERVE_QUERY_PATCHED],
-      [ONCLOSE, ONCLOSE_PATCHED],
-      [ANSWER_OPTION, ANSWER_OPTION_PATCHED],
-      [ANSWER_INTS, ANSWER_INTS_PATCHED],
-      [BEGIN_STATE, BEGIN_STATE_PATCHED],
-      [BEGIN_RACE, BEGIN_RACE_PATCHED],
-      [BEGIN_ROLLBACK, BEGIN_ROLLBACK_PATCHED],
-      [BEGIN_HANDLER, BEGIN_HANDLER_PATCHED],
-      [BEGIN_ONEXECUTE, BEGIN_ONEXECUTE_PATCHED],
-    ]);
+    const index = patchFile(
+      path.join(dir, variant, "index.js"),
+      [
+        [RESERVATION, RESERVATION_PATCHED],
+        [RESERVE_QUERY, RESERVE_QUERY_PATCHED],
+        [ONCLOSE, ONCLOSE_PATCHED],
+        [ANSWER_OPTION, ANSWER_OPTION_PATCHED],
+        [ANSWER_INTS, ANSWER_INTS_PATCHED],
+        [BEGIN_STATE, BEGIN_STATE_PATCHED],
+        [BEGIN_RACE, BEGIN_RACE_PATCHED],
+        [BEGIN_ROLLBACK, BEGIN_ROLLBACK_PATCHED],
+        [BEGIN_HANDLER, BEGIN_HANDLER_PATCHED],
+        [BEGIN_ONEXECUTE, BEGIN_ONEXECUTE_PATCHED],
+      ],
+      SUPERSEDED_INDEX,
+    );
     for (const [file, outcome] of [
       ["connection.js", connection],
       ["index.js", index],
