@@ -3,6 +3,7 @@ import type { Registry } from "prom-client";
 import { createDatabase, type Database } from "@/db/client";
 import { resolveDeployment } from "@/lib/chain/deployment";
 import { getConfig, type Config } from "@/lib/config";
+import { WEB_POOL_LIMITS } from "@/lib/http/app-context";
 import type { Logger } from "@/lib/log";
 import { createViemChainReader } from "./chain-reader";
 import { serveMetricsRequest, startMetricsServer, type MetricsAuthorizer, type MetricsServer } from "./expose";
@@ -40,13 +41,8 @@ const state = ((globalThis as Record<symbol, unknown>)[KEY] ??= {}) as State;
 function defaultSources(config: Config = getConfig()): ServiceSources {
   if (!state.sources) {
     if (!config.databaseUrl) throw new Error("DATABASE_URL is not set");
-    const db: Database = createDatabase(config.databaseUrl, {
-      max: 2,
-      applicationName: "sponsorship-metrics",
-      statementTimeoutMs: 5_000,
-      lockTimeoutMs: 2_000,
-      answerTimeoutMs: 15_000,
-    });
+    // The web pool's limits (statement, lock, idle transaction, connect and answer timeouts): a scrape needs no more.
+    const db: Database = createDatabase(config.databaseUrl, { max: 2, applicationName: "sponsorship-metrics", ...WEB_POOL_LIMITS });
     state.sources = {
       db,
       chain: config.rpcUrls.length > 0 ? createViemChainReader(config.rpcUrls) : undefined,
