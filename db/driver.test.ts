@@ -344,6 +344,20 @@ describe("postgres.js on a connection the network drops", () => {
     }
   });
 
+  it("fails the statement with the server's own error when a new connection gets a FATAL and a close while it fetches the array types", async () => {
+    // A shutdown (57P01) reaching a connection while it asks for the array types, before the statement was sent.
+    relay.fatalWhenClientSends("typarray", "57P01");
+    const client = postgres(throughRelay(), { max: 1, onnotice: () => {} });
+    try {
+      // The close came without a socket error: the first form of the fix dropped the server's error for
+      // CONNECTION_CLOSED (3.4.9 reconnected and sent the statement on the next connection).
+      expect(await settle(client`SELECT 1`, 3_000)).toBe("57P01");
+      expect(await settle(client`SELECT 2`)).toBe("ok");
+    } finally {
+      await client.end({ timeout: 5 });
+    }
+  });
+
   it("starts the reconnect backoff again once the server answers a connection opened for a reserve()", async () => {
     const client = postgres(throughRelay(), { max: 1, onnotice: () => {} });
     const retries = () => (client.options as unknown as { shared: { retries: number } }).shared.retries;

@@ -96,16 +96,18 @@ const CLOSED_REJECT = [
 // healthy backend do) was taken for the multi-host rotation: with one host, postgres.js reconnected at once, for
 // ever, hundreds of times a second, and the statement the connection was for waited without end (so did every
 // request behind it). With one host such a close is now a failed connect, as a refusal is: the statement fails
-// with CONNECTION_CLOSED, the reconnect backoff grows, the next statement waiting gets the next attempt
-// (db/driver.test.ts). With several hosts the rotation is upstream's, unchanged.
+// with CONNECTION_CLOSED (or with the server's own error, when it sent one before closing: a shutdown's 57P01 while
+// the new connection fetched the array types), the reconnect backoff grows, the next statement waiting gets the next
+// attempt (db/driver.test.ts). With several hosts the rotation is upstream's, unchanged.
 const CLOSED_REJECT_PATCHED = `    /* sponsorship-service: nothing of the closed socket is kept for the next one */
     if (initial) {
+      const refusal = errorResponse
       query = results = errorResponse = null
       rows = 0
       if (options.host.length > 1)
         return reconnect()
       /* sponsorship-service: closed during the startup without an error: a failed connect, as a refusal */
-      queryError(initial, Errors.connection('CONNECTION_CLOSED', options))
+      queryError(initial, refusal || Errors.connection('CONNECTION_CLOSED', options))
       initial = null
       hadError = true
     }
@@ -371,10 +373,12 @@ const CLOSED_REASON_PATCHED = "  async function closed(hadError, reason) { /* sp
 // turned back into the text it replaced before the edits above apply, so a tree that form patched ends as a pristine
 // one does (npm does not unpack an installed package again).
 const SUPERSEDED_CONNECTION = [
+  // The form of 389475b to baa620f: the server's error sent before the close was dropped for CONNECTION_CLOSED.
+  [CLOSED_REJECT_PATCHED.replace("      const refusal = errorResponse\n", "").replace("refusal || ", ""), CLOSED_REJECT[0]],
   // The form of 52b69be to 3efbb70: a close during the startup reconnected at once, for ever.
   [
-    CLOSED_REJECT_PATCHED.replace(
-      "      if (options.host.length > 1)\n        return reconnect()\n      /* sponsorship-service: closed during the startup without an error: a failed connect, as a refusal */\n      queryError(initial, Errors.connection('CONNECTION_CLOSED', options))\n      initial = null\n      hadError = true\n",
+    CLOSED_REJECT_PATCHED.replace("      const refusal = errorResponse\n", "").replace(
+      "      if (options.host.length > 1)\n        return reconnect()\n      /* sponsorship-service: closed during the startup without an error: a failed connect, as a refusal */\n      queryError(initial, refusal || Errors.connection('CONNECTION_CLOSED', options))\n      initial = null\n      hadError = true\n",
       "      return reconnect()\n",
     ),
     CLOSED_REJECT[0],

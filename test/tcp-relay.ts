@@ -21,6 +21,11 @@ export type TcpRelay = {
   /** The next connection whose client sends `text` is reset (RST) at that moment, instead of passing it on. */
   resetWhenClientSends: (text: string) => void;
   /**
+   * The next connection whose client sends `text` gets, instead of passing it on, a FATAL with `code` from "the
+   * server", and is closed (FIN): a server shutting down (57P01) or a backend terminated at that moment.
+   */
+  fatalWhenClientSends: (text: string, code: string) => void;
+  /**
    * While on, every new connection is answered as by a PostgreSQL still starting up: its startup message gets the
    * FATAL "the database system is starting up" (57P03), then the connection is closed.
    */
@@ -55,6 +60,7 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
   let server: Server | undefined;
   let dropping = false;
   let resetOn: string | undefined;
+  let fatalOn: { text: string; code: string } | undefined;
   let refusing = false;
   let hangingUp = false;
   let accepted = 0;
@@ -75,6 +81,7 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
           return;
         }
         const upstream = connect(target.port, target.host);
+        let hungUp = false;
         sockets.add(client).add(upstream);
         clients.add(client);
         const drop = () => {
@@ -92,9 +99,19 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
             client.resetAndDestroy();
             return;
           }
+          if (fatalOn !== undefined && chunk.includes(fatalOn.text)) {
+            const { code } = fatalOn;
+            fatalOn = undefined;
+            hungUp = true;
+            // The server's side goes (its close must not destroy the client before the FATAL is written).
+            upstream.removeAllListeners("close").on("error", () => {});
+            upstream.destroy();
+            client.end(fatal(code, "terminating connection due to administrator command"));
+            return;
+          }
           if (!dropping) upstream.write(chunk);
         });
-        upstream.on("data", (chunk: Buffer) => void (dropping || client.write(chunk)));
+        upstream.on("data", (chunk: Buffer) => void (dropping || hungUp || client.write(chunk)));
       });
       server.once("error", reject);
       server.listen(port, "127.0.0.1", () => resolve());
@@ -122,6 +139,9 @@ export async function startTcpRelay(target: { host: string; port: number }): Pro
     },
     resetWhenClientSends: (text) => {
       resetOn = text;
+    },
+    fatalWhenClientSends: (text, code) => {
+      fatalOn = { text, code };
     },
     startingUp: (on) => {
       refusing = on;
