@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { toHex } from "viem";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { waitFor } from "@/bench/util";
@@ -63,6 +64,23 @@ describe("GET /health", () => {
     expect(ok.httpStatus).toBe(200);
     expect(ok.body.status).toBe("ok");
     expect(ok.body.checks.worker.status).toBe("ok");
+  });
+
+  it("judges the worker's heartbeat by the database's clock: a step of this server's wall clock changes nothing", async () => {
+    await ctx.t.db.delete(workerHeartbeats);
+    await beat("w", 0);
+    const worker = async () => (await checkHealth({ db: ctx.t.db, config: config() })).body.checks.worker;
+    try {
+      // Before, the age was this server's Date.now() against the stored beat: an hour ahead, a live worker was
+      // "heartbeat_stale"; an hour behind, a dead one was "ok" (its age clamped to 0) for the hour.
+      vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() + 3_600_000 });
+      expect(await worker()).toMatchObject({ status: "ok" });
+      vi.setSystemTime(Date.now() - 2 * 3_600_000);
+      await ctx.t.db.execute(sql`UPDATE worker_heartbeats SET last_beat_at = now() - interval '60 seconds'`);
+      expect(await worker()).toMatchObject({ status: "down", code: "heartbeat_stale" });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("reports the chain and a funded treasury as ok", async () => {

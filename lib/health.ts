@@ -196,9 +196,8 @@ export function chainChecks(config: Config): Promise<ChainChecks> {
 
 export type HealthReport = { httpStatus: 200 | 503; body: HealthResponse };
 
-export async function checkHealth(deps: { db: Database; config: Config; now?: Date }): Promise<HealthReport> {
+export async function checkHealth(deps: { db: Database; config: Config }): Promise<HealthReport> {
   const { config } = deps;
-  const now = (deps.now ?? new Date()).getTime();
   const uptime = Math.floor(process.uptime());
   const chainPart = chainChecks(config);
 
@@ -208,7 +207,7 @@ export async function checkHealth(deps: { db: Database; config: Config; now?: Da
   try {
     const started = performance.now();
     const probe = await withTimeout(
-      readHealthProbe(deps.db, now - workerStaleAfterMs(config)),
+      readHealthProbe(deps.db, workerStaleAfterMs(config)),
       DATABASE_TIMEOUT_MS,
       () => new HealthTimeoutError(`the database did not answer within ${DATABASE_TIMEOUT_MS} ms`),
     );
@@ -216,10 +215,11 @@ export async function checkHealth(deps: { db: Database; config: Config; now?: Da
     sponsorships = probe.pause
       ? { status: "degraded", paused: true, reason: probe.pause.reason, detail: "sponsorships are paused by the operator" }
       : { status: "ok", paused: false };
-    if (probe.lastBeatMs === null) {
+    if (probe.lastBeatMs === null || probe.ageMs === null) {
       worker = { ...failed("down", "no_heartbeat"), lastBeatAt: null };
     } else {
-      const ageMs = Math.max(0, Math.round(now - probe.lastBeatMs));
+      // The database's age of the heartbeat it stored: no clock of this server is compared with it.
+      const ageMs = Math.max(0, Math.round(probe.ageMs));
       const alive = ageMs <= workerStaleAfterMs(config);
       const { relayersWithoutGas: withoutGas, relayersNotAuthorised: notAuthorised } = probe;
       const base = { lastBeatAt: new Date(probe.lastBeatMs).toISOString(), ageMs };

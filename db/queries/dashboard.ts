@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gte, inArray, lt, sql, type SQL } from "drizzle-orm";
+import { and, asc, desc, eq, getTableColumns, gte, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { Database } from "@/db/client";
 import { run } from "@/db/sql/run";
 import {
@@ -128,8 +128,15 @@ export async function getQueueDepth(db: Database, now: Date = new Date()): Promi
   });
 }
 
-export async function listWorkerHeartbeats(db: Database): Promise<WorkerHeartbeat[]> {
-  return db.select().from(workerHeartbeats).orderBy(desc(workerHeartbeats.lastBeatAt));
+/** The worker heartbeats, newest first, each with its age in ms as the database counts it (`now()` against what it stored). */
+export async function listWorkerHeartbeats(db: Database): Promise<(WorkerHeartbeat & { ageMs: number })[]> {
+  return db
+    .select({
+      ...getTableColumns(workerHeartbeats),
+      ageMs: sql<number>`greatest(0, extract(epoch FROM now() - ${workerHeartbeats.lastBeatAt}) * 1000)::float8`,
+    })
+    .from(workerHeartbeats)
+    .orderBy(desc(workerHeartbeats.lastBeatAt));
 }
 
 export type RelayerAccountSummary = RelayerAccount & { inFlight: number };

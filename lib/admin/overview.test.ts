@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { privateKeyToAccount } from "viem/accounts";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Anvil } from "@/contracts/anvil";
 import { deployContracts } from "@/contracts/deploy-lib";
 import { relayerAccounts, workerHeartbeats } from "@/db/schema";
@@ -59,6 +59,19 @@ describe("dashboard overview", () => {
     ]);
     expect(overview.series.buckets).toHaveLength(24);
     expect(overview.relayersError).toBeNull();
+
+    // The ages are the database's: this server's wall clock an hour ahead (a step, or a skew) changes none of them.
+    // Before, "fresh" was shown stale.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() + 3_600_000 });
+    try {
+      const later = await loadDashboardOverview(t.db, { chain: { client, treasuryAddress: deployed.treasuryAddress }, heartbeatStaleMs: 15_000 });
+      expect(later.heartbeats.map((h) => [h.workerId, h.healthy])).toEqual([
+        ["fresh", true],
+        ["stale", false],
+      ]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("still renders the database panels when the chain does not answer", async () => {

@@ -186,10 +186,8 @@ export async function loadDashboardOverview(db: Database, options: OverviewOptio
     series: { buckets, bucketSeconds, since, until },
     latency,
     queue,
-    heartbeats: heartbeats.map((h) => {
-      const ageMs = Math.max(0, now.getTime() - h.lastBeatAt.getTime());
-      return { ...h, ageMs, healthy: ageMs <= options.heartbeatStaleMs };
-    }),
+    // Ages as the database counts them: the web server's wall clock (which may step, or differ) is not compared.
+    heartbeats: heartbeats.map((h) => ({ ...h, ageMs: Math.round(h.ageMs), healthy: h.ageMs <= options.heartbeatStaleMs })),
     treasury,
     relayers: relayers.relayers,
     relayersError: relayers.error,
