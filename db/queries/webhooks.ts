@@ -219,12 +219,18 @@ export async function listEndpointDeliveries(db: Executor, perEndpoint: number):
   return rows.map((r) => ({ url: r.url, active: r.active, pending: r.pending, failed: r.failed, recent: r.recent ?? [] }));
 }
 
-/** Age of the newest worker heartbeat in ms (database clock); undefined when no worker ever beat (or all stopped). */
-export async function newestHeartbeatAgeMs(db: Executor): Promise<number | undefined> {
-  const rows = await run<{ age_ms: string | null }>(
+/**
+ * The newest worker heartbeat: when it was written and its age in ms, both on the database's clock; undefined when
+ * no worker ever beat (or all stopped).
+ */
+export async function newestHeartbeat(db: Executor): Promise<{ lastBeatAt: Date; ageMs: number } | undefined> {
+  const rows = await run<{ last_beat_at: Date | string | null; age_ms: string | null }>(
     db,
-    sql`SELECT floor(extract(epoch FROM now() - max(last_beat_at)) * 1000)::bigint::text AS age_ms FROM worker_heartbeats`,
+    sql`SELECT max(last_beat_at) AS last_beat_at,
+          floor(extract(epoch FROM now() - max(last_beat_at)) * 1000)::bigint::text AS age_ms
+        FROM worker_heartbeats`,
   );
-  const age = rows[0]?.age_ms;
-  return age === null || age === undefined ? undefined : Number(age);
+  const row = rows[0];
+  if (!row || row.last_beat_at === null || row.age_ms === null) return undefined;
+  return { lastBeatAt: new Date(row.last_beat_at), ageMs: Number(row.age_ms) };
 }

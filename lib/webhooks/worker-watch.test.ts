@@ -98,11 +98,19 @@ describe("worker.down", () => {
   });
 
   it("calls the workers down at its first look when the newest heartbeat is older than the limit (older than this process)", async () => {
+    await t.db.execute(sql`DELETE FROM alert_state WHERE key = 'worker.down'`); // a new episode
+    await upsertHeartbeat(t.db, { workerId: "w3", hostname: "h", pid: 3, startedAt: new Date(), details: {} });
     await t.db.execute(sql`UPDATE worker_heartbeats SET last_beat_at = now() - interval '10 hours'`);
     const watch = new WorkerWatch({ db: t.db, log: createLogger({ test: "worker-watch" }), endpoints: [], secret: SECRET });
     try {
       // The production limit (60 s), with a heartbeat ten hours old: down at once, not 60 s after this watch started.
       expect(await watch.check()).toBe(true);
+      // The alert names the heartbeat as the database stored it.
+      const [stored] = await t.db.execute<{ at: string }>(sql`SELECT max(last_beat_at)::text AS at FROM worker_heartbeats`);
+      const [alert] = await t.db.execute<{ data: { lastHeartbeatAt: string } }>(
+        sql`SELECT data FROM webhook_events WHERE type = 'worker.down' ORDER BY seq DESC LIMIT 1`,
+      );
+      expect(new Date(alert!.data.lastHeartbeatAt).getTime()).toBe(new Date(stored!.at).getTime());
     } finally {
       await watch.stop();
     }

@@ -1,5 +1,5 @@
 import type { Database } from "@/db/client";
-import { newestHeartbeatAgeMs, reportAlert } from "@/db/queries/webhooks";
+import { newestHeartbeat, reportAlert } from "@/db/queries/webhooks";
 import type { Logger } from "@/lib/log";
 import { WebhookDispatcher, type DispatcherSettings } from "./dispatcher";
 
@@ -28,6 +28,8 @@ export type WorkerWatchOptions = {
 export class WorkerWatch {
   /** When a worker was last alive, on the monotonic clock (performance.now()): the heartbeat's age is the database's. */
   private lastAliveAt: number | undefined;
+  /** The newest heartbeat seen, as the database stored it. */
+  private lastBeatAt: Date | undefined;
   private readonly startedAt = performance.now();
   private timer: NodeJS.Timeout | undefined;
   private checking: Promise<void> | undefined;
@@ -49,15 +51,19 @@ export class WorkerWatch {
   check(): Promise<boolean> {
     const run = (async () => {
       const { db, log } = this.options;
-      const age = await newestHeartbeatAgeMs(db);
-      // Measured on a monotonic clock: on the wall clock, a step back (NTP, a restored VM) kept the last beat in
-      // the future, and no worker.down was sent for the length of the step.
+      const beat = await newestHeartbeat(db);
+      // The silence is measured on a monotonic clock from the heartbeat's age, which the database gives: on the
+      // wall clock, a step back of this server's (NTP, a restored VM) kept the last beat in the future, and no
+      // worker.down was sent for the length of the step.
       const now = performance.now();
-      if (age !== undefined) this.lastAliveAt = Math.max(this.lastAliveAt ?? -Infinity, now - age);
+      if (beat) {
+        this.lastAliveAt = Math.max(this.lastAliveAt ?? -Infinity, now - beat.ageMs);
+        this.lastBeatAt = beat.lastBeatAt;
+      }
       const since = this.lastAliveAt ?? this.startedAt;
       const silentForMs = Math.round(now - since);
       const down = silentForMs >= this.downAfterMs;
-      const lastHeartbeatAt = this.lastAliveAt === undefined ? null : new Date(Date.now() - (now - this.lastAliveAt)).toISOString();
+      const lastHeartbeatAt = this.lastBeatAt?.toISOString() ?? null;
       const started = await reportAlert(db, {
         key: "worker.down",
         type: "worker.down",
