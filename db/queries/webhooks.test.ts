@@ -62,7 +62,7 @@ async function attemptAll(endpoint: string, outcome: "delivered" | "failed"): Pr
       delivered,
       statusCode: delivered ? 200 : 500,
       error: delivered ? null : "answered 500",
-      retryAt: delivered ? undefined : new Date(Date.now() - 1_000),
+      retryInMs: delivered ? undefined : -1_000,
     });
   }
   return claimed.length;
@@ -135,14 +135,14 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     await removedLongAgo(removed);
     expect(await giveUpRemovedEndpointDeliveries(t.db)).toBe(2);
     const [first, second] = inFlight;
-    await settleDelivery(t.db, { id: first!.id, attempts: first!.attempts, delivered: true, statusCode: 200, error: null, retryAt: undefined });
+    await settleDelivery(t.db, { id: first!.id, attempts: first!.attempts, delivered: true, statusCode: 200, error: null, retryInMs: undefined });
     await settleDelivery(t.db, {
       id: second!.id,
       attempts: second!.attempts,
       delivered: false,
       statusCode: 500,
       error: "answered 500",
-      retryAt: new Date(Date.now() - 1_000),
+      retryInMs: -1_000,
     });
 
     expect(await deliveriesTo(removed)).toEqual([

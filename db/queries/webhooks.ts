@@ -88,8 +88,8 @@ export type ClaimedDelivery = {
   data: Record<string, unknown>;
   /** When the event happened (ISO 8601, UTC, milliseconds). */
   occurredAt: string;
-  /** When the first delivery of this event was due (ms since the epoch): the retry window counts from it. */
-  createdAtMs: number;
+  /** How long ago (ms, on the database's clock) the first delivery of this event was due: the retry window counts from it. */
+  ageMs: number;
 };
 
 /**
@@ -108,7 +108,7 @@ export async function claimDueDeliveries(db: Executor, input: { endpoint: string
     type: string;
     data: Record<string, unknown>;
     occurred_at: string;
-    created_ms: string;
+    age_ms: string;
   }>(
     db,
     sql`
@@ -128,7 +128,7 @@ export async function claimDueDeliveries(db: Executor, input: { endpoint: string
     FROM due, webhook_events e
     WHERE d.id = due.id AND e.id = d.event_id
     RETURNING d.id::text, d.endpoint, d.attempts, e.id AS event_id, e.type, e.data,
-      ${isoUtc(sql`e.created_at`)} AS occurred_at, floor(extract(epoch FROM d.created_at) * 1000)::bigint::text AS created_ms`,
+      ${isoUtc(sql`e.created_at`)} AS occurred_at, floor(extract(epoch FROM now() - d.created_at) * 1000)::bigint::text AS age_ms`,
   );
   return rows
     .map((r) => ({
@@ -139,22 +139,23 @@ export async function claimDueDeliveries(db: Executor, input: { endpoint: string
       type: r.type,
       data: r.data,
       occurredAt: r.occurred_at,
-      createdAtMs: Number(r.created_ms),
+      ageMs: Number(r.age_ms),
     }))
     .sort((a, b) => a.id - b.id);
 }
 
 /**
- * Settles a claimed attempt: delivered, retried at `retryAt`, or given up (`retryAt` undefined). Only the claim's
+ * Settles a claimed attempt: delivered, retried `retryInMs` from now (the database's `now()`, which the claim
+ * compares with: no other clock is mixed in), or given up (`retryInMs` undefined). Only the claim's
  * own attempt is settled (a dispatcher whose lease ran out cannot overwrite a later attempt's outcome). An attempt
  * in flight when its delivery was given up (its endpoint removed long enough) is recorded if it was delivered; a
  * failure leaves it given up, never pending again.
  */
 export async function settleDelivery(
   db: Executor,
-  input: { id: number; attempts: number; delivered: boolean; statusCode: number | null; error: string | null; retryAt: Date | undefined },
+  input: { id: number; attempts: number; delivered: boolean; statusCode: number | null; error: string | null; retryInMs: number | undefined },
 ): Promise<void> {
-  const status: WebhookDeliveryStatus = input.delivered ? "delivered" : input.retryAt ? "pending" : "failed";
+  const status: WebhookDeliveryStatus = input.delivered ? "delivered" : input.retryInMs !== undefined ? "pending" : "failed";
   await run(
     db,
     sql`
@@ -163,7 +164,7 @@ export async function settleDelivery(
       last_status_code = ${input.statusCode},
       last_error = ${input.error},
       delivered_at = CASE WHEN ${input.delivered} THEN now() ELSE NULL END,
-      next_attempt_at = coalesce(${input.retryAt?.toISOString() ?? null}::timestamptz, next_attempt_at)
+      next_attempt_at = coalesce(now() + ${input.retryInMs ?? null}::float8 * interval '1 millisecond', next_attempt_at)
     WHERE id = ${input.id} AND attempts = ${input.attempts}
       AND (status = 'pending' OR (${input.delivered} AND status = 'failed' AND last_error = ${ENDPOINT_REMOVED_ERROR}))`,
   );

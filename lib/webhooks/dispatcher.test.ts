@@ -1,7 +1,12 @@
+import { randomBytes } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_DISPATCHER_SETTINGS, nextAttemptAt, postWebhook, retryDelayMs } from "./dispatcher";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { enqueueWebhookEvent, syncWebhookEndpoints } from "@/db/queries/webhooks";
+import { createLogger } from "@/lib/log";
+import { createTestDatabase, type TestDatabase } from "@/test/db";
+import { DEFAULT_DISPATCHER_SETTINGS, postWebhook, retryDelayMs, retryInMs, WebhookDispatcher } from "./dispatcher";
 
 /**
  * decisions.md "Operators are told": "A 2xx answer within 10 s is a delivery; anything else is retried with backoff for
@@ -34,10 +39,9 @@ describe("webhook delivery: what production runs with", () => {
   it("waits 10 s for an answer and retries for 24 hours, then gives up", () => {
     expect(DEFAULT_DISPATCHER_SETTINGS.timeoutMs).toBe(10_000);
     expect(DEFAULT_DISPATCHER_SETTINGS.retryForMs).toBeGreaterThanOrEqual(24 * HOUR);
-    const now = Date.parse("2026-11-24T12:00:00.000Z");
-    const at = (ageMs: number, attempts: number) => nextAttemptAt(now, { attempts, createdAtMs: now - ageMs }, DEFAULT_DISPATCHER_SETTINGS);
-    expect(at(24 * HOUR - 60_000, 20)?.getTime()).toBeGreaterThan(now);
-    expect(at(24 * HOUR, 20)).toBeUndefined();
+    const retry = (ageMs: number, attempts: number) => retryInMs({ attempts, ageMs }, DEFAULT_DISPATCHER_SETTINGS);
+    expect(retry(24 * HOUR - 60_000, 20)).toBeGreaterThan(0);
+    expect(retry(24 * HOUR, 20)).toBeUndefined();
   });
 
   it("backs off: doubling from 5 s with jitter, never beyond an hour", () => {
@@ -61,5 +65,40 @@ describe("webhook delivery: what production runs with", () => {
     expect(await postWebhook(`${url}/slow`, {}, "{}", 200)).toMatchObject({ delivered: false, error: "no answer within 200 ms" });
     expect(await postWebhook(`${url}/redirect`, {}, "{}", 500)).toMatchObject({ delivered: false, statusCode: 307 });
     expect(await postWebhook(`${url}/error`, {}, "{}", 500)).toMatchObject({ delivered: false, statusCode: 500 });
+  });
+});
+
+describe("webhook retries and the wall clock", () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+  });
+  afterAll(async () => t?.drop());
+
+  it("schedules the next attempt on the database's clock: a step back of this process's does not retry at once", async () => {
+    const endpoint = `${url}/error`;
+    await syncWebhookEndpoints(t.db, [endpoint]);
+    await enqueueWebhookEvent(t.db, "treasury.low", { test: true });
+    const dispatcher = new WebhookDispatcher({
+      db: t.db,
+      endpoints: [endpoint],
+      secret: `whsec_${randomBytes(32).toString("base64")}`,
+      log: createLogger({ test: "dispatcher" }),
+      settings: { baseDelayMs: 60_000, maxDelayMs: 60_000 },
+    });
+    // Date an hour behind (NTP correcting a fast clock, a restored VM); the database's clock is not.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - HOUR });
+    try {
+      expect(await dispatcher.deliverDue(endpoint)).toBe(1); // answered 500: to be retried in 30-60 s
+      // Before, the retry was due at this process's now + 30-60 s, an hour in the database's past: claimed again at
+      // once, every pass, without backoff (and the 24-hour window counted from the wrong clock).
+      expect(await dispatcher.deliverDue(endpoint)).toBe(0);
+      const [row] = await t.db.execute<{ wait: number }>(sql`SELECT extract(epoch FROM next_attempt_at - now())::float8 AS wait FROM webhook_deliveries`);
+      expect(row!.wait).toBeGreaterThan(25);
+      expect(row!.wait).toBeLessThanOrEqual(60);
+    } finally {
+      vi.useRealTimers();
+      await dispatcher.stop();
+    }
   });
 });

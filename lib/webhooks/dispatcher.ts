@@ -41,10 +41,13 @@ export function retryDelayMs(attempts: number, settings: Pick<DispatcherSettings
   return Math.round(full / 2 + random() * (full / 2));
 }
 
-/** When to try again after a failed attempt; undefined when the retry window has passed (given up). */
-export function nextAttemptAt(nowMs: number, delivery: Pick<ClaimedDelivery, "attempts" | "createdAtMs">, settings: DispatcherSettings): Date | undefined {
-  if (nowMs - delivery.createdAtMs >= settings.retryForMs) return undefined;
-  return new Date(nowMs + retryDelayMs(delivery.attempts, settings));
+/**
+ * How long to wait before trying again after a failed attempt of a delivery first due `ageMs` ago; undefined when
+ * the retry window has passed (given up). The age is the database's, so no clock of this process is compared with it.
+ */
+export function retryInMs(delivery: Pick<ClaimedDelivery, "attempts" | "ageMs">, settings: DispatcherSettings): number | undefined {
+  if (delivery.ageMs >= settings.retryForMs) return undefined;
+  return retryDelayMs(delivery.attempts, settings);
 }
 
 type Outcome = { delivered: boolean; statusCode: number | null; error: string | null };
@@ -112,12 +115,14 @@ export class WebhookDispatcher {
       claimed.map(async (d) => {
         const body = webhookBody(d);
         const headers = signWebhook(secret, { id: d.eventId, body, at: new Date() });
+        const started = performance.now();
         const outcome = await postWebhook(endpoint, headers, body, s.timeoutMs, this.halt.signal);
-        const retryAt = outcome.delivered ? undefined : nextAttemptAt(Date.now(), d, s);
-        await settleDelivery(db, { id: d.id, attempts: d.attempts, ...outcome, retryAt });
+        // The age at the claim, plus the attempt's own time.
+        const retryIn = outcome.delivered ? undefined : retryInMs({ attempts: d.attempts, ageMs: d.ageMs + (performance.now() - started) }, s);
+        await settleDelivery(db, { id: d.id, attempts: d.attempts, ...outcome, retryInMs: retryIn });
         const fields = { endpoint: new URL(endpoint).origin, eventId: d.eventId, type: d.type, attempt: d.attempts, statusCode: outcome.statusCode };
         if (outcome.delivered) log.debug("webhook delivered", fields);
-        else if (retryAt) log.info("webhook attempt failed; retrying", { ...fields, error: outcome.error, retryAt: retryAt.toISOString() });
+        else if (retryIn !== undefined) log.info("webhook attempt failed; retrying", { ...fields, error: outcome.error, retryInMs: retryIn });
         else log.warn("webhook given up after the retry window", { ...fields, error: outcome.error });
       }),
     );
