@@ -46,11 +46,11 @@ function configuredChainId(config: Config): number {
 
 type Deps = { db: Database; config: Config };
 
-async function readFaucetStatus({ db, config }: Deps, nowMs: number): Promise<FaucetStatusResponse> {
+async function readFaucetStatus({ db, config }: Deps): Promise<FaucetStatusResponse> {
   const [gate, { chain, treasury }, medianSecondsToComplete] = await Promise.all([
-    faucetGateState({ db, config, nowMs }),
+    faucetGateState({ db, config }),
     chainChecks(config),
-    readMedianSecondsToComplete(db, nowMs),
+    readMedianSecondsToComplete(db),
   ]);
   const chainId = chain.status === "ok" && chain.chainId !== undefined ? chain.chainId : configuredChainId(config);
 
@@ -83,14 +83,15 @@ async function readFaucetStatus({ db, config }: Deps, nowMs: number): Promise<Fa
 let snapshot: { deps: Deps; takenAtClock: number; value: Promise<FaucetStatusResponse> } | undefined;
 
 /**
- * The faucet's status as of at most FAUCET_SNAPSHOT_MS before now. `nowMs` (the wall clock) dates what is read;
- * the snapshot's age is measured on `clockMs`, a monotonic clock: a step back of the wall clock (NTP, a restored VM)
- * would otherwise keep one snapshot for the length of the step.
+ * The faucet's status as of at most FAUCET_SNAPSHOT_MS before now. The snapshot's age is measured on `clockMs`, a
+ * monotonic clock (a step back of the wall clock, NTP or a restored VM, would otherwise keep one snapshot for the
+ * length of the step); what it reads is dated by the database's clock (the budget's wait, the last hour's median).
  */
-export function faucetStatus(deps: Deps, nowMs = Date.now(), clockMs = performance.now()): Promise<FaucetStatusResponse> {
-  const fresh = snapshot && snapshot.deps.db === deps.db && snapshot.deps.config === deps.config && clockMs - snapshot.takenAtClock < FAUCET_SNAPSHOT_MS;
+export function faucetStatus(deps: Deps, clockMs = performance.now()): Promise<FaucetStatusResponse> {
+  const age = snapshot ? clockMs - snapshot.takenAtClock : Number.NaN;
+  const fresh = snapshot && snapshot.deps.db === deps.db && snapshot.deps.config === deps.config && age >= 0 && age < FAUCET_SNAPSHOT_MS;
   if (!fresh) {
-    const taken = { deps, takenAtClock: clockMs, value: readFaucetStatus(deps, nowMs) };
+    const taken = { deps, takenAtClock: clockMs, value: readFaucetStatus(deps) };
     snapshot = taken;
     // A failed read is answered once (a problem) and not served again from the snapshot.
     taken.value.catch(() => {

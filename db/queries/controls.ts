@@ -80,13 +80,16 @@ export async function pruneBudgetCounts(db: Executor, now: Date): Promise<number
 export async function readBudgetExhaustion(
   db: Executor,
   budget: { perHour: number; perDay: number },
-): Promise<{ window: "hour" | "day"; retryAtMs: number } | null> {
+): Promise<{ window: "hour" | "day"; retryAtMs: number; retryInMs: number } | null> {
   if (budget.perHour <= 0 && budget.perDay <= 0) return null;
-  const rows = await run<{ refusal: { window: "hour" | "day"; retryAtMs: number } | null }>(
+  const rows = await run<{ refusal: { window: "hour" | "day"; retryAtMs: number } | null; nowMs: number }>(
     db,
     sql`
-    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, NULL) AS refusal`,
+    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, NULL) AS refusal,
+      (extract(epoch FROM statement_timestamp()) * 1000)::float8 AS "nowMs"`,
   );
-  const refusal = rows[0]?.refusal;
-  return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs } : null;
+  const row = rows[0];
+  const refusal = row?.refusal;
+  // The wait counted on the database's clock, which read the window: no other clock is compared with retryAtMs.
+  return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs, retryInMs: refusal.retryAtMs - row.nowMs } : null;
 }

@@ -1,7 +1,6 @@
 import type { Database } from "@/db/client";
 import { readBudgetExhaustion, readServiceState } from "@/db/queries/controls";
 import type { Config } from "@/lib/config";
-import { secondsUntil } from "./rate-limits";
 
 /**
  * The administrator's gates on sponsorships that GET /faucet reports before any chain state (decisions.md, "On
@@ -15,13 +14,13 @@ export type FaucetGate = { state: "paused" | "budget_exhausted"; retryAfterSecon
 
 export const PAUSED_RETRY_AFTER_SECONDS = 60;
 
-export async function faucetGateState(deps: { db: Database; config: Config; nowMs: number }): Promise<FaucetGate | null> {
-  const now = new Date(deps.nowMs);
+export async function faucetGateState(deps: { db: Database; config: Config }): Promise<FaucetGate | null> {
   const [state, budget] = await Promise.all([
     readServiceState(deps.db),
     readBudgetExhaustion(deps.db, { perHour: deps.config.sponsorBudgetPerHour, perDay: deps.config.sponsorBudgetPerDay }),
   ]);
   if (state.paused) return { state: "paused", retryAfterSeconds: PAUSED_RETRY_AFTER_SECONDS };
-  if (budget) return { state: "budget_exhausted", retryAfterSeconds: secondsUntil(now, budget.retryAtMs) };
+  // The wait as the database counts it (it read the window): a step or skew of this server's clock does not move it.
+  if (budget) return { state: "budget_exhausted", retryAfterSeconds: Math.max(1, Math.ceil(budget.retryInMs / 1000)) };
   return null;
 }
