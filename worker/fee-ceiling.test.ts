@@ -1,5 +1,6 @@
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { checkHealth } from "@/lib/health";
+import { FeeCeilingWatch, type FeeCeilingChange } from "./fee-ceiling";
 import { getWorkerMetrics } from "@/lib/metrics";
 import { healthResponse } from "@/lib/sponsorship/schemas";
 import type { RunningWorker } from "./worker";
@@ -139,4 +140,24 @@ describe("MAX_FEE_PER_GAS_GWEI, the fee ceiling", () => {
     expect(relays.filter((r) => r.status === "confirmed")).toHaveLength(1);
     for (const r of relays) expect(r.maxFeePerGas!).toBeLessThanOrEqual(CEILING);
   }, 90_000);
+});
+
+describe("the fee ceiling's episode", () => {
+  it("measures how long fees were above the ceiling on a monotonic clock: a step of the wall clock does not change it", () => {
+    const watch = new FeeCeilingWatch(10n);
+    const changes: FeeCeilingChange[] = [];
+    watch.onChange = (change) => changes.push(change);
+    const fees = (baseFeePerGas: bigint) => ({ baseFeePerGas, maxFeePerGas: 10n, maxPriorityFeePerGas: 1n, aboveCeiling: baseFeePerGas > 10n });
+    watch.note(fees(20n));
+    // Before, the length was the wall clock's: an hour's step back in the episode made it about minus an hour.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
+    try {
+      watch.note(fees(5n));
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(changes.map((c) => c.aboveCeiling)).toEqual([true, false]);
+    expect(changes[1]!.lastedMs).toBeGreaterThanOrEqual(0);
+    expect(changes[1]!.lastedMs).toBeLessThan(60_000);
+  });
 });

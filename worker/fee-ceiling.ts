@@ -50,6 +50,8 @@ export class FeeCeilingWatch {
   readonly state: FeeCeilingState;
   /** Called on every change of `aboveCeiling` (start and end of an episode): logs, metrics, later the alert. */
   onChange: ((change: FeeCeilingChange) => void) | undefined;
+  /** When the episode started, on the monotonic clock (its length must not follow a step of the wall clock). */
+  private startedAt: number | undefined;
 
   constructor(ceilingWei: bigint) {
     this.state = { ceilingWei, baseFeeWei: undefined, aboveCeiling: false, since: undefined, checkedAt: undefined };
@@ -63,9 +65,10 @@ export class FeeCeilingWatch {
     s.checkedAt = now;
     metrics.feeCeiling({ ceilingWei: s.ceilingWei, baseFeeWei: offered.baseFeePerGas, aboveCeiling: offered.aboveCeiling });
     if (offered.aboveCeiling === s.aboveCeiling) return;
-    const lastedMs = s.since ? now.getTime() - s.since.getTime() : undefined;
+    const lastedMs = this.startedAt === undefined ? undefined : Math.round(performance.now() - this.startedAt);
     s.aboveCeiling = offered.aboveCeiling;
     s.since = offered.aboveCeiling ? now : undefined;
+    this.startedAt = offered.aboveCeiling ? performance.now() : undefined;
     this.onChange?.({
       aboveCeiling: s.aboveCeiling,
       baseFeeWei: offered.baseFeePerGas,

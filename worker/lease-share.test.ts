@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { workerHeartbeats } from "@/db/schema";
 import { processAlive } from "@/lib/process-alive";
 import { processSpace } from "./host";
@@ -88,5 +88,25 @@ describe("relayer lease shares", () => {
     workers.push(w);
     await waitFor("all four relayers leased", async () => ((await leasedBy(w.workerId)) === 4 ? true : undefined), 8_000);
     expect(await leasedBy(w.workerId)).toBe(4);
+  });
+
+  it("takes over leases the database says have run out, whatever this worker's wall clock says", async () => {
+    // An owner that left no heartbeat (nothing says it is dead): its leases are free once they expire.
+    for (const address of fx.relayerKeys.map((k) => relayerAddress(k).toLowerCase())) {
+      await fx.database.db.execute(sql`
+        INSERT INTO relayer_accounts (address, chain_id, lease_owner, lease_expires_at) VALUES (${address}, 31337, 'vanished', now() - interval '1 second')
+        ON CONFLICT (address) DO UPDATE SET lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at`);
+    }
+    // Date an hour behind (NTP correcting a fast clock, a restored VM). Before, expiry was the stored time against
+    // this Date: the leases looked held for the hour, and this worker relayed with none.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
+    try {
+      const w = await startInProcessWorker(fx);
+      workers.push(w);
+      await waitFor("all four relayers leased", async () => ((await leasedBy(w.workerId)) === 4 ? true : undefined), 8_000);
+      expect(await leasedBy(w.workerId)).toBe(4);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

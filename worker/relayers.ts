@@ -140,16 +140,11 @@ export class RelayerPool {
     }
     if (this.held.size >= share) return;
 
-    const now = Date.now();
     for (const lease of leases) {
       if (this.held.size >= share) break;
       if (this.held.has(lease.address)) continue;
-      const free =
-        lease.leaseOwner === null ||
-        lease.leaseOwner === workerId ||
-        dead.has(lease.leaseOwner) ||
-        lease.leaseExpiresAt === null ||
-        lease.leaseExpiresAt.getTime() < now;
+      // Expiry as the database judges it (this worker's wall clock may step or differ from the one that set it).
+      const free = lease.leaseOwner === null || lease.leaseOwner === workerId || dead.has(lease.leaseOwner) || lease.leaseExpired;
       if (!free) continue;
       const acquired = await acquireRelayerLease(db, lease.address, workerId, leaseTtlMs, [...dead]);
       if (!acquired) continue;
