@@ -197,8 +197,8 @@ async function main(): Promise<void> {
   // Old counter rows are useless after their window (an hour for the limits, a day for the budget); any instance
   // may prune them.
   const prune = () =>
-    Promise.all([pruneRateLimitHits(appDb(), new Date(Date.now() - RATE_LIMIT_WINDOW_MS - 60_000)), pruneBudgetCounts(appDb(), new Date())]).catch(
-      (error: unknown) => log.warn("pruning rate-limit hits or budget counters failed", { error }),
+    Promise.all([pruneRateLimitHits(appDb(), new Date(Date.now() - RATE_LIMIT_WINDOW_MS - 60_000)), pruneBudgetCounts(appDb())]).catch((error: unknown) =>
+      log.warn("pruning rate-limit hits or budget counters failed", { error }),
     );
   const pruneTimer = setInterval(prune, PRUNE_INTERVAL_MS);
   pruneTimer.unref();

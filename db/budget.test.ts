@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { pruneBudgetCounts } from "@/db/queries/controls";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 
@@ -101,12 +101,28 @@ describe("the global budget's count", () => {
     expect(await pruneBudgetCounts(t.db, new Date(base + 1_000))).toBe(2);
     expect(await used(base + 1_000)).toEqual(before);
   });
+
+  it("prunes on the database's clock, which wrote the counts: a web server whose clock is ahead deletes nothing the day needs", async () => {
+    await t.db.execute(sql`INSERT INTO sponsorship_budget_counts (shard, minute, created)
+      VALUES (0, date_trunc('minute', statement_timestamp() - interval '23 hours'), 7), (0, date_trunc('minute', statement_timestamp()), 1)`);
+    const day = async () => (await t.db.execute<{ d: string }>(sql`SELECT used_day::text AS d FROM sponsorship_budget_used(statement_timestamp())`))[0]!.d;
+    expect(await day()).toBe("8");
+    // server.ts prunes every few minutes; its clock three hours ahead (a step, or a skew). Before, the cutoff was
+    // that clock minus 25 hours: the count 23 hours old went, and the day's budget had 7 places more to give.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() + 3 * 3_600_000 });
+    try {
+      await pruneBudgetCounts(t.db);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await day()).toBe("8");
+  });
 });
 
 describe("the global budget's refusal (429 budget_exhausted and its Retry-After)", () => {
   const HOUR = 60 * MINUTE;
   async function refusal(now: number, perHour: number, perDay: number, hint?: number) {
-    const rows = await t.db.execute<{ r: { refusal: string; window: string; retryAtMs: number } | null }>(
+    const rows = await t.db.execute<{ r: { refusal: string; window: string; retryAtMs: number; retryInMs: number } | null }>(
       sql`SELECT sponsorship_budget_refusal(${new Date(now).toISOString()}::timestamptz, ${perHour}::int, ${perDay}::int,
         ${hint === undefined ? null : new Date(hint).toISOString()}::timestamptz) AS r`,
     );
@@ -124,14 +140,24 @@ describe("the global budget's refusal (429 budget_exhausted and its Retry-After)
     expect(await refusal(base, 0, 8)).toBeNull();
     expect(await refusal(base, 4, 0)).toBeNull();
     // SPONSOR_BUDGET_PER_DAY=7 alone: full. One creation must leave: the oldest minute's, a day and a minute after it.
-    expect(await refusal(base, 0, 7)).toEqual({ refusal: "budget_exhausted", window: "day", retryAtMs: base - 20 * HOUR + 24 * HOUR + MINUTE });
+    expect(await refusal(base, 0, 7)).toEqual({
+      refusal: "budget_exhausted",
+      window: "day",
+      retryAtMs: base - 20 * HOUR + 24 * HOUR + MINUTE,
+      retryInMs: 4 * HOUR + MINUTE, // the wait from the time it was asked at: callers subtract no clock of theirs
+    });
     // A budget lowered below the count: as many must leave as it is over, plus one (7 against a budget of 4: 4 leave,
     // the oldest minute's 2, then the next one's 2).
     expect(await refusal(base, 0, 4)).toMatchObject({ window: "day", retryAtMs: base - 10 * HOUR + 24 * HOUR + MINUTE });
     // SPONSOR_BUDGET_PER_HOUR=3 alone: the hour's oldest minute leaves an hour and a minute after it.
-    expect(await refusal(base, 3, 0)).toEqual({ refusal: "budget_exhausted", window: "hour", retryAtMs: base - 50 * MINUTE + HOUR + MINUTE });
+    expect(await refusal(base, 3, 0)).toEqual({
+      refusal: "budget_exhausted",
+      window: "hour",
+      retryAtMs: base - 50 * MINUTE + HOUR + MINUTE,
+      retryInMs: 11 * MINUTE,
+    });
     // Both full: the later of the two, named by the day.
-    expect(await refusal(base, 3, 7)).toEqual({ refusal: "budget_exhausted", window: "day", retryAtMs: base - 20 * HOUR + 24 * HOUR + MINUTE });
+    expect(await refusal(base, 3, 7)).toMatchObject({ refusal: "budget_exhausted", window: "day", retryAtMs: base - 20 * HOUR + 24 * HOUR + MINUTE });
     // A hint still ahead is the answer without the walk; one in the past is not.
     expect(await refusal(base, 3, 0, base + 5 * MINUTE)).toMatchObject({ retryAtMs: base + 5 * MINUTE });
     expect(await refusal(base, 3, 0, base - MINUTE)).toMatchObject({ retryAtMs: base - 50 * MINUTE + HOUR + MINUTE });

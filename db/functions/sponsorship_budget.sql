@@ -106,7 +106,8 @@ BEGIN
       CASE WHEN v_hour_full THEN sponsorship_budget_room_at(p_now, interval '1 hour', v_used_hour - p_hour + 1) END,
       CASE WHEN v_day_full THEN sponsorship_budget_room_at(p_now, interval '1 day', v_used_day - p_day + 1) END);
   END IF;
+  -- retryInMs: the wait on the clock that counted (p_now), so a caller never subtracts its own clock from retryAtMs.
   RETURN json_build_object('refusal', 'budget_exhausted', 'window', CASE WHEN v_day_full THEN 'day' ELSE 'hour' END,
-    'retryAtMs', extract(epoch FROM v_retry) * 1000);
+    'retryAtMs', extract(epoch FROM v_retry) * 1000, 'retryInMs', extract(epoch FROM v_retry - p_now) * 1000);
 END;
 $$ LANGUAGE plpgsql VOLATILE;

@@ -62,14 +62,17 @@ export async function readBudgetUsage(db: Executor): Promise<{ hour: number; day
   return { hour: Number(rows[0]?.used_hour ?? 0), day: Number(rows[0]?.used_day ?? 0) };
 }
 
-/** Budget rows no window can need any more: counts older than a day and an hour, settled windows older than an hour. */
-export async function pruneBudgetCounts(db: Executor, now: Date): Promise<number> {
-  const cutoff = new Date(now.getTime() - 25 * 3_600_000).toISOString();
-  const windowsCutoff = new Date(now.getTime() - 3_600_000).toISOString();
+/**
+ * Budget rows no window can need any more: counts older than a day and an hour, settled windows older than an hour.
+ * Counted from the database's clock, which wrote the rows (`now` only for tests): a web server whose clock is ahead
+ * deleted counts still inside the day's window, and the day's budget was overspent by them.
+ */
+export async function pruneBudgetCounts(db: Executor, now?: Date): Promise<number> {
+  const at = now ? sql`${now.toISOString()}::timestamptz` : sql`statement_timestamp()`;
   // postgres.js answers a DELETE with its row count beside the (empty) rows.
   const deleted = async (statement: SQL) => ((await run(db, statement)) as unknown as { count: number }).count;
-  const counts = await deleted(sql`DELETE FROM sponsorship_budget_counts WHERE minute < ${cutoff}::timestamptz`);
-  const windows = await deleted(sql`DELETE FROM sponsorship_budget_windows WHERE minute < ${windowsCutoff}::timestamptz`);
+  const counts = await deleted(sql`DELETE FROM sponsorship_budget_counts WHERE minute < ${at} - interval '25 hours'`);
+  const windows = await deleted(sql`DELETE FROM sponsorship_budget_windows WHERE minute < ${at} - interval '1 hour'`);
   return counts + windows;
 }
 
@@ -82,14 +85,12 @@ export async function readBudgetExhaustion(
   budget: { perHour: number; perDay: number },
 ): Promise<{ window: "hour" | "day"; retryAtMs: number; retryInMs: number } | null> {
   if (budget.perHour <= 0 && budget.perDay <= 0) return null;
-  const rows = await run<{ refusal: { window: "hour" | "day"; retryAtMs: number } | null; nowMs: number }>(
+  const rows = await run<{ refusal: { window: "hour" | "day"; retryAtMs: number; retryInMs: number } | null }>(
     db,
     sql`
-    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, NULL) AS refusal,
-      (extract(epoch FROM statement_timestamp()) * 1000)::float8 AS "nowMs"`,
+    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, NULL) AS refusal`,
   );
-  const row = rows[0];
-  const refusal = row?.refusal;
-  // The wait counted on the database's clock, which read the window: no other clock is compared with retryAtMs.
-  return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs, retryInMs: refusal.retryAtMs - row.nowMs } : null;
+  const refusal = rows[0]?.refusal;
+  // retryInMs: the wait counted on the database's clock, which read the window (no other clock is compared).
+  return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs, retryInMs: refusal.retryInMs } : null;
 }

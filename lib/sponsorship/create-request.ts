@@ -76,7 +76,8 @@ export async function createSponsorshipRequest(db: Database, input: CreateReques
       registryAddress: deps.registryAddress ?? null,
       budgetPerHour: config.sponsorBudgetPerHour,
       budgetPerDay: config.sponsorBudgetPerDay,
-      budgetRetryHintMs: budgetRetryAtMs > at.getTime() ? budgetRetryAtMs : null,
+      // On the database's clock, as the budget: the function uses it only while it is still ahead of its now.
+      budgetRetryHintMs: budgetRetryAtMs > 0 ? budgetRetryAtMs : null,
     });
   } catch (error) {
     // The partial unique index caught a second open request the lock did not (another writer): still a 409.
@@ -95,10 +96,11 @@ export async function createSponsorshipRequest(db: Database, input: CreateReques
         );
       case "budget_exhausted":
         budgetRetryAtMs = result.retryAtMs;
+        // The wait as the database counted it (the budget is on its clock): this server's clock is not subtracted.
         throw new SponsorshipError(
           "budget_exhausted",
           `This faucet has handed out its budget for the ${result.window}; retry later`,
-          secondsUntil(at, result.retryAtMs),
+          Math.max(1, Math.ceil(result.retryInMs / 1000)),
         );
       case "sponsorships_paused":
         throw new SponsorshipError("sponsorships_paused", "Sponsorships are paused by the operator; retry later", PAUSED_RETRY_AFTER_SECONDS);

@@ -158,6 +158,10 @@ describe("GET /faucet", () => {
       const later = await faucetStatus({ db: ctx.t.db, config }, performance.now() + 100 * FAUCET_SNAPSHOT_MS);
       expect(later.state).toBe("budget_exhausted");
       expect(later.retryAfterSeconds).toBeLessThanOrEqual(3660);
+      // And the refusal's Retry-After, which the same subtraction made about 7,200 s.
+      const again = await callApi({ path: "/sponsorship/request", body: { walletAddress: hex(20) }, ip: "192.0.2.63" });
+      expectProblem(again, 429, "budget_exhausted");
+      expect(Number(again.headers.get("retry-after"))).toBeLessThanOrEqual(3660);
     } finally {
       vi.useRealTimers();
     }
