@@ -422,6 +422,29 @@ describe("postgres.js given a statement after the transaction or reservation it 
   });
 });
 
+describe("postgres.js given a statement on a transaction that ended before its connection closed", () => {
+  it("still calls it ended (the ended transaction's close handler left the connection), not a lost connection", async () => {
+    let closes = 0;
+    const client = postgres(testDb.url, { max: 1, onnotice: () => {}, onclose: () => closes++ });
+    try {
+      let transaction: postgres.TransactionSql | undefined;
+      let pid = 0;
+      await client.begin(async (tx) => {
+        transaction = tx;
+        pid = (await tx<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid;
+      });
+      // The pooled connection closes later (an outage, max_lifetime): before, the pool called the ended
+      // transaction's handler, which took it for its own connection lost.
+      await testDb.db.execute(sql`SELECT pg_terminate_backend(${pid}::int)`);
+      await waitFor("the client to see its connection close", () => (closes > 0 ? true : undefined), { timeoutMs: 10_000, intervalMs: 10 });
+      expect(await settle(transaction!`SELECT 1`)).toBe("TRANSACTION_ENDED");
+      expect(await settle(client`SELECT 2`)).toBe("ok");
+    } finally {
+      await client.end({ timeout: 5 });
+    }
+  });
+});
+
 describe("postgres.js ending a pool whose connection just failed", () => {
   it("end() returns once the failed connection has closed, without waiting for its timeout", async () => {
     const client = postgres(throughRelay(), { max: 1, onnotice: () => {} });

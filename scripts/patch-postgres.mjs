@@ -258,17 +258,33 @@ const BEGIN_STATE_PATCHED = `    let savepoints = 0
       , connection
       , prepare = null
       , lost = false
+      , closeHandler = null
+      , poolOptions = sql.options
       , reservation ${BEGIN_MARK}
 `;
 const BEGIN_RACE = "        new Promise((_, reject) => connection.onclose = reject)\n";
 const BEGIN_RACE_PATCHED =
-  "        new Promise((_, reject) => connection.onclose = e => { lost = true; while (queries.length) queries.shift().reject(e); reject(e) })\n";
+  "        new Promise((_, reject) => connection.onclose = closeHandler = e => { lost = true; while (queries.length) queries.shift().reject(e); reject(e) })\n";
+// The transaction's close handler also leaves the connection when the transaction ends (3.4.9 left it there: a later
+// close of the pooled connection, its max_lifetime or an outage, called the ended transaction's handler), and a
+// statement still queued behind the connection then is rejected as sent after the end, never left waiting.
+const BEGIN_CATCH = "    } catch (error) {\n      throw error\n    }\n\n    async function scope(c, fn, name) {\n";
+const BEGIN_CATCH_PATCHED = `    } catch (error) {
+      throw error
+    } finally { /* sponsorship-service: the transaction's close handler leaves its connection with it */
+      connection && connection.onclose === closeHandler && (connection.onclose = null)
+      while (queries.length)
+        queries.shift().reject(${ENDED_ERROR("TRANSACTION_ENDED", "a statement sent on a transaction after it ended")})
+    }
+
+    async function scope(c, fn, name) {
+`;
 const BEGIN_ROLLBACK = "      } catch (e) {\n        await (name\n";
 const BEGIN_ROLLBACK_PATCHED = "      } catch (e) {\n        c.reserved === reservation && await (name\n";
 const BEGIN_HANDLER = "        q.catch(e => uncaughtError || (uncaughtError = e))\n        c.queue === full\n";
 const BEGIN_HANDLER_PATCHED = `        q.catch(e => uncaughtError || (uncaughtError = e))
         if (c.reserved !== reservation)
-          return q.reject(lost ? Errors.connection('CONNECTION_CLOSED', options) : ${ENDED_ERROR("TRANSACTION_ENDED", "a statement sent on a transaction after it ended")})
+          return q.reject(lost ? Errors.connection('CONNECTION_CLOSED', poolOptions) : ${ENDED_ERROR("TRANSACTION_ENDED", "a statement sent on a transaction after it ended")})
         c.queue === full
 `;
 const BEGIN_ONEXECUTE = "      move(c, reserved)\n      c.reserved = () => queries.length\n";
@@ -440,15 +456,17 @@ const SUPERSEDED_INDEX = [
       ),
     RESERVATION[0],
   ],
-  [BEGIN_STATE_PATCHED.replace("      , lost = false\n", ""), BEGIN_STATE],
-  [BEGIN_RACE_PATCHED.replace("lost = true; ", ""), BEGIN_RACE],
+  [`    let savepoints = 0\n      , connection\n      , prepare = null\n      , reservation ${BEGIN_MARK}\n`, BEGIN_STATE],
+  ["        new Promise((_, reject) => connection.onclose = e => { while (queries.length) queries.shift().reject(e); reject(e) })\n", BEGIN_RACE],
   [
-    BEGIN_HANDLER_PATCHED.replace(
-      `lost ? Errors.connection('CONNECTION_CLOSED', options) : ${ENDED_ERROR("TRANSACTION_ENDED", "a statement sent on a transaction after it ended")}`,
-      "Errors.connection('CONNECTION_CLOSED', options)",
-    ),
+    "        q.catch(e => uncaughtError || (uncaughtError = e))\n        if (c.reserved !== reservation)\n          return q.reject(Errors.connection('CONNECTION_CLOSED', options))\n        c.queue === full\n",
     BEGIN_HANDLER,
   ],
+  // The form of 8f53014 to ad7752e: the ended transaction's close handler stayed on its connection, and the error of
+  // a lost one named no host (the begin's own options).
+  [`    let savepoints = 0\n      , connection\n      , prepare = null\n      , lost = false\n      , reservation ${BEGIN_MARK}\n`, BEGIN_STATE],
+  ["        new Promise((_, reject) => connection.onclose = e => { lost = true; while (queries.length) queries.shift().reject(e); reject(e) })\n", BEGIN_RACE],
+  [BEGIN_HANDLER_PATCHED.replace("'CONNECTION_CLOSED', poolOptions)", "'CONNECTION_CLOSED', options)"), BEGIN_HANDLER],
 ];
 
 function packageDir() {
@@ -523,6 +541,7 @@ export function patchPostgres() {
         [BEGIN_ROLLBACK, BEGIN_ROLLBACK_PATCHED],
         [BEGIN_HANDLER, BEGIN_HANDLER_PATCHED],
         [BEGIN_ONEXECUTE, BEGIN_ONEXECUTE_PATCHED],
+        [BEGIN_CATCH, BEGIN_CATCH_PATCHED],
       ],
       SUPERSEDED_INDEX,
     );
