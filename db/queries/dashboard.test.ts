@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { eq } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { relayerAccounts, relayTransactions, sponsorshipRequests, wallets, workerHeartbeats } from "@/db/schema";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import {
@@ -129,6 +129,14 @@ describe("dashboard queries", () => {
     expect(depth(after, "approved")).toBe(depth(before, "approved") + 1);
     expect(after.map((q) => q.stage)).toEqual(["pending", "approved", "relayed"]);
     expect(a.id).toBeDefined();
+    // "Ready" is the database's judgement: this server's clock an hour behind (a step, a skew) changes nothing.
+    // Before, every request became not ready.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
+    try {
+      expect(await getQueueDepth(t.db)).toEqual(after);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("lists worker heartbeats and relayer accounts with their next nonce", async () => {

@@ -104,13 +104,16 @@ export type QueueStage = {
   oldestRequestedAt: Date | null;
 };
 
-/** Open requests per pipeline stage: how many, how many ready, and the oldest. */
-export async function getQueueDepth(db: Database, now: Date = new Date()): Promise<QueueStage[]> {
+/**
+ * Open requests per pipeline stage: how many, how many ready, and the oldest. "Ready" is judged by the database's
+ * clock, the one the worker sets `available_at` with.
+ */
+export async function getQueueDepth(db: Database): Promise<QueueStage[]> {
   const rows = await db
     .select({
       status: sponsorshipRequests.status,
       depth: sql<number>`count(*)::int`,
-      ready: sql<number>`(count(*) FILTER (WHERE ${sponsorshipRequests.availableAt} <= ${now.toISOString()}::timestamptz))::int`,
+      ready: sql<number>`(count(*) FILTER (WHERE ${sponsorshipRequests.availableAt} <= now()))::int`,
       oldest: sql<Date | string | null>`min(${sponsorshipRequests.requestedAt})`,
     })
     .from(sponsorshipRequests)

@@ -172,7 +172,7 @@ export async function loadDashboardOverview(db: Database, options: OverviewOptio
     countWallets(db),
     getOutcomeSeries(db, { since, until, bucketSeconds }),
     getCompletionLatency(db, new Date(now.getTime() - ms)),
-    getQueueDepth(db, now),
+    getQueueDepth(db),
     listWorkerHeartbeats(db),
     readTreasury(options.chain, timeoutMs),
     readRelayers(db, options.chain, timeoutMs),
