@@ -1,6 +1,8 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { pruneBudgetCounts } from "@/db/queries/controls";
+import { pruneBudgetCounts, readBudgetExhaustion } from "@/db/queries/controls";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 
 /**
@@ -104,14 +106,16 @@ describe("the global budget's count", () => {
 
   it("prunes on the database's clock, which wrote the counts: a web server whose clock is ahead deletes nothing the day needs", async () => {
     await t.db.execute(sql`INSERT INTO sponsorship_budget_counts (shard, minute, created)
-      VALUES (0, date_trunc('minute', statement_timestamp() - interval '23 hours'), 7), (0, date_trunc('minute', statement_timestamp()), 1)`);
+      VALUES (0, date_trunc('minute', statement_timestamp() - interval '26 hours'), 5),
+        (0, date_trunc('minute', statement_timestamp() - interval '23 hours'), 7), (0, date_trunc('minute', statement_timestamp()), 1)`);
     const day = async () => (await t.db.execute<{ d: string }>(sql`SELECT used_day::text AS d FROM sponsorship_budget_used(statement_timestamp())`))[0]!.d;
     expect(await day()).toBe("8");
     // server.ts prunes every few minutes; its clock three hours ahead (a step, or a skew). Before, the cutoff was
     // that clock minus 25 hours: the count 23 hours old went, and the day's budget had 7 places more to give.
     vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() + 3 * 3_600_000 });
     try {
-      await pruneBudgetCounts(t.db);
+      // Only the count older than a day and an hour goes.
+      expect(await pruneBudgetCounts(t.db)).toBe(1);
     } finally {
       vi.useRealTimers();
     }
@@ -159,7 +163,24 @@ describe("the global budget's refusal (429 budget_exhausted and its Retry-After)
     // Both full: the later of the two, named by the day.
     expect(await refusal(base, 3, 7)).toMatchObject({ refusal: "budget_exhausted", window: "day", retryAtMs: base - 20 * HOUR + 24 * HOUR + MINUTE });
     // A hint still ahead is the answer without the walk; one in the past is not.
-    expect(await refusal(base, 3, 0, base + 5 * MINUTE)).toMatchObject({ retryAtMs: base + 5 * MINUTE });
+    expect(await refusal(base, 3, 0, base + 5 * MINUTE)).toMatchObject({ retryAtMs: base + 5 * MINUTE, retryInMs: 5 * MINUTE });
     expect(await refusal(base, 3, 0, base - MINUTE)).toMatchObject({ retryAtMs: base - 50 * MINUTE + HOUR + MINUTE });
+  });
+
+  it("still gives a wait while an instance of the earlier version has reinstalled its function, without retryInMs", async () => {
+    // Every start reinstalls db/functions/ (db/migrate.ts): during a rolling deploy or a rollback, an older
+    // instance puts back the body that returned retryAtMs alone. Before the fallback the wait came out NaN.
+    const file = readFileSync(path.join(import.meta.dirname, "functions", "sponsorship_budget.sql"), "utf8");
+    const earlier = file.replace(", 'retryInMs', extract(epoch FROM v_retry - p_now) * 1000", "");
+    expect(earlier).not.toBe(file);
+    await t.db.execute(sql`INSERT INTO sponsorship_budget_counts (shard, minute, created) VALUES (0, date_trunc('minute', statement_timestamp()), 3)`);
+    try {
+      await t.db.execute(sql.raw(earlier));
+      const refusal = await readBudgetExhaustion(t.db, { perHour: 3, perDay: 0 });
+      expect(refusal!.retryInMs).toBeGreaterThan(0);
+      expect(refusal!.retryInMs).toBeLessThanOrEqual(HOUR + MINUTE);
+    } finally {
+      await t.db.execute(sql.raw(file));
+    }
   });
 });

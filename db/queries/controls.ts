@@ -85,12 +85,15 @@ export async function readBudgetExhaustion(
   budget: { perHour: number; perDay: number },
 ): Promise<{ window: "hour" | "day"; retryAtMs: number; retryInMs: number } | null> {
   if (budget.perHour <= 0 && budget.perDay <= 0) return null;
-  const rows = await run<{ refusal: { window: "hour" | "day"; retryAtMs: number; retryInMs: number } | null }>(
+  const rows = await run<{ refusal: { window: "hour" | "day"; retryAtMs: number; retryInMs?: number } | null; nowMs: number }>(
     db,
     sql`
-    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, NULL) AS refusal`,
+    SELECT sponsorship_budget_refusal(statement_timestamp(), ${budget.perHour}::int, ${budget.perDay}::int, NULL) AS refusal,
+      (extract(epoch FROM statement_timestamp()) * 1000)::float8 AS "nowMs"`,
   );
-  const refusal = rows[0]?.refusal;
-  // retryInMs: the wait counted on the database's clock, which read the window (no other clock is compared).
-  return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs, retryInMs: refusal.retryInMs } : null;
+  const row = rows[0];
+  const refusal = row?.refusal;
+  // The wait counted on the database's clock, which read the window (no other clock is compared); from its own
+  // statement time while an earlier version's function, without retryInMs, is installed.
+  return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs, retryInMs: refusal.retryInMs ?? refusal.retryAtMs - row.nowMs } : null;
 }

@@ -179,7 +179,9 @@ export const BUDGET_SHARDS = 16;
 
 export type CreationCallResult =
   | { refusal: "rate_limited"; subject: "ip" | "wallet"; retryAtMs: number }
-  | { refusal: "budget_exhausted"; window: "hour" | "day"; retryAtMs: number; retryInMs: number }
+  // retryInMs is absent while an instance of an earlier version (a rolling deploy, a rollback) has reinstalled its
+  // function body, which did not return it.
+  | { refusal: "budget_exhausted"; window: "hour" | "day"; retryAtMs: number; retryInMs?: number }
   | { refusal: "sponsorships_paused" | "ip_blocked" | "wallet_not_registered" | "wallet_blocked" | "request_open" | "already_sponsored" }
   | { outcome: "replayed"; request: RequestView }
   | { outcome: "created"; walletId: string };
