@@ -37,16 +37,20 @@ async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs 
   }
 }
 
+/** A watch with the limit and the retries shortened, delivering to the test receiver. */
+const quickWatch = () =>
+  new WorkerWatch({
+    db: t.db,
+    log: createLogger({ test: "worker-watch" }),
+    endpoints: [r.url],
+    secret: SECRET,
+    downAfterMs: 300,
+    dispatcher: { baseDelayMs: 50, maxDelayMs: 100 },
+  });
+
 describe("worker.down", () => {
   it("is sent once when no worker heartbeat was seen for the limit, delivered without a worker, and again only after a worker was back", async () => {
-    const watch = new WorkerWatch({
-      db: t.db,
-      log: createLogger({ test: "worker-watch" }),
-      endpoints: [r.url],
-      secret: SECRET,
-      downAfterMs: 300,
-      dispatcher: { baseDelayMs: 50, maxDelayMs: 100 },
-    });
+    const watch = quickWatch();
     // No worker has ever beaten: down once the limit has passed since the watch started.
     await waitUntil("the watch to call the workers down", () => watch.check());
     for (let i = 0; i < 5; i++) expect(await watch.check()).toBe(true);
@@ -72,14 +76,7 @@ describe("worker.down", () => {
 
   it("is sent when the workers stop after the wall clock stepped back", async () => {
     await t.db.execute(sql`DELETE FROM worker_heartbeats`);
-    const watch = new WorkerWatch({
-      db: t.db,
-      log: createLogger({ test: "worker-watch" }),
-      endpoints: [r.url],
-      secret: SECRET,
-      downAfterMs: 300,
-      dispatcher: { baseDelayMs: 50, maxDelayMs: 100 },
-    });
+    const watch = quickWatch();
     try {
       const before = r.ofType("worker.down").length;
       await upsertHeartbeat(t.db, { workerId: "w2", hostname: "h", pid: 2, startedAt: new Date(), details: {} });
