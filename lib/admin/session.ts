@@ -12,6 +12,7 @@ import {
 import type { AdminSession } from "@/db/schema";
 import { createLogger } from "@/lib/log";
 import { clientIdentity } from "@/lib/sponsorship/client-identity";
+import { retryAfterSeconds } from "@/lib/sponsorship/rate-limits";
 import { generateSessionSecret, isWellFormedSessionSecret, sha256Hex, tokensMatch } from "./secrets";
 
 /**
@@ -93,7 +94,7 @@ export async function verifyAdministratorToken(db: Database, input: TokenCheckIn
     const freedAt = await nthRateLimitHitSince(db, "admin_sign_in", limiterKey, since, count - limits.maxFailures);
     const retryAfterMs = freedAt ? freedAt.getTime() + limits.windowMs - now.getTime() : limits.windowMs;
     logger.warn("administrator sign-in rate limited", { ip: input.ipAddress, channel });
-    return { kind: "rate_limited", retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)) };
+    return { kind: "rate_limited", retryAfterSeconds: retryAfterSeconds(retryAfterMs) };
   }
 
   if (!tokensMatch(input.token, input.adminToken)) {

@@ -10,7 +10,7 @@ import { now as clockNow } from "./clock";
 import { clientIdentity, clientNetwork } from "./client-identity";
 import { PAUSED_RETRY_AFTER_SECONDS } from "./faucet-gate";
 import { SponsorshipError } from "./errors";
-import { rateWindowStart, secondsUntil } from "./rate-limits";
+import { rateWindowStart, retryAfterSeconds, secondsUntil } from "./rate-limits";
 import { replayWindowStart } from "./replay";
 
 /**
@@ -100,7 +100,7 @@ export async function createSponsorshipRequest(db: Database, input: CreateReques
         throw new SponsorshipError(
           "budget_exhausted",
           `This faucet has handed out its budget for the ${result.window}; retry later`,
-          result.retryInMs === undefined ? secondsUntil(at, result.retryAtMs) : Math.max(1, Math.ceil(result.retryInMs / 1000)),
+          result.retryInMs === undefined ? secondsUntil(at, result.retryAtMs) : retryAfterSeconds(result.retryInMs),
         );
       case "sponsorships_paused":
         throw new SponsorshipError("sponsorships_paused", "Sponsorships are paused by the operator; retry later", PAUSED_RETRY_AFTER_SECONDS);

@@ -1,6 +1,7 @@
 import type { Database } from "@/db/client";
 import { readBudgetExhaustion, readServiceState } from "@/db/queries/controls";
 import type { Config } from "@/lib/config";
+import { retryAfterSeconds } from "./rate-limits";
 
 /**
  * The administrator's gates on sponsorships that GET /faucet reports before any chain state (decisions.md, "On
@@ -21,6 +22,6 @@ export async function faucetGateState(deps: { db: Database; config: Config }): P
   ]);
   if (state.paused) return { state: "paused", retryAfterSeconds: PAUSED_RETRY_AFTER_SECONDS };
   // The wait as the database counts it (it read the window): a step or skew of this server's clock does not move it.
-  if (budget) return { state: "budget_exhausted", retryAfterSeconds: Math.max(1, Math.ceil(budget.retryInMs / 1000)) };
+  if (budget) return { state: "budget_exhausted", retryAfterSeconds: retryAfterSeconds(budget.retryInMs) };
   return null;
 }

@@ -21,7 +21,12 @@ export function rateWindowStart(now: Date): Date {
   return new Date(now.getTime() - RATE_LIMIT_WINDOW_MS);
 }
 
+/** A wait of `ms` as a Retry-After: whole seconds, at least 1. */
+export function retryAfterSeconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
+}
+
 /** Whole seconds from `now` to `untilMs`, at least 1. */
 export function secondsUntil(now: Date, untilMs: number): number {
-  return Math.max(1, Math.ceil((untilMs - now.getTime()) / 1000));
+  return retryAfterSeconds(untilMs - now.getTime());
 }
