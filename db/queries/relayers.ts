@@ -20,7 +20,6 @@ export type RelayerLease = {
   address: Address;
   nextNonce: number;
   leaseOwner: string | null;
-  leaseExpiresAt: Date | null;
   /** Whether the lease has run out (or was never taken), as the database's clock says: the one the lease was set by. */
   leaseExpired: boolean;
 };
@@ -51,17 +50,16 @@ export async function ensureRelayerAccounts(db: Executor, chainId: number, addre
 
 export async function listRelayerLeases(db: Executor, addresses: readonly Address[]): Promise<RelayerLease[]> {
   if (addresses.length === 0) return [];
-  const rows = await run<{ address: string; next_nonce: string; lease_owner: string | null; lease_expires_at: Date | null; lease_expired: boolean }>(
+  const rows = await run<{ address: string; next_nonce: string; lease_owner: string | null; lease_expired: boolean }>(
     db,
     sql`
-    SELECT address, next_nonce, lease_owner, lease_expires_at, coalesce(lease_expires_at < now(), true) AS lease_expired FROM relayer_accounts
+    SELECT address, next_nonce, lease_owner, coalesce(lease_expires_at < now(), true) AS lease_expired FROM relayer_accounts
     WHERE address IN ${list(addresses)} ORDER BY address`,
   );
   return rows.map((r) => ({
     address: r.address as Address,
     nextNonce: Number(r.next_nonce),
     leaseOwner: r.lease_owner,
-    leaseExpiresAt: r.lease_expires_at ? new Date(r.lease_expires_at) : null,
     leaseExpired: r.lease_expired,
   }));
 }

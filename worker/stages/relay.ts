@@ -102,10 +102,11 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
 
     // A relayer the treasury does not authorise would only send reverts: it is left out, and with none left the
     // requests wait (no attempt burned) until the owner authorises one.
-    const rotation = ctx.pool.rotation().filter((r) => nonces.has(r) && authorised.has(r.toLowerCase() as Address));
+    const isAuthorised = (r: Address) => authorised.has(r.toLowerCase() as Address);
+    const rotation = ctx.pool.rotation().filter((r) => nonces.has(r) && isAuthorised(r));
     noteUnauthorised(
       ctx,
-      [...nonces.keys()].filter((r) => !authorised.has(r.toLowerCase() as Address)),
+      [...nonces.keys()].filter((r) => !isAuthorised(r)),
     );
     if (rotation.length === 0) return { stored: [], claimed: candidates.length, waiting: "relayers_not_authorised" as const };
     const attempts: NewRelayAttempt[] = [];
