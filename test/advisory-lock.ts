@@ -1,3 +1,4 @@
+import { expect } from "vitest";
 import type { Database } from "@/db/client";
 
 /**
@@ -8,7 +9,7 @@ export async function holdAdvisoryLock(db: Database, key: string) {
   const holder = await db.$client.reserve();
   await holder.unsafe("BEGIN");
   await holder.unsafe("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))", [key]);
-  return {
+  const lock = {
     /** Resolves once a session of this database waits for an advisory lock; throws after 10 s. */
     async waitedFor(what: string): Promise<void> {
       const deadline = Date.now() + 10_000;
@@ -28,5 +29,18 @@ export async function holdAdvisoryLock(db: Database, key: string) {
       await holder.unsafe("ROLLBACK").catch(() => {});
       holder.release();
     },
+    /**
+     * Proves that `call` (started by the caller) waits for the lock: once it waits, it has not settled; then the lock
+     * is given up. Returns the call, to assert on what it comes to.
+     */
+    async blocks<T>(what: string, call: Promise<T>): Promise<T> {
+      let settled = false;
+      const tracked = call.finally(() => (settled = true));
+      await lock.waitedFor(what);
+      expect(settled).toBe(false);
+      await lock.release();
+      return tracked;
+    },
   };
+  return lock;
 }

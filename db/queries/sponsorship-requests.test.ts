@@ -48,14 +48,8 @@ describe("create_sponsorship_request", () => {
       const address = `0x${crypto.randomUUID().replaceAll("-", "").padEnd(40, "0")}`;
       const lock = await holdAdvisoryLock(t.db, keyOf(ip, address));
       try {
-        let settled = false;
-        const call = createRequestInDatabase(t.db, input(ip, address)).finally(() => {
-          settled = true;
-        });
-        await lock.waitedFor("the creation");
-        expect(settled).toBe(false);
-        await lock.release();
-        await expect(call).resolves.toEqual({ refusal: "wallet_not_registered" });
+        const call = createRequestInDatabase(t.db, input(ip, address));
+        await expect(lock.blocks("the creation", call)).resolves.toEqual({ refusal: "wallet_not_registered" });
       } finally {
         await lock.end();
       }
@@ -108,12 +102,8 @@ describe("the global budget at its edge", () => {
         refusal: "wallet_not_registered",
       });
       // A request that would be created waits for the place.
-      let settled = false;
-      const creation = createRequestInDatabase(t.db, { ...input("198.51.100.241", registeredWallet!), budgetPerHour: 5 }).finally(() => (settled = true));
-      await lock.waitedFor("the creation");
-      expect(settled).toBe(false);
-      await lock.release();
-      await expect(creation).resolves.toMatchObject({ outcome: "created" });
+      const creation = createRequestInDatabase(t.db, { ...input("198.51.100.241", registeredWallet!), budgetPerHour: 5 });
+      await expect(lock.blocks("the creation", creation)).resolves.toMatchObject({ outcome: "created" });
     } finally {
       await lock.end();
       await t.db.$client.unsafe("TRUNCATE sponsorship_budget_counts, sponsorship_budget_windows");

@@ -111,14 +111,8 @@ describe("registerWallet", () => {
     const ip = freshIp();
     const lock = await holdAdvisoryLock(t.db, registerIpLockKey(ip));
     try {
-      let settled = false;
-      const call = registerWallet(t.db, { walletAddress: randomAddress(), ip }, { config: configWithLimit(10) }).finally(() => {
-        settled = true;
-      });
-      await lock.waitedFor("the registration");
-      expect(settled).toBe(false);
-      await lock.release();
-      await expect(call).resolves.toMatchObject({ created: true });
+      const call = registerWallet(t.db, { walletAddress: randomAddress(), ip }, { config: configWithLimit(10) });
+      await expect(lock.blocks("the registration", call)).resolves.toMatchObject({ created: true });
     } finally {
       await lock.end();
     }
