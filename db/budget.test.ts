@@ -168,8 +168,9 @@ describe("the global budget's refusal (429 budget_exhausted and its Retry-After)
   });
 
   it("still gives a wait while an instance of the earlier version has reinstalled its function, without retryInMs", async () => {
-    // Every start reinstalls db/functions/ (db/migrate.ts): during a rolling deploy or a rollback, an older
-    // instance puts back the body that returned retryAtMs alone. Before the fallback the wait came out NaN.
+    // A release from before db/functions/ revisions (db/migrate.ts) reinstalls its bodies on every start: during a
+    // rolling deploy or a rollback to it, such an instance puts back the body that returned retryAtMs alone. Before
+    // the fallback the wait came out NaN.
     const file = readFileSync(path.join(import.meta.dirname, "functions", "sponsorship_budget.sql"), "utf8");
     const earlier = file.replace(", 'retryInMs', extract(epoch FROM v_retry - p_now) * 1000", "");
     expect(earlier).not.toBe(file);

@@ -197,6 +197,23 @@ export const serviceState = pgTable(
 export type ServiceState = typeof serviceState.$inferSelect;
 
 /**
+ * Which revision of db/functions/ the database holds, one row (id 1), written by db/migrate.ts. An instance installs
+ * its function bodies only when its revision is not older than this one, so an older instance started beside a
+ * newer one (a rolling deploy, a restart of a worker not yet replaced) does not put its older bodies back.
+ */
+export const installedFunctions = pgTable(
+  "installed_functions",
+  {
+    id: smallint("id").primaryKey().default(1),
+    revision: integer("revision").notNull(),
+    /** sha256 of the sources as installed (FUNCTIONS_SHA256 of the installing instance). */
+    sha256: text("sha256").notNull(),
+    installedAt: ts("installed_at").notNull().defaultNow(),
+  },
+  (t) => [check("installed_functions_one_row", sql`${t.id} = 1`)],
+);
+
+/**
  * The registry's mirror (decisions.md, "No chain call for a request the database refuses"): wallets its
  * `WalletSponsored` events name, indexed by the worker, so creation decides "already sponsored" without a chain
  * call. Review still asks the chain itself. `registry_index` keeps the next block to read per registry.

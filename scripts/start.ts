@@ -5,7 +5,7 @@ import postgres from "postgres";
 import { ensureLocalChain, type LocalChain } from "@/contracts/local-chain";
 import { closeDatabase, createDatabase } from "@/db/client";
 import { startEmbeddedPostgres } from "@/db/embedded";
-import { applyMigrations } from "@/db/migrate";
+import { applyMigrations, keptFunctionsWarning } from "@/db/migrate";
 import { ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { buildIfStale } from "./build-if-stale";
@@ -198,7 +198,8 @@ async function main(): Promise<void> {
     databaseUrl = pg.url;
     logger.info("embedded PostgreSQL ready", { port: config.embeddedPgPort, dataDir: path.join(config.dataDir, "postgres") });
   }
-  await applyMigrations(databaseUrl);
+  const kept = keptFunctionsWarning(await applyMigrations(databaseUrl));
+  if (kept) logger.warn(kept);
 
   const chainEnv: Record<string, string> = {};
   // Children are restarted with new chain settings when a restarted local chain had to be deployed anew.

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { closeDatabase, createDatabase, type Database } from "@/db/client";
-import { applyMigrations } from "@/db/migrate";
+import { applyMigrations, keptFunctionsWarning } from "@/db/migrate";
 import { WAKEUP_CHANNEL } from "@/db/queries/wakeup";
 import { resolveDeployment } from "@/lib/chain/deployment";
 import { ConfigError, developmentSecretsRefusal, type Config } from "@/lib/config";
@@ -108,12 +108,15 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   const databaseUrl = config.databaseUrl;
   const rpcUrl = config.rpcUrls;
 
-  await untilReady(
-    "database",
-    log,
-    () => applyMigrations(databaseUrl),
-    () => stopped,
+  const kept = keptFunctionsWarning(
+    await untilReady(
+      "database",
+      log,
+      () => applyMigrations(databaseUrl),
+      () => stopped,
+    ),
   );
+  if (kept) log.warn(kept);
   const chainId = await untilReady(
     "chain",
     log,

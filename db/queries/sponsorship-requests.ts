@@ -179,8 +179,8 @@ export const BUDGET_SHARDS = 16;
 
 export type CreationCallResult =
   | { refusal: "rate_limited"; subject: "ip" | "wallet"; retryAtMs: number }
-  // retryInMs is absent while an instance of an earlier version (a rolling deploy, a rollback) has reinstalled its
-  // function body, which did not return it.
+  // retryInMs is absent while an instance of a release from before db/functions/ revisions (db/migrate.ts) has
+  // reinstalled its function body, which did not return it (a rolling deploy, a rollback).
   | { refusal: "budget_exhausted"; window: "hour" | "day"; retryAtMs: number; retryInMs?: number }
   | { refusal: "sponsorships_paused" | "ip_blocked" | "wallet_not_registered" | "wallet_blocked" | "request_open" | "already_sponsored" }
   | { outcome: "replayed"; request: RequestView }
