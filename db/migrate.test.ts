@@ -1,15 +1,17 @@
 import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { applyMigrations, FUNCTIONS_REVISION, FUNCTIONS_SHA256, functionSources, functionsSha256, keptFunctionsWarning } from "./migrate";
+import { applyMigrations, FUNCTIONS_REVISION as OWN, FUNCTIONS_SHA256, functionSources, functionsNotice, functionsSha256 } from "./migrate";
 
 // A body another release installed: client_ip_blocked's, answering the same, with a mark to find it by.
 const OTHER_BODY = `
   CREATE OR REPLACE FUNCTION client_ip_blocked(p_client_net cidr) RETURNS boolean AS $$
     SELECT EXISTS (SELECT 1 FROM ip_blocks b WHERE b.lifted_at IS NULL AND b.cidr && p_client_net) /* another release */;
-  $$ LANGUAGE sql STABLE`;
+  $$ LANGUAGE sql STABLE;`;
 
 describe("db/functions/ and their revision (db/migrate.ts)", () => {
   let t: TestDatabase;
@@ -20,81 +22,167 @@ describe("db/functions/ and their revision (db/migrate.ts)", () => {
     await t?.drop();
   });
 
-  const body = async () => {
+  const othersInstalled = async () => {
     const [row] = await t.db.$client<{ src: string }[]>`SELECT prosrc AS src FROM pg_proc WHERE proname = 'client_ip_blocked'`;
-    return row!.src;
+    return row!.src.includes("another release");
   };
   const held = async () => {
-    const [row] = await t.db.$client<{ revision: number; sha256: string }[]>`SELECT revision, sha256 FROM installed_functions`;
+    const [row] = await t.db.$client<{ revision: number; sha256: string; rolledBackFrom: number | null }[]>`
+      SELECT revision, sha256, rolled_back_from AS "rolledBackFrom" FROM installed_functions`;
     return row;
   };
+  /** Another release's bodies in place, recorded as `revision` (undefined: no record, as before migration 0010). */
+  const installedBy = async (revision: number | undefined, rolledBackFrom: number | null = null) => {
+    await t.db.$client.unsafe(OTHER_BODY);
+    await t.db.$client`DELETE FROM installed_functions`;
+    if (revision !== undefined) {
+      await t.db.$client`INSERT INTO installed_functions (revision, sha256, rolled_back_from) VALUES (${revision}, 'other', ${rolledBackFrom})`;
+    }
+  };
+  const ours = { revision: OWN, sha256: FUNCTIONS_SHA256, rolledBackFrom: null };
 
-  it("names the committed sources by FUNCTIONS_SHA256: a change there raises FUNCTIONS_REVISION", () => {
+  it("pins db/functions/ by FUNCTIONS_SHA256: a change there fails here until FUNCTIONS_REVISION is raised and the hash set", () => {
     const sha = functionsSha256(functionSources());
     expect(sha, `db/functions/ changed: raise FUNCTIONS_REVISION in db/migrate.ts and set FUNCTIONS_SHA256 to "${sha}"`).toBe(FUNCTIONS_SHA256);
   });
 
   it("records the revision it installed", async () => {
-    expect(await held()).toEqual({ revision: FUNCTIONS_REVISION, sha256: FUNCTIONS_SHA256 });
+    expect(await held()).toEqual(ours);
   });
 
-  it("leaves a newer release's bodies in place (an old worker restarting during a rolling deploy)", async () => {
-    await t.db.$client.unsafe(OTHER_BODY);
-    await t.db.$client`UPDATE installed_functions SET revision = ${FUNCTIONS_REVISION + 1}, sha256 = 'newer'`;
+  describe("at a process's start-up", () => {
+    beforeEach(async () => {
+      await applyMigrations(t.url, { by: "operator" });
+    });
 
-    const result = await applyMigrations(t.url);
+    it("writes nothing when its own are in place already (no lock on the tables whose triggers the sources replace)", async () => {
+      const [before] = await t.db.$client<{ at: Date }[]>`SELECT installed_at AS at FROM installed_functions`;
+      expect(await applyMigrations(t.url)).toEqual({ functions: "unchanged", revision: OWN });
+      const [after] = await t.db.$client<{ at: Date }[]>`SELECT installed_at AS at FROM installed_functions`;
+      expect(after!.at).toEqual(before!.at);
+    });
 
-    expect(result).toEqual({ functions: "kept", revision: FUNCTIONS_REVISION + 1 });
-    expect(await body()).toContain("another release");
-    expect(await held()).toEqual({ revision: FUNCTIONS_REVISION + 1, sha256: "newer" });
-    expect(keptFunctionsWarning(result)).toBe(
-      `the database holds db/functions/ revision ${FUNCTIONS_REVISION + 1}, newer than this release's ${FUNCTIONS_REVISION}: left in place ` +
-        "(to roll them back to this release's: npm run db:migrate -- --roll-back-functions)",
-    );
-  });
+    it("leaves a newer release's bodies in place (an old worker restarting during a rolling deploy)", async () => {
+      await installedBy(OWN + 1);
 
-  it("puts its own bodies over a newer release's when the operator rolls back", async () => {
-    await t.db.$client.unsafe(OTHER_BODY);
-    await t.db.$client`UPDATE installed_functions SET revision = ${FUNCTIONS_REVISION + 1}, sha256 = 'newer'`;
+      const result = await applyMigrations(t.url);
 
-    expect(await applyMigrations(t.url, { rollBackFunctions: true })).toEqual({ functions: "installed", revision: FUNCTIONS_REVISION });
-    expect(await body()).not.toContain("another release");
-    expect(await held()).toEqual({ revision: FUNCTIONS_REVISION, sha256: FUNCTIONS_SHA256 });
-  });
-
-  it.each([
-    ["an older release's", FUNCTIONS_REVISION - 1],
-    ["the same release's (a body edited by hand)", FUNCTIONS_REVISION],
-    ["no record's (a database from before the record)", undefined],
-  ])("puts its own bodies over %s and records its revision", async (_, revision) => {
-    await t.db.$client.unsafe(OTHER_BODY);
-    if (revision === undefined) await t.db.$client`DELETE FROM installed_functions`;
-    else await t.db.$client`UPDATE installed_functions SET revision = ${revision}, sha256 = 'other'`;
-
-    const result = await applyMigrations(t.url);
-
-    expect(result).toEqual({ functions: "installed", revision: FUNCTIONS_REVISION });
-    expect(keptFunctionsWarning(result)).toBeUndefined();
-    expect(await body()).not.toContain("another release");
-    expect(await held()).toEqual({ revision: FUNCTIONS_REVISION, sha256: FUNCTIONS_SHA256 });
-  });
-
-  it("is run by an operator as `npm run db:migrate`, which says what it did and rolls back only when told", async () => {
-    const cli = async (...args: string[]) => {
-      const run = promisify(execFile)(process.execPath, ["--import", "tsx", path.join(import.meta.dirname, "migrate.ts"), ...args], {
-        env: { ...process.env, DATABASE_URL: t.url },
+      expect(result).toEqual({ functions: "kept", keptBecause: "newer", revision: OWN + 1 });
+      expect(await othersInstalled()).toBe(true);
+      expect(await held()).toEqual({ revision: OWN + 1, sha256: "other", rolledBackFrom: null });
+      expect(functionsNotice(result)).toEqual({
+        message: "db/functions/ left in place: the database holds a newer revision (expected while a rolling deploy replaces this process)",
+        fields: { heldRevision: OWN + 1, revision: OWN },
       });
-      return run.then(
-        ({ stdout }) => ({ code: 0, out: stdout.trim() }),
-        (error: { code: number; stderr: string }) => ({ code: error.code, out: error.stderr.trim() }),
-      );
-    };
-    await t.db.$client`UPDATE installed_functions SET revision = ${FUNCTIONS_REVISION + 1}, sha256 = 'newer'`;
+    });
 
-    expect(await cli("--roll-back")).toEqual({ code: 1, out: "db:migrate: unknown option --roll-back (only --roll-back-functions)" });
-    expect(await cli()).toEqual({ code: 0, out: expect.stringContaining(`revision ${FUNCTIONS_REVISION + 1}, newer than this release's`) });
-    expect(await held()).toEqual({ revision: FUNCTIONS_REVISION + 1, sha256: "newer" });
-    expect(await cli("--roll-back-functions")).toEqual({ code: 0, out: `migrations applied; db/functions/ revision ${FUNCTIONS_REVISION} installed` });
-    expect(await held()).toEqual({ revision: FUNCTIONS_REVISION, sha256: FUNCTIONS_SHA256 });
+    it("leaves an operator's rollback from its revision in place (a process of the release rolled back from, restarting)", async () => {
+      await installedBy(OWN - 1, OWN);
+
+      const result = await applyMigrations(t.url);
+
+      expect(result).toEqual({ functions: "kept", keptBecause: "rolled_back", revision: OWN - 1 });
+      expect(await othersInstalled()).toBe(true);
+      expect(functionsNotice(result)?.message).toBe(
+        "db/functions/ left in place: the operator rolled them back from this revision (npm run db:migrate ends that)",
+      );
+    });
+
+    it.each([
+      ["an older release's", OWN - 1, null],
+      ["a rollback from an older revision than its own (a later release)", OWN - 2, OWN - 1],
+      ["no record's (a database from before the record)", undefined, null],
+    ])("puts its own bodies over %s and records its revision", async (_, revision, rolledBackFrom) => {
+      await installedBy(revision, rolledBackFrom);
+
+      const result = await applyMigrations(t.url);
+
+      expect(result).toEqual({ functions: "installed", revision: OWN });
+      expect(functionsNotice(result)).toBeUndefined();
+      expect(await othersInstalled()).toBe(false);
+      expect(await held()).toEqual(ours);
+    });
+
+    it("puts its own over other sources of its revision, and says so (edited by hand, or two releases share a revision)", async () => {
+      await installedBy(OWN);
+
+      const result = await applyMigrations(t.url);
+
+      expect(result).toEqual({ functions: "installed", revision: OWN, sameRevisionReplaced: true });
+      expect(functionsNotice(result)?.message).toBe(
+        "db/functions/ installed over other sources of the same revision: edited by hand, or two releases share a revision",
+      );
+      expect(await othersInstalled()).toBe(false);
+      expect(await held()).toEqual(ours);
+    });
+
+    it("installs all of its sources or none: one that fails leaves the bodies and the record as they were", async () => {
+      const folder = await mkdtemp(path.join(tmpdir(), "functions-"));
+      try {
+        await writeFile(path.join(folder, "a.sql"), OTHER_BODY);
+        await writeFile(path.join(folder, "b.sql"), "CREATE OR REPLACE FUNCTION broken() RETURNS int AS $$ SELEC 1 $$ LANGUAGE sql;");
+
+        await expect(applyMigrations(t.url, { functionsFolder: folder })).rejects.toMatchObject({ code: "42601" });
+
+        expect(await othersInstalled()).toBe(false);
+        expect(await held()).toEqual(ours);
+      } finally {
+        await rm(folder, { recursive: true, force: true });
+      }
+    });
+  });
+
+  describe("by the operator (npm run db:migrate)", () => {
+    it("leaves a newer release's bodies in place too", async () => {
+      await installedBy(OWN + 1);
+      expect(await applyMigrations(t.url, { by: "operator" })).toEqual({ functions: "kept", keptBecause: "newer", revision: OWN + 1 });
+      expect(await othersInstalled()).toBe(true);
+    });
+
+    it("rolls back to this release's bodies when told, and records the revision rolled back from (whose start-ups then keep them, above)", async () => {
+      await installedBy(OWN + 1);
+
+      expect(await applyMigrations(t.url, { by: "operator", rollBackFunctions: true })).toEqual({ functions: "installed", revision: OWN });
+      expect(await othersInstalled()).toBe(false);
+      expect(await held()).toEqual({ ...ours, rolledBackFrom: OWN + 1 });
+      // Told again: still rolled back from the newer revision.
+      await applyMigrations(t.url, { by: "operator", rollBackFunctions: true });
+      expect(await held()).toEqual({ ...ours, rolledBackFrom: OWN + 1 });
+    });
+
+    it("ends a rollback by installing its own release's bodies", async () => {
+      await installedBy(OWN - 1, OWN);
+
+      expect(await applyMigrations(t.url, { by: "operator" })).toEqual({ functions: "installed", revision: OWN });
+      expect(await othersInstalled()).toBe(false);
+      expect(await held()).toEqual(ours);
+    });
+
+    it("is run as `npm run db:migrate`, which says what it did and rolls back only when told", async () => {
+      const cli = async (...args: string[]) => {
+        const run = promisify(execFile)(process.execPath, ["--import", "tsx", path.join(import.meta.dirname, "migrate.ts"), ...args], {
+          env: { ...process.env, DATABASE_URL: t.url },
+        });
+        return run.then(
+          ({ stdout, stderr }) => ({ code: 0, out: stdout.trim(), err: stderr.trim() }),
+          (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout.trim(), err: error.stderr.trim() }),
+        );
+      };
+      await installedBy(OWN + 1);
+
+      expect(await cli("--roll-back")).toEqual({ code: 1, out: "", err: "db:migrate: unknown option --roll-back (only --roll-back-functions)" });
+      expect(await cli()).toEqual({
+        code: 0,
+        out: `migrations applied; db/functions/ revision ${OWN + 1} kept`,
+        err:
+          `db:migrate: the database holds db/functions/ revision ${OWN + 1}, newer than this release's ${OWN}: left in place. ` +
+          "To roll back to this release's, stop every process of the newer release first, then run npm run db:migrate -- --roll-back-functions",
+      });
+      expect(await held()).toEqual({ revision: OWN + 1, sha256: "other", rolledBackFrom: null });
+      expect(await cli("--roll-back-functions")).toEqual({ code: 0, out: `migrations applied; db/functions/ revision ${OWN} in place`, err: "" });
+      expect(await held()).toEqual({ ...ours, rolledBackFrom: OWN + 1 });
+      expect(await cli()).toEqual({ code: 0, out: `migrations applied; db/functions/ revision ${OWN} in place`, err: "" });
+      expect(await held()).toEqual(ours);
+    });
   });
 });

@@ -9,18 +9,18 @@ export const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.met
 /**
  * SQL functions that hold rules run inside PostgreSQL (e.g. create_sponsorship_request): one current source file
  * each, applied after the migrations with CREATE OR REPLACE, so a reader finds a rule by its name and a change is
- * made in one place. A migration only drops a signature that changed.
+ * made in one place. A signature is dropped only once no release still in service calls it.
  */
 export const FUNCTIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta.url)), "functions");
 /**
  * The revision of db/functions/: raise it, and set FUNCTIONS_SHA256 to what db/migrate.test.ts prints, with every
- * change there. The database records the revision it holds (`installed_functions`), and an instance whose revision
+ * change there. The database records the revision it holds (`installed_functions`), and a process whose revision
  * is older installs nothing: during a rolling deploy an old worker that restarts must not put back its older bodies
- * under the new code. So a body must keep answering the calls of the release before it (add a field, keep the old
- * ones; a new signature beside the old one), as a migration keeps the columns the release before it reads.
+ * under the new code. So a body keeps answering the calls of the release before it (a field added, none taken away;
+ * a new signature beside the old one), as a migration keeps the columns the release before it reads.
  */
 export const FUNCTIONS_REVISION = 1;
-export const FUNCTIONS_SHA256 = "325625ea42efaacb4451634e0dbf933b006cd930f44f1a59d4cd585641c0c1f9";
+export const FUNCTIONS_SHA256 = "f365dafa944e7d07ed01112f4f319d9893a13e729f7157e6a71d299bd8f99886";
 
 export type FunctionSource = { name: string; source: string };
 
@@ -38,54 +38,101 @@ export function functionsSha256(sources: FunctionSource[]): string {
   return hash.digest("hex");
 }
 
+/** What the database holds (`installed_functions`); undefined: nothing recorded yet. */
+type Held = { revision: number; sha256: string; rolledBackFrom: number | null } | undefined;
+
 export type MigrationResult = {
-  /** "installed": this instance's db/functions/ are in place; "kept": the database holds a newer revision, left as it is. */
-  functions: "installed" | "kept";
+  /**
+   * "installed": this release's bodies were written; "unchanged": they were in place already (nothing written, so
+   * a restart takes no lock on the tables whose triggers the sources replace); "kept": another's were left.
+   */
+  functions: "installed" | "unchanged" | "kept";
+  /** Why they were kept: a newer release's, or the operator rolled back to an older revision than this one. */
+  keptBecause?: "newer" | "rolled_back";
   /** The revision the database holds afterwards. */
   revision: number;
+  /** Installed over other sources of the same revision: edited by hand, or two releases share a revision. */
+  sameRevisionReplaced?: true;
 };
 
-/**
- * Said at start-up when the database holds newer function bodies than this instance: expected while a rolling
- * deploy replaces it, a mistake if it lasts (an old release started against a newer database).
- */
-export function keptFunctionsWarning(result: MigrationResult): string | undefined {
-  if (result.functions === "installed") return undefined;
-  return (
-    `the database holds db/functions/ revision ${result.revision}, newer than this release's ${FUNCTIONS_REVISION}: left in place ` +
-    "(to roll them back to this release's: npm run db:migrate -- --roll-back-functions)"
-  );
+export type MigrationOptions = {
+  /**
+   * Who applies them. "start-up" (default: `npm start`, the worker) leaves a newer revision and an operator's
+   * rollback in place; "operator" (`npm run db:migrate`, once per release) installs this release's unless a newer one
+   * is in place, and ends a rollback.
+   */
+  by?: "start-up" | "operator";
+  /** The operator rolls back to this release's bodies over a newer revision's; start-ups of that revision keep them. */
+  rollBackFunctions?: boolean;
+  /** Tests only: another folder of sources (with this release's revision). */
+  functionsFolder?: string;
+};
+
+function decide(held: Held, sha256: string, options: MigrationOptions): Omit<MigrationResult, "revision"> & { rolledBackFrom?: number | null } {
+  const own = FUNCTIONS_REVISION;
+  if (options.rollBackFunctions) {
+    return { functions: "installed", rolledBackFrom: held && held.revision > own ? held.revision : (held?.rolledBackFrom ?? null) };
+  }
+  if (!held) return { functions: "installed", rolledBackFrom: null };
+  if (held.revision > own) return { functions: "kept", keptBecause: "newer" };
+  if (options.by === "operator") return { functions: "installed", rolledBackFrom: null };
+  // A start-up of a revision the operator rolled back from (a newer process restarting): the rollback stands.
+  if (held.rolledBackFrom !== null && own > held.revision && own <= held.rolledBackFrom) return { functions: "kept", keptBecause: "rolled_back" };
+  if (held.revision === own && held.sha256 === sha256) return { functions: "unchanged" };
+  return {
+    functions: "installed",
+    rolledBackFrom: held.rolledBackFrom !== null && own <= held.rolledBackFrom ? held.rolledBackFrom : null,
+    ...(held.revision === own ? { sameRevisionReplaced: true as const } : {}),
+  };
 }
 
 /**
- * Applies the committed migrations and then db/functions/, once even when several processes start together (advisory
- * lock). `rollBackFunctions` installs this release's bodies over a newer revision's: an operator's rollback
- * (`npm run db:migrate -- --roll-back-functions`), never a start-up.
+ * Applies the committed migrations and then db/functions/, once even when several processes start together
+ * (advisory lock): the bodies and the record of their revision in one transaction, or nothing.
  */
-export async function applyMigrations(url: string, options: { rollBackFunctions?: boolean } = {}): Promise<MigrationResult> {
+export async function applyMigrations(url: string, options: MigrationOptions = {}): Promise<MigrationResult> {
   const db = createDatabase(url, { max: 1, applicationName: "sponsorship-migrate" });
   try {
     // One connection (max: 1), so the session lock covers the migrator's statements.
     await db.$client`SELECT pg_advisory_lock(hashtext('sponsorship-migrations'))`;
     try {
       await migrate(db, { migrationsFolder: MIGRATIONS_FOLDER });
-      const [held] = await db.$client<{ revision: number }[]>`SELECT revision FROM installed_functions WHERE id = 1`;
-      if (held && held.revision > FUNCTIONS_REVISION && !options.rollBackFunctions) return { functions: "kept", revision: held.revision };
-      const sources = functionSources();
-      // One transaction: the bodies and the revision that names them land together, or not at all.
+      const [held] = await db.$client<NonNullable<Held>[]>`
+        SELECT revision, sha256, rolled_back_from AS "rolledBackFrom" FROM installed_functions WHERE id = 1`;
+      const sources = functionSources(options.functionsFolder);
+      const sha256 = functionsSha256(sources);
+      const { rolledBackFrom, ...decision } = decide(held, sha256, options);
+      if (decision.functions !== "installed") return { ...decision, revision: held!.revision };
       await db.$client.begin(async (tx) => {
         for (const { source } of sources) await tx.unsafe(source).simple();
         await tx`
-          INSERT INTO installed_functions (id, revision, sha256) VALUES (1, ${FUNCTIONS_REVISION}, ${functionsSha256(sources)})
-          ON CONFLICT (id) DO UPDATE SET revision = EXCLUDED.revision, sha256 = EXCLUDED.sha256, installed_at = now()`;
+          INSERT INTO installed_functions (id, revision, sha256, rolled_back_from)
+          VALUES (1, ${FUNCTIONS_REVISION}, ${sha256}, ${rolledBackFrom ?? null})
+          ON CONFLICT (id) DO UPDATE SET revision = EXCLUDED.revision, sha256 = EXCLUDED.sha256,
+            rolled_back_from = EXCLUDED.rolled_back_from, installed_at = now()`;
       });
-      return { functions: "installed", revision: FUNCTIONS_REVISION };
+      return { ...decision, revision: FUNCTIONS_REVISION };
     } finally {
       await db.$client`SELECT pg_advisory_unlock(hashtext('sponsorship-migrations'))`;
     }
   } finally {
     await closeDatabase(db);
   }
+}
+
+/** What a process logs about the functions it did not install, or installed over the same revision; undefined: nothing. */
+export function functionsNotice(result: MigrationResult): { message: string; fields: Record<string, number> } | undefined {
+  const fields = { heldRevision: result.revision, revision: FUNCTIONS_REVISION };
+  if (result.keptBecause === "newer") {
+    return { message: "db/functions/ left in place: the database holds a newer revision (expected while a rolling deploy replaces this process)", fields };
+  }
+  if (result.keptBecause === "rolled_back") {
+    return { message: "db/functions/ left in place: the operator rolled them back from this revision (npm run db:migrate ends that)", fields };
+  }
+  if (result.sameRevisionReplaced) {
+    return { message: "db/functions/ installed over other sources of the same revision: edited by hand, or two releases share a revision", fields };
+  }
+  return undefined;
 }
 
 // `npm run db:migrate [-- --roll-back-functions]` against DATABASE_URL.
@@ -97,8 +144,16 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
     console.error(unknown ? `db:migrate: unknown option ${unknown} (only --roll-back-functions)` : "db:migrate: DATABASE_URL is not set");
     process.exit(1);
   }
-  applyMigrations(url, { rollBackFunctions: flags.includes("--roll-back-functions") }).then(
-    (result) => console.log(keptFunctionsWarning(result) ?? `migrations applied; db/functions/ revision ${result.revision} installed`),
+  applyMigrations(url, { by: "operator", rollBackFunctions: flags.includes("--roll-back-functions") }).then(
+    (result) => {
+      if (result.functions === "kept") {
+        console.error(
+          `db:migrate: the database holds db/functions/ revision ${result.revision}, newer than this release's ${FUNCTIONS_REVISION}: left in place. ` +
+            "To roll back to this release's, stop every process of the newer release first, then run npm run db:migrate -- --roll-back-functions",
+        );
+      }
+      console.log(`migrations applied; db/functions/ revision ${result.revision} ${result.functions === "kept" ? "kept" : "in place"}`);
+    },
     (error: unknown) => {
       console.error(`db:migrate: ${error instanceof Error ? error.message : String(error)}`);
       process.exit(1);

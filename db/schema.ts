@@ -197,9 +197,10 @@ export const serviceState = pgTable(
 export type ServiceState = typeof serviceState.$inferSelect;
 
 /**
- * Which revision of db/functions/ the database holds, one row (id 1), written by db/migrate.ts. An instance installs
- * its function bodies only when its revision is not older than this one, so an older instance started beside a
- * newer one (a rolling deploy, a restart of a worker not yet replaced) does not put its older bodies back.
+ * Which revision of db/functions/ the database holds, one row (id 1), written by db/migrate.ts. A process installs
+ * its function bodies only when its revision is not older than this one, so an older process started beside a
+ * newer one (a rolling deploy, a restart of a worker not yet replaced) does not put its older bodies back; after an
+ * operator's rollback, processes of the revision rolled back from do not put theirs back either.
  */
 export const installedFunctions = pgTable(
   "installed_functions",
@@ -208,10 +209,13 @@ export const installedFunctions = pgTable(
     revision: integer("revision").notNull(),
     /** sha256 of the sources as installed (FUNCTIONS_SHA256 of the installing instance). */
     sha256: text("sha256").notNull(),
+    /** Set by `npm run db:migrate -- --roll-back-functions` over a newer revision: that revision's start-ups keep these. */
+    rolledBackFrom: integer("rolled_back_from"),
     installedAt: ts("installed_at").notNull().defaultNow(),
   },
   (t) => [check("installed_functions_one_row", sql`${t.id} = 1`)],
 );
+export type InstalledFunctions = typeof installedFunctions.$inferSelect;
 
 /**
  * The registry's mirror (decisions.md, "No chain call for a request the database refuses"): wallets its

@@ -5,7 +5,7 @@ import postgres from "postgres";
 import { ensureLocalChain, type LocalChain } from "@/contracts/local-chain";
 import { closeDatabase, createDatabase } from "@/db/client";
 import { startEmbeddedPostgres } from "@/db/embedded";
-import { applyMigrations, keptFunctionsWarning } from "@/db/migrate";
+import { applyMigrations, functionsNotice } from "@/db/migrate";
 import { ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { buildIfStale } from "./build-if-stale";
@@ -198,8 +198,10 @@ async function main(): Promise<void> {
     databaseUrl = pg.url;
     logger.info("embedded PostgreSQL ready", { port: config.embeddedPgPort, dataDir: path.join(config.dataDir, "postgres") });
   }
-  const kept = keptFunctionsWarning(await applyMigrations(databaseUrl));
-  if (kept) logger.warn(kept);
+  // The embedded database serves this checkout alone (no rolling deploy): its bodies are this checkout's, also after
+  // a newer branch ran on the same data directory.
+  const notice = functionsNotice(await applyMigrations(databaseUrl, { rollBackFunctions: !config.databaseUrl }));
+  if (notice) logger.warn(notice.message, notice.fields);
 
   const chainEnv: Record<string, string> = {};
   // Children are restarted with new chain settings when a restarted local chain had to be deployed anew.

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { closeDatabase, createDatabase, type Database } from "@/db/client";
-import { applyMigrations, keptFunctionsWarning } from "@/db/migrate";
+import { applyMigrations, functionsNotice } from "@/db/migrate";
 import { WAKEUP_CHANNEL } from "@/db/queries/wakeup";
 import { resolveDeployment } from "@/lib/chain/deployment";
 import { ConfigError, developmentSecretsRefusal, type Config } from "@/lib/config";
@@ -108,7 +108,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   const databaseUrl = config.databaseUrl;
   const rpcUrl = config.rpcUrls;
 
-  const kept = keptFunctionsWarning(
+  const notice = functionsNotice(
     await untilReady(
       "database",
       log,
@@ -116,7 +116,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
       () => stopped,
     ),
   );
-  if (kept) log.warn(kept);
+  if (notice) log.warn(notice.message, notice.fields);
   const chainId = await untilReady(
     "chain",
     log,

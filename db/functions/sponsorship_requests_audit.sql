@@ -64,8 +64,8 @@ $$ LANGUAGE plpgsql;
 
 -- Transition tables take one event per trigger: one for INSERT, one for UPDATE (any UPDATE: a trigger with transition
 -- tables takes no column list; rows whose status did not change are skipped above). The row triggers they replace
--- (migration 0001's audit, the first webhook trigger) are dropped in the same implicit transaction as the new ones are
--- created (db/migrate.ts sends this file as one simple query), so no status change is ever audited or announced twice.
+-- (migration 0001's audit, the first webhook trigger) are dropped in the same transaction as the new ones are created
+-- (db/migrate.ts installs all of db/functions/ in one), so no status change is ever audited or announced twice.
 DROP TRIGGER IF EXISTS sponsorship_requests_audit ON sponsorship_requests;
 DROP TRIGGER IF EXISTS sponsorship_requests_webhook ON sponsorship_requests;
 DROP FUNCTION IF EXISTS sponsorship_requests_webhook();

@@ -94,6 +94,7 @@ export async function readBudgetExhaustion(
   const row = rows[0];
   const refusal = row?.refusal;
   // The wait counted on the database's clock, which read the window (no other clock is compared); from its own
-  // statement time while an earlier version's function, without retryInMs, is installed.
+  // statement time while a function without retryInMs is installed (put back by a release from before db/functions/
+  // revisions, db/migrate.ts).
   return refusal ? { window: refusal.window, retryAtMs: refusal.retryAtMs, retryInMs: refusal.retryInMs ?? refusal.retryAtMs - row.nowMs } : null;
 }
