@@ -434,6 +434,12 @@ export const adminSessions = pgTable(
     id: uuid("id").primaryKey().defaultRandom(),
     /** SHA-256 of the session cookie's secret; the secret itself is never stored. */
     tokenHash: text("token_hash").notNull(),
+    /**
+     * Which ADMIN_TOKEN opened it (lib/admin/secrets.ts credentialFingerprint): a session counts only while the
+     * configured token is the same, so changing or unsetting ADMIN_TOKEN ends every session. Null: opened before
+     * this column, never valid.
+     */
+    credential: text("credential"),
     createdAt: ts("created_at").notNull().defaultNow(),
     expiresAt: ts("expires_at").notNull(),
     revokedAt: ts("revoked_at"),

@@ -7,19 +7,24 @@ import { adminActions, adminSessions, rateLimitHits, type AdminAction, type Admi
 
 export async function insertAdminSession(
   db: Database,
-  values: { tokenHash: string; expiresAt: Date; ipAddress: string | null; userAgent: string | null },
+  values: { tokenHash: string; credential: string; expiresAt: Date; ipAddress: string | null; userAgent: string | null },
 ): Promise<AdminSession> {
   const [row] = await db.insert(adminSessions).values(values).returning();
   if (!row) throw new Error("insert into admin_sessions returned no row");
   return row;
 }
 
-/** The session whose secret hashes to `tokenHash`, if it is neither revoked nor expired at `now`. */
-export async function findActiveAdminSession(db: Database, tokenHash: string, now: Date): Promise<AdminSession | undefined> {
+/**
+ * The session whose secret hashes to `tokenHash`, if it was opened with the credential of that fingerprint and is
+ * neither revoked nor expired at `now`.
+ */
+export async function findActiveAdminSession(db: Database, tokenHash: string, credential: string, now: Date): Promise<AdminSession | undefined> {
   const [row] = await db
     .select()
     .from(adminSessions)
-    .where(and(eq(adminSessions.tokenHash, tokenHash), isNull(adminSessions.revokedAt), gt(adminSessions.expiresAt, now)))
+    .where(
+      and(eq(adminSessions.tokenHash, tokenHash), eq(adminSessions.credential, credential), isNull(adminSessions.revokedAt), gt(adminSessions.expiresAt, now)),
+    )
     .limit(1);
   return row;
 }

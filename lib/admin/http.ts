@@ -1,5 +1,5 @@
 import type { AdminSession } from "@/db/schema";
-import { appDb } from "@/lib/http/app-context";
+import { appConfig, appDb } from "@/lib/http/app-context";
 import { CLIENT_PROTO_HEADER } from "@/lib/http/client-ip";
 import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
 
@@ -26,7 +26,7 @@ export function readCookie(header: string | null, name: string): string | undefi
 }
 
 export async function adminSessionOfRequest(request: Request): Promise<AdminSession | null> {
-  return authenticateAdminSession(appDb(), readCookie(request.headers.get("cookie"), ADMIN_SESSION_COOKIE));
+  return authenticateAdminSession(appDb(), readCookie(request.headers.get("cookie"), ADMIN_SESSION_COOKIE), appConfig().adminToken);
 }
 
 /** A Set-Cookie header value for the session cookie (HttpOnly, SameSite=Strict, Path=/, Secure over HTTPS). */

@@ -1,7 +1,7 @@
 import { cookies, headers } from "next/headers";
 import { cache } from "react";
 import type { AdminSession } from "@/db/schema";
-import { appDb } from "@/lib/http/app-context";
+import { appConfig, appDb } from "@/lib/http/app-context";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, normalizeIp, UNKNOWN_IP } from "@/lib/http/client-ip";
 import { storedUserAgent } from "@/lib/http/user-agent";
 import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
@@ -35,5 +35,5 @@ export async function isSecureRequest(): Promise<boolean> {
  */
 export const currentAdminSession = cache(async (): Promise<AdminSession | null> => {
   const secret = (await cookies()).get(ADMIN_SESSION_COOKIE)?.value;
-  return authenticateAdminSession(appDb(), secret);
+  return authenticateAdminSession(appDb(), secret, appConfig().adminToken);
 });

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 
 /** The administrator's credential and session secrets: hashing, comparing, generating. */
 
@@ -14,6 +14,14 @@ export function tokensMatch(presented: string, expected: string): boolean {
   const a = createHash("sha256").update(presented, "utf8").digest();
   const b = createHash("sha256").update(expected, "utf8").digest();
   return timingSafeEqual(a, b);
+}
+
+/**
+ * Names an ADMIN_TOKEN without storing it: HMAC-SHA256 keyed with the token over a fixed label. A session records
+ * the fingerprint of the token it was opened with and counts only while the configured token has the same one.
+ */
+export function credentialFingerprint(adminToken: string): string {
+  return createHmac("sha256", adminToken).update("gas-sponsorship admin session credential", "utf8").digest("hex");
 }
 
 /** A session secret: 32 random bytes, base64url (43 characters). Only its SHA-256 is stored. */

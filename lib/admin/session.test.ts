@@ -2,7 +2,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { adminActions, adminSessions } from "@/db/schema";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { sha256Hex, tokensMatch } from "./secrets";
+import { credentialFingerprint, sha256Hex, tokensMatch } from "./secrets";
 import { authenticateAdminSession, signInAdministrator, signOutAdministrator } from "./session";
 
 const ADMIN_TOKEN = "correct-horse-battery-staple-42";
@@ -30,7 +30,7 @@ describe("administrator sign-in", () => {
     const [row] = await t.db.select().from(adminSessions).where(eq(adminSessions.id, result.session.id));
     expect(row?.tokenHash).toBe(sha256Hex(result.secret));
     expect(row?.tokenHash).not.toContain(result.secret);
-    expect(await authenticateAdminSession(t.db, result.secret)).toMatchObject({ id: result.session.id });
+    expect(await authenticateAdminSession(t.db, result.secret, ADMIN_TOKEN)).toMatchObject({ id: result.session.id });
     const audit = await t.db.select().from(adminActions).where(eq(adminActions.sessionId, result.session.id));
     expect(audit.map((a) => a.action)).toEqual(["sign_in"]);
   });
@@ -101,17 +101,38 @@ describe("administrator sign-in", () => {
 
 describe("administrator sessions", () => {
   it("ignores absent, malformed and unknown cookie values", async () => {
-    expect(await authenticateAdminSession(t.db, undefined)).toBeNull();
-    expect(await authenticateAdminSession(t.db, "not a secret")).toBeNull();
-    expect(await authenticateAdminSession(t.db, "A".repeat(43))).toBeNull();
+    expect(await authenticateAdminSession(t.db, undefined, ADMIN_TOKEN)).toBeNull();
+    expect(await authenticateAdminSession(t.db, "not a secret", ADMIN_TOKEN)).toBeNull();
+    expect(await authenticateAdminSession(t.db, "A".repeat(43), ADMIN_TOKEN)).toBeNull();
+  });
+
+  it("ends every session when ADMIN_TOKEN changes or is unset, and keeps no token in the session's row", async () => {
+    const result = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: freshIp(), userAgent: null });
+    if (result.kind !== "signed_in") throw new Error(result.kind);
+    expect(await authenticateAdminSession(t.db, result.secret, ADMIN_TOKEN)).not.toBeNull();
+    // The token rotated after a leak: the sessions it opened are over.
+    expect(await authenticateAdminSession(t.db, result.secret, `${ADMIN_TOKEN}-rotated`)).toBeNull();
+    expect(await authenticateAdminSession(t.db, result.secret, undefined)).toBeNull();
+    const [row] = await t.db.select().from(adminSessions).where(eq(adminSessions.id, result.session.id));
+    expect(row?.credential).toBe(credentialFingerprint(ADMIN_TOKEN));
+    expect(JSON.stringify(row)).not.toContain(ADMIN_TOKEN);
+    // Put back, the token admits its sessions again (they were not revoked).
+    expect(await authenticateAdminSession(t.db, result.secret, ADMIN_TOKEN)).not.toBeNull();
+  });
+
+  it("refuses a session from before the credential was recorded", async () => {
+    const result = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: freshIp(), userAgent: null });
+    if (result.kind !== "signed_in") throw new Error(result.kind);
+    await t.db.update(adminSessions).set({ credential: null }).where(eq(adminSessions.id, result.session.id));
+    expect(await authenticateAdminSession(t.db, result.secret, ADMIN_TOKEN)).toBeNull();
   });
 
   it("ends a session at its expiry", async () => {
     const now = new Date("2026-01-01T00:00:00.000Z");
     const result = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: freshIp(), userAgent: null, now });
     if (result.kind !== "signed_in") throw new Error(result.kind);
-    expect(await authenticateAdminSession(t.db, result.secret, new Date(result.expiresAt.getTime() - 1))).not.toBeNull();
-    expect(await authenticateAdminSession(t.db, result.secret, result.expiresAt)).toBeNull();
+    expect(await authenticateAdminSession(t.db, result.secret, ADMIN_TOKEN, new Date(result.expiresAt.getTime() - 1))).not.toBeNull();
+    expect(await authenticateAdminSession(t.db, result.secret, ADMIN_TOKEN, result.expiresAt)).toBeNull();
   });
 
   it("signs out: the session no longer authenticates and the sign-out is audited", async () => {
@@ -119,7 +140,7 @@ describe("administrator sessions", () => {
     const result = await signInAdministrator(t.db, { token: ADMIN_TOKEN, adminToken: ADMIN_TOKEN, ipAddress: ip, userAgent: null });
     if (result.kind !== "signed_in") throw new Error(result.kind);
     await signOutAdministrator(t.db, result.session, { ipAddress: ip });
-    expect(await authenticateAdminSession(t.db, result.secret)).toBeNull();
+    expect(await authenticateAdminSession(t.db, result.secret, ADMIN_TOKEN)).toBeNull();
     const audit = await t.db.select().from(adminActions).where(eq(adminActions.sessionId, result.session.id));
     expect(audit.map((a) => a.action).sort()).toEqual(["sign_in", "sign_out"]);
   });

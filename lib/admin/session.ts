@@ -13,7 +13,7 @@ import type { AdminSession } from "@/db/schema";
 import { createLogger } from "@/lib/log";
 import { clientIdentity } from "@/lib/sponsorship/client-identity";
 import { retryAfterSeconds } from "@/lib/sponsorship/rate-limits";
-import { generateSessionSecret, isWellFormedSessionSecret, sha256Hex, tokensMatch } from "./secrets";
+import { credentialFingerprint, generateSessionSecret, isWellFormedSessionSecret, sha256Hex, tokensMatch } from "./secrets";
 
 /**
  * Administrator sessions (decisions.md, "Dashboard and administration"): sign-in with ADMIN_TOKEN, a session
@@ -127,6 +127,7 @@ export async function signInAdministrator(db: Database, input: SignInInput): Pro
   const expiresAt = new Date(now.getTime() + ADMIN_SESSION_TTL_MS);
   const session = await insertAdminSession(db, {
     tokenHash: sha256Hex(secret),
+    credential: credentialFingerprint(input.adminToken),
     expiresAt,
     ipAddress: input.ipAddress,
     userAgent: input.userAgent,
@@ -142,10 +143,18 @@ export async function signInAdministrator(db: Database, input: SignInInput): Pro
   return { kind: "signed_in", session, secret, expiresAt };
 }
 
-/** The active session for a cookie value, or null (absent, malformed, unknown, revoked or expired). */
-export async function authenticateAdminSession(db: Database, secret: string | undefined, now: Date = new Date()): Promise<AdminSession | null> {
-  if (!secret || !isWellFormedSessionSecret(secret)) return null;
-  return (await findActiveAdminSession(db, sha256Hex(secret), now)) ?? null;
+/**
+ * The active session for a cookie value, or null (absent, malformed, unknown, revoked, expired, or opened with
+ * another ADMIN_TOKEN than `adminToken`, the configured one: changing or unsetting it ends every session).
+ */
+export async function authenticateAdminSession(
+  db: Database,
+  secret: string | undefined,
+  adminToken: string | undefined,
+  now: Date = new Date(),
+): Promise<AdminSession | null> {
+  if (!secret || !adminToken || !isWellFormedSessionSecret(secret)) return null;
+  return (await findActiveAdminSession(db, sha256Hex(secret), credentialFingerprint(adminToken), now)) ?? null;
 }
 
 export async function signOutAdministrator(db: Database, session: AdminSession, context: { ipAddress: string | null; now?: Date }): Promise<void> {
