@@ -1,6 +1,11 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { startAnvil } from "@/contracts/anvil";
 import { parseConfig } from "@/lib/config";
-import { walletRpcUrl } from "./settings";
+import { freePort } from "@/test/ports";
+import { getPublicSettings, walletRpcUrl } from "./settings";
 
 const config = (env: Record<string, string>) => parseConfig({ DATA_DIR: "/nonexistent/sponsorship-test", LOG_LEVEL: "silent", ...env });
 
@@ -22,5 +27,29 @@ describe("the RPC URL offered to browser wallets (Add <network> to your wallet)"
 
   it("refuses a PUBLIC_RPC_URL that is not http(s), naming the variable", () => {
     expect(() => config({ PUBLIC_RPC_URL: "ws://rpc.example.org" })).toThrow(/PUBLIC_RPC_URL/);
+  });
+});
+
+describe("the chain the pages give the browser wallet", () => {
+  it("is the RPC's own chain when CHAIN_ID is unset (its default), not the local chain's id", async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), "settings-anvil-"));
+    const anvil = await startAnvil({ port: await freePort(), blockTime: 0, dataDir, chainId: 11155111 });
+    try {
+      const settings = await getPublicSettings(config({ RPC_URL: anvil.rpcUrl }));
+      expect(settings).toEqual({ explorerUrl: null, chainId: 11155111, walletRpcUrl: anvil.rpcUrl });
+    } finally {
+      await anvil.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it("is CHAIN_ID when set, without asking the RPC", async () => {
+    const settings = await getPublicSettings(config({ RPC_URL: `http://127.0.0.1:${await freePort()}`, CHAIN_ID: "17000" }));
+    expect(settings.chainId).toBe(17000);
+  });
+
+  it("is unknown while the RPC does not answer and CHAIN_ID is unset: no Add network is offered", async () => {
+    const settings = await getPublicSettings(config({ RPC_URL: `http://127.0.0.1:${await freePort()}` }));
+    expect(settings).toEqual({ explorerUrl: null, chainId: null, walletRpcUrl: null });
   });
 });

@@ -1,16 +1,16 @@
 import { getConfig, isLoopbackRpcUrl, type Config } from "@/lib/config";
 import { resolveDeployment } from "@/lib/chain/deployment";
+import { chainChecks } from "@/lib/health";
 
 /** What the pages may tell a browser about the deployment: never RPC_URL (it may carry a provider key), never a key. */
 export type PublicSettings = {
   /** Block explorer base URL (EXPLORER_URL), or null: links are `${explorerUrl}/tx/${hash}`. */
   explorerUrl: string | null;
-  chainId: number;
+  /** The chain's id, or null while none is known (CHAIN_ID unset and the RPC not answering). */
+  chainId: number | null;
   /** The JSON-RPC URL a user's browser wallet may be given (walletRpcUrl), or null: no "Add network" button. */
   walletRpcUrl: string | null;
 };
-
-const ANVIL_CHAIN_ID = 31337;
 
 /**
  * The RPC URL offered to browser wallets by "Add <network> to your wallet": PUBLIC_RPC_URL; when unset, the first
@@ -23,15 +23,33 @@ export function walletRpcUrl(config: Pick<Config, "publicRpcUrl" | "rpcUrls">): 
   return first !== undefined && isLoopbackRpcUrl(config.rpcUrls.join(",")) ? first : null;
 }
 
-export function getPublicSettings(): PublicSettings {
-  const config = getConfig();
-  let chainId = config.chainId;
-  if (chainId === undefined) {
-    try {
-      chainId = resolveDeployment(config)?.chainId;
-    } catch {
-      chainId = undefined;
-    }
+/**
+ * The chain's id: CHAIN_ID, else the deployment record's, else the RPC's own answer (read by /health's chain check,
+ * cached and shared). Never a guess: with CHAIN_ID unset (its default: read from the RPC) "Add network" would
+ * otherwise ask a wallet on the real network to switch to another chain.
+ */
+async function knownChainId(config: Config): Promise<number | null> {
+  if (config.chainId !== undefined) return config.chainId;
+  try {
+    const recorded = resolveDeployment(config)?.chainId;
+    if (recorded !== undefined) return recorded;
+  } catch {
+    // An unreadable deployment record: the RPC still knows its chain.
   }
-  return { explorerUrl: config.explorerUrl?.replace(/\/+$/, "") ?? null, chainId: chainId ?? ANVIL_CHAIN_ID, walletRpcUrl: walletRpcUrl(config) };
+  if (config.rpcUrls.length === 0) return null;
+  try {
+    return (await chainChecks(config)).chain.chainId ?? null;
+  } catch {
+    return null;
+  }
+}
+
+export async function getPublicSettings(config: Config = getConfig()): Promise<PublicSettings> {
+  const chainId = await knownChainId(config);
+  return {
+    explorerUrl: config.explorerUrl?.replace(/\/+$/, "") ?? null,
+    chainId,
+    // No chain known, nothing to add: the button would name a chain the wallet cannot check.
+    walletRpcUrl: chainId === null ? null : walletRpcUrl(config),
+  };
 }

@@ -9,7 +9,7 @@ export const metadata: Metadata = {
 
 export default async function RequestPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const { id } = await searchParams;
-  const { explorerUrl, walletRpcUrl } = getPublicSettings();
+  const { explorerUrl, walletRpcUrl } = await getPublicSettings();
   return (
     <main id="main" className="mx-auto w-full max-w-2xl px-4 py-8 sm:py-12">
       <h1 className="text-2xl font-semibold tracking-tight text-slate-900 sm:text-3xl">Get gas for a new wallet</h1>

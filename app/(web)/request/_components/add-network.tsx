@@ -21,7 +21,8 @@ export function AddNetwork({ rpcUrl }: { rpcUrl: string | null }) {
   const [chain] = useChains();
   const switchChain = useSwitchChain();
   const { status: faucet } = useFaucetStatus();
-  if (connection.status !== "connected" || !rpcUrl || !faucet || !chain) return null;
+  // The chain wagmi was given must be the one the faucet serves (GET /faucet asks the RPC): never offer another.
+  if (connection.status !== "connected" || !rpcUrl || !faucet || !chain || faucet.chainId !== chain.id) return null;
   const name = faucet.networkName;
   const onChain = connection.chainId === chain.id;
   const message = switchChain.isPending ? "Confirm in your wallet…" : onChain ? `Your wallet is on ${name}.` : explain(switchChain.error);

@@ -32,7 +32,7 @@ async function RequestDetailPage({ params }: { params: Promise<{ id: string }> }
     );
   }
   const { request, wallet, events, relays } = detail;
-  const { explorerUrl } = getPublicSettings();
+  const { explorerUrl } = await getPublicSettings();
   const milestones = [
     ["Requested", request.requestedAt],
     ["Approved", request.approvedAt],
