@@ -24,7 +24,15 @@ async function readLimited(request: Request, limit: number): Promise<Uint8Array>
   const chunks: Uint8Array[] = [];
   let total = 0;
   for (;;) {
-    const { done, value } = await reader.read();
+    let chunk: ReadableStreamReadResult<Uint8Array>;
+    try {
+      chunk = await reader.read();
+    } catch {
+      // The client hung up mid-body (Node's "aborted", code ECONNRESET): its own failure, never the database's outage
+      // that code would otherwise be taken for (a 503 and a warning that the database is unavailable).
+      throw new HttpProblem("request_timeout", "The request body was not received: the client closed the connection");
+    }
+    const { done, value } = chunk;
     if (done) break;
     total += value.byteLength;
     if (total > limit) {

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { wallets } from "@/db/schema";
-import { callApi, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/test/api-client";
+import { eq } from "drizzle-orm";
+import { callApi, expectProblem, randomAddress, reconfigure, resolveRoute, setupApiTestContext, TEST_HOST } from "@/test/api-client";
+import { CLIENT_IP_HEADER } from "./client-ip";
 import { defineRoute } from "./route";
 
 const ctx = setupApiTestContext({ CORS_ORIGINS: "https://wallet.example, http://localhost:5173" });
@@ -126,5 +128,31 @@ describe("unknown paths and unexpected errors", () => {
     const text = await response.text();
     expect(text).not.toContain("hunter2");
     expect(JSON.parse(text)).toMatchObject({ code: "internal_error", status: 500 });
+  });
+});
+
+describe("a client that hangs up in the middle of its body", () => {
+  it("is its own failure: not a 503 for a database outage, and nothing is stored", async () => {
+    const address = randomAddress();
+    const started = JSON.stringify({ walletAddress: address }).slice(0, 10);
+    // What Node hands the route when the connection closes mid-body: a stream that errors with "aborted", ECONNRESET.
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(started));
+        controller.error(Object.assign(new Error("aborted"), { code: "ECONNRESET" }));
+      },
+    });
+    const request = new Request(`http://${TEST_HOST}/wallets/register`, {
+      method: "POST",
+      headers: { host: TEST_HOST, [CLIENT_IP_HEADER]: "198.51.100.77", "content-type": "application/json", "content-length": "64" },
+      body,
+      duplex: "half",
+    } as RequestInit);
+    const { module, params } = await resolveRoute("/wallets/register");
+    const answer = await module.POST!(request, { params: Promise.resolve(params) });
+
+    expect(answer.status).toBe(408);
+    expect(await answer.json()).toMatchObject({ code: "request_timeout", detail: "The request body was not received: the client closed the connection" });
+    expect(await ctx.t.db.select().from(wallets).where(eq(wallets.walletAddress, address))).toEqual([]);
   });
 });
