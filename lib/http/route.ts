@@ -92,7 +92,10 @@ export function defineRoute(handlers: Partial<Record<HandledMethod, Handler>>): 
     let response: Response;
     let corsHeaders: Record<string, string> = { vary: "Origin" };
     try {
-      const cors = checkCors(request.headers.get("origin"), request.headers.get("host"), appConfig().corsOrigins);
+      // CORS_ORIGINS lets public API clients in; the administrator's routes answer the app's own pages alone (a
+      // listed origin on the same site would otherwise send the SameSite=Strict session cookie along).
+      const admin = new URL(request.url).pathname.startsWith("/admin/");
+      const cors = checkCors(request.headers.get("origin"), request.headers.get("host"), admin ? [] : appConfig().corsOrigins);
       corsHeaders = cors.headers;
       if (cors.refused) {
         response = problemResponse("origin_not_allowed", "This origin may not call the API", requestId);

@@ -13,7 +13,7 @@ let t: TestDatabase;
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  setAppContextForTests({ db: t.db, config: parseConfig({ ADMIN_TOKEN, LOG_LEVEL: "silent" }) });
+  setAppContextForTests({ db: t.db, config: parseConfig({ ADMIN_TOKEN, LOG_LEVEL: "silent", CORS_ORIGINS: "https://app.example.test" }) });
 });
 afterAll(async () => {
   setAppContextForTests({});
@@ -41,6 +41,24 @@ async function signedInCookie(): Promise<string> {
 }
 
 describe("admin routes", () => {
+  it("refuse an origin of CORS_ORIGINS (meant for the public API), so a page on the same site cannot resume sponsorships", async () => {
+    const cookie = await signedInCookie();
+    await call("/admin/pause", { method: "POST", body: { reason: "cors test" }, cookie });
+    // A bodiless POST is a CORS "simple" request: no preflight; SameSite=Strict sends the cookie from the same site.
+    const response = await call("/admin/resume", { method: "POST", cookie, headers: { origin: "https://app.example.test", host: "faucet.example.test" } });
+    expect(response.status).toBe(403);
+    expect(await response.json()).toMatchObject({ code: "origin_not_allowed" });
+    expect((await call("/admin/overview", { cookie })).status).toBe(200);
+    const [state] = await t.db.$client<{ paused: boolean }[]>`SELECT paused FROM service_state`;
+    expect(state?.paused).toBe(true);
+    // The public API still serves it, and the app's own origin still reaches the administrator's routes.
+    expect((await callRoute({ path: "/health", headers: { origin: "https://app.example.test" } })).headers.get("access-control-allow-origin")).toBe(
+      "https://app.example.test",
+    );
+    const own = await call("/admin/resume", { method: "POST", cookie, headers: { origin: "https://faucet.example.test", host: "faucet.example.test" } });
+    expect(own.status).toBe(200);
+  });
+
   it("answer 401 problem+json to every request without a session, and change nothing", async () => {
     const target = address();
     const cases: [string, { method?: string; body?: unknown }][] = [
