@@ -151,6 +151,46 @@ describe("a revert of the service's own making", () => {
   });
 });
 
+describe("a stuck attempt after a revert of the service's own making", () => {
+  it("is replaced at its nonce, numbered after the reverted one, not cancelled as if no attempt were left", async () => {
+    const { id, wallet } = await createRequest(fx);
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    const treasury = fx.deployment.treasuryAddress;
+    await anvilRpc(fx, "evm_setAutomine", [false]);
+    try {
+      worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "2", RELAY_TIMEOUT_MS: "1500" });
+      await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
+      // The pause mined first in the next block: attempt 1 reverts TreasuryPaused and burns nothing.
+      await owner.writeContract({
+        address: treasury,
+        abi: treasuryAbi,
+        functionName: "pause",
+        maxPriorityFeePerGas: 50_000_000_000n,
+        maxFeePerGas: 200_000_000_000n,
+      });
+      await anvilRpc(fx, "evm_mine");
+      await waitFor("attempt 1 to fail", async () => ((await readRelays(fx, id)).some((r) => r.status === "failed") ? true : undefined));
+      await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "unpause" });
+      await anvilRpc(fx, "evm_mine");
+      // Attempt 2 is sent and left unmined past RELAY_TIMEOUT_MS: one attempt of two is burned, one is left.
+      const replaced = await waitFor("attempt 2 to be replaced or cancelled", async () => {
+        const relays = await readRelays(fx, id);
+        const fills = await fx.database.db.$client<{ n: number }[]>`SELECT count(*)::int AS n FROM relayer_nonce_fills WHERE sponsorship_request_id = ${id}`;
+        return relays.length >= 3 || fills[0]!.n > 0 ? { relays, fills: fills[0]!.n } : undefined;
+      });
+      // Before, the burned count (1) was compared with the attempt number at the nonce (2): the nonce was cancelled.
+      expect(replaced.fills).toBe(0);
+      const [, second, third] = replaced.relays;
+      expect([third?.relayAttempt, third?.nonce]).toEqual([3, second?.nonce]);
+      await anvilRpc(fx, "evm_mine");
+    } finally {
+      await anvilRpc(fx, "evm_setAutomine", [true]);
+    }
+    await waitStatus(id, "completed");
+    expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
+  });
+});
+
 describe("the pause", () => {
   it("sends no relay for an approved request while paused, and completes it after resume", async () => {
     const { id, wallet } = await createRequest(fx);

@@ -10,18 +10,29 @@ import { SERVICE_STATE_FAILURE } from "./relay-queue";
 
 const LOCK_REQUEST = `SELECT status FROM sponsorship_requests WHERE id = $1::uuid FOR UPDATE`;
 const BURNED_ATTEMPTS = `
-    SELECT count(*)::int AS attempts FROM relay_transactions
-    WHERE sponsorship_request_id = $1::uuid AND NOT (status = 'failed' AND failure_reason LIKE $2)`;
+    SELECT count(*) FILTER (WHERE NOT (status = 'failed' AND failure_reason LIKE $2))::int AS burned,
+           COALESCE(max(relay_attempt), 0)::int AS latest
+    FROM relay_transactions WHERE sponsorship_request_id = $1::uuid`;
+
+/**
+ * A request's attempts: `burned`, those that count against MAX_RELAY_ATTEMPTS (a revert of the service's own making
+ * counts none: see RelayCandidate.burned), and `latest`, the highest attempt number it used (the next is latest + 1).
+ * The two differ once a service-caused revert was numbered.
+ */
+export type RequestAttempts = { burned: number; latest: number };
 
 /**
  * Locks a request (every transaction that adds an attempt or a fill for a request holds it), then counts its
  * attempts that count against MAX_RELAY_ATTEMPTS (see RelayCandidate.burned): two statements, in this order, the
  * second a later statement that sees everything committed before the lock was granted. Send them together.
  */
-export function lockRequest(id: string): [Query<RequestStatus | undefined>, Query<number>] {
+export function lockRequest(id: string): [Query<RequestStatus | undefined>, Query<RequestAttempts>] {
   return [
     query(LOCK_REQUEST, [id], (rows) => rows[0]?.status as RequestStatus | undefined),
-    query(BURNED_ATTEMPTS, [id, `${SERVICE_STATE_FAILURE}%`], (rows) => (rows[0]?.attempts as number | undefined) ?? 0),
+    query(BURNED_ATTEMPTS, [id, `${SERVICE_STATE_FAILURE}%`], (rows) => ({
+      burned: (rows[0]?.burned as number | undefined) ?? 0,
+      latest: (rows[0]?.latest as number | undefined) ?? 0,
+    })),
   ];
 }
 

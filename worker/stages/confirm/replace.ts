@@ -54,13 +54,14 @@ export async function replace(ctx: WorkerContext, state: ConfirmState, group: Gr
 
     if (current.kind === "relay") {
       const requestId = current.sponsorshipRequestId!;
-      const [status, attempts] = await tx.send(lockRequest(requestId));
-      // The request's latest attempt is at this nonce (a refused replacement counts: it used its number).
+      const [status, { burned, latest }] = await tx.send(lockRequest(requestId));
+      // The request's latest attempt is at this nonce (a refused replacement counts: it used its number). Attempts
+      // are numbered by `latest`, limited by `burned`: a service-caused revert used a number and burned none.
       const latestHere = Math.max(...group.rows.filter((r) => r.kind === "relay" && r.sponsorshipRequestId === requestId).map((r) => r.relayAttempt ?? 0));
-      if (status === "relayed" && attempts < ctx.settings.maxRelayAttempts && attempts === latestHere) {
+      if (status === "relayed" && burned < ctx.settings.maxRelayAttempts && latest === latestHere) {
         const attempt = await signAttempt(ctx, {
           requestId,
-          attempt: attempts + 1,
+          attempt: latest + 1,
           wallet: current.walletAddress!,
           relayer: group.relayer,
           nonce: group.nonce,

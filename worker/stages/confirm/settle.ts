@@ -137,7 +137,7 @@ async function closeGroup(
     const count = countOpenAttempts(requestId);
     const answers = await tx.run([...lock, ...(failures.length > 0 ? [failRelays(failures)] : []), count]);
     const status = lock[0].parse(answers[0]!);
-    const attempts = lock[1].parse(answers[1]!);
+    const attempts = lock[1].parse(answers[1]!).burned;
     const open = count.parse(answers[answers.length - 1]!);
     if (status !== "relayed") continue;
     // Another attempt still open (at another nonce: made by a worker that took the relayer over while this one
