@@ -134,8 +134,12 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   // (anvil -32003, geth -32000).
   const rpc = error instanceof BaseError ? error.walk((e) => e instanceof RpcRequestError) : undefined;
   if (rpc instanceof RpcRequestError && REQUEST_LEVEL_RPC_CODES.has(rpc.code)) return { kind: "unavailable", message };
-  if (/already known|already imported|known transaction|already in (the )?(mem)?pool/i.test(message)) return { kind: "accepted" };
-  if (/nonce too low|nonce has already been used|already mined|old nonce/i.test(message)) return { kind: "nonce_used", message };
+  // Nethermind words these AlreadyKnown and OldNonce.
+  if (/already ?known|already imported|known transaction|already in (the )?(mem)?pool/i.test(message)) return { kind: "accepted" };
+  if (/nonce too low|nonce has already been used|already mined|old ?nonce/i.test(message)) return { kind: "nonce_used", message };
+  // A nonce above the one this node expects (geth "nonce too high", Nethermind NonceGap): the node lacks an earlier
+  // transaction of the relayer, which is sent again first; no verdict on this one.
+  if (/nonce too high|nonce ?gap/i.test(message)) return { kind: "unavailable", message };
   // The base fee rose above the transaction's max fee (anvil refuses, and evicts, such a transaction; a fee spike
   // under MAX_FEE_PER_GAS_GWEI does this): it can be mined once the base fee falls, so it waits, no attempt burned.
   if (BELOW_BASE_FEE.test(message)) return { kind: "unavailable", message };
@@ -145,9 +149,13 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   return { kind: "rejected", message };
 }
 
-/** Combines the answers of several endpoints to one broadcast: any acceptance wins, then a used nonce, then a refusal. */
+/**
+ * Combines the answers of several endpoints to one broadcast: any acceptance wins, then a used nonce, then an
+ * endpoint that did not judge it (it may have accepted it before failing to answer, or may accept it later), and a
+ * refusal only when every endpoint that answered refused.
+ */
 export function combineBroadcastOutcomes(outcomes: readonly BroadcastOutcome[]): BroadcastOutcome {
-  for (const kind of ["accepted", "nonce_used", "rejected"] as const) {
+  for (const kind of ["accepted", "nonce_used", "unavailable", "rejected"] as const) {
     const found = outcomes.find((o) => o.kind === kind);
     if (found) return found;
   }

@@ -34,7 +34,11 @@ const refused: string[] = [];
 
 type Call = { jsonrpc: "2.0"; id: number; method: string; params?: unknown[] };
 
+/** A transaction the node accepted, then dropped: sent again, it is refused ("transaction underpriced"). */
+let refuseResendOf: string | undefined;
+
 function isRefusedReplacement(call: Call): boolean {
+  if (refuseResendOf && call.method === "eth_sendRawTransaction" && keccak256(call.params![0] as Hex) === refuseResendOf) return true;
   if (!target || (!target.all && refused.length > 0) || call.method !== "eth_sendRawTransaction") return false;
   const raw = call.params?.[0] as Hex;
   const tx = parseTransaction(raw);
@@ -53,8 +57,10 @@ beforeAll(async () => {
     const answers = await Promise.all(
       calls.map(async (call) => {
         if (isRefusedReplacement(call)) {
-          refused.push(keccak256(call.params![0] as Hex));
-          return { jsonrpc: "2.0", id: call.id, error: { code: -32000, message: "replacement transaction underpriced" } };
+          const hash = keccak256(call.params![0] as Hex);
+          refused.push(hash);
+          const message = hash === refuseResendOf ? "transaction underpriced" : "replacement transaction underpriced";
+          return { jsonrpc: "2.0", id: call.id, error: { code: -32000, message } };
         }
         return (await (
           await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(call) })
@@ -69,6 +75,7 @@ afterEach(async () => {
   await worker?.stop();
   worker = undefined;
   target = undefined;
+  refuseResendOf = undefined;
   refused.length = 0;
   await anvilRpc(fx, "evm_setAutomine", [true]);
 });
@@ -150,6 +157,35 @@ describe("a replacement the node refuses for good", () => {
       [2, "failed"],
     ]);
     expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toHaveLength(1);
+    expect(await fx.clients.getBalance({ address: wallet })).toBe(SPONSOR_AMOUNT);
+  });
+});
+
+describe("an attempt the node accepted, dropped, and refuses when it is sent again", () => {
+  it("stays open (it may still be mined elsewhere): the refusal fails only an attempt no node ever accepted", async () => {
+    await anvilRpc(fx, "evm_setAutomine", [false]);
+    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, RELAY_TIMEOUT_MS: "60000" });
+    const { id, wallet } = await createRequest(fx);
+    const first = await waitFor("the first attempt to be submitted", async () => {
+      const [r] = await readRelays(fx, id);
+      return r?.status === "submitted" ? r : undefined;
+    });
+    // The node drops it from its pool (a full pool evicts the cheapest); sent again, it refuses it.
+    refuseResendOf = first.transactionHash!;
+    await anvilRpc(fx, "anvil_dropTransaction", [first.transactionHash]);
+    // Refused twice: after the first refusal it was still open and watched (before, that refusal failed it as
+    // "rejected by the node before broadcast", it was never sent again, and the relay stage signed another).
+    await waitFor("the attempt to be sent again and refused twice", async () =>
+      refused.filter((h) => h === first.transactionHash).length >= 2 ? true : undefined,
+    );
+    expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "submitted"]]);
+
+    refuseResendOf = undefined;
+    await waitFor("the attempt to be back in the node's pool", async () =>
+      (await anvilRpc(fx, "eth_getTransactionByHash", [first.transactionHash])) ? true : undefined,
+    );
+    await resumeMiningAndComplete(id);
+    expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "confirmed"]]);
     expect(await fx.clients.getBalance({ address: wallet })).toBe(SPONSOR_AMOUNT);
   });
 });

@@ -62,6 +62,17 @@ export function failNonceFills(failures: readonly RelayFailure[]): Query<undefin
   return query(FAIL_NONCE_FILLS, [failures.map((f) => f.id), failures.map((f) => f.reason)], none);
 }
 
+const FAIL_UNSENT_NONCE_FILLS = `
+    UPDATE relayer_nonce_fills f SET status = 'failed', resolved_at = now(), reason = f.reason || ' | failed: ' || v.reason
+    FROM unnest($1::uuid[], $2::text[]) AS v(id, reason)
+    WHERE f.id = v.id AND f.status = 'queued'
+    RETURNING f.id`;
+
+/** As failUnsentRelays (./relay-outcomes.ts): a refusal fails only a fill no node ever accepted. Returns the ids failed. */
+export function failUnsentNonceFills(failures: readonly RelayFailure[]): Query<Set<string>> {
+  return query(FAIL_UNSENT_NONCE_FILLS, [failures.map((f) => f.id), failures.map((f) => f.reason)], (rows) => new Set(rows.map((r) => r.id as string)));
+}
+
 const FILLS_SUBMITTED = `
     UPDATE relayer_nonce_fills SET status = 'submitted', submitted_at = COALESCE(submitted_at, now())
     WHERE transaction_hash = ANY($1::text[]) AND status = 'queued'`;

@@ -103,6 +103,20 @@ export function failRelays(failures: readonly RelayFailure[]): Query<number> {
   return query(FAIL_RELAYS, [failures.map((f) => f.id), failures.map((f) => f.reason)], (rows) => rows.length);
 }
 
+const FAIL_UNSENT_RELAYS = `
+    UPDATE relay_transactions t SET status = 'failed', failed_at = now(), failure_reason = v.reason
+    FROM unnest($1::uuid[], $2::text[]) AS v(id, reason)
+    WHERE t.id = v.id AND t.status = 'queued'
+    RETURNING t.id`;
+
+/**
+ * A node's refusal fails only attempts no node ever accepted (still queued): one accepted before and refused when
+ * sent again may still be mined elsewhere, so it stays open (the stuck timer replaces it). Returns the ids failed.
+ */
+export function failUnsentRelays(failures: readonly RelayFailure[]): Query<Set<string>> {
+  return query(FAIL_UNSENT_RELAYS, [failures.map((f) => f.id), failures.map((f) => f.reason)], (rows) => new Set(rows.map((r) => r.id as string)));
+}
+
 /** relayed -> completed. Returns the requests moved. */
 const COMPLETE_REQUESTS = `
     UPDATE sponsorship_requests r SET status = 'completed', completed_at = now(), status_actor = $2, status_reason = $3

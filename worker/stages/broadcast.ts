@@ -1,6 +1,6 @@
 import { parseTransaction, type Address, type Hash, type Hex } from "viem";
-import { failNonceFills, markFillsSubmitted } from "@/db/queries/nonce-fills";
-import { failRelays, markRelaysSubmitted } from "@/db/queries/relay-outcomes";
+import { failUnsentNonceFills, markFillsSubmitted } from "@/db/queries/nonce-fills";
+import { failUnsentRelays, markRelaysSubmitted } from "@/db/queries/relay-outcomes";
 import type { Statement } from "@/db/sql/run";
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import { INSUFFICIENT_FUNDS, type BroadcastOutcome } from "../chain-answers";
@@ -14,7 +14,9 @@ import { metrics } from "../metrics";
  *   nonce is settled: it could still be the one mined);
  * - nonce already used: left as is, the confirm stage settles the nonce from receipts (it may be this very hash);
  * - node unreachable or temporarily refusing: left queued, broadcast again later; no attempt is consumed;
- * - refused for good: the attempt (or fill) fails with the node's words; nothing was broadcast;
+ * - refused for good: the attempt (or fill) fails with the node's words, if no node ever accepted it (still queued):
+ *   nothing was broadcast. One accepted before and refused when sent again (a node that dropped it, a pool that
+ *   wants a higher fee now) may still be mined elsewhere: it stays open, and the stuck timer replaces it;
  * - refused while the relayer cannot pay the transaction's own maximum cost (gas limit x max fee + value), whatever
  *   the node's words: no gas money, which is waited out like an unavailable node (the relayer is reported).
  */
@@ -100,21 +102,11 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
       case "rejected": {
         const reason = `rejected by the node before broadcast: ${outcome.message.slice(0, 300)}`;
         (tx.kind === "relay" ? rejectedRelays : rejectedFills).push({ id: tx.id, reason });
-        if (tx.kind === "relay") metrics.failure(tx.relayer, "rpc_error");
-        ctx.log.warn("transaction refused by the node", {
-          kind: tx.kind,
-          requestId: tx.requestId,
-          relayer: tx.relayer,
-          nonce: tx.nonce,
-          hash: tx.hash,
-          message: outcome.message,
-        });
         break;
       }
     }
   });
   summary.accepted = accepted.length;
-  summary.rejected = rejectedRelays.length + rejectedFills.length;
 
   if (why === "first") ctx.status.totals.broadcasts += accepted.length;
   else ctx.status.totals.rebroadcasts += accepted.length;
@@ -132,12 +124,32 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
   const acceptedRelays = accepted.filter((h) => !acceptedFills.includes(h));
   if (acceptedRelays.length > 0) writes.push(markRelaysSubmitted(acceptedRelays));
   if (acceptedFills.length > 0) writes.push(markFillsSubmitted(acceptedFills));
-  if (rejectedRelays.length > 0) writes.push(failRelays(rejectedRelays));
-  if (rejectedFills.length > 0) writes.push(failNonceFills(rejectedFills));
+  const failRelays = failUnsentRelays(rejectedRelays);
+  const failFills = failUnsentNonceFills(rejectedFills);
+  if (rejectedRelays.length > 0) writes.push(failRelays);
+  if (rejectedFills.length > 0) writes.push(failFills);
+  let failed = new Set<string>();
   if (writes.length > 0) {
-    await pipelinedTransaction(ctx.db, (tx) => tx.commit(writes));
-    ctx.status.totals.failedAttempts += rejectedRelays.length;
+    const answers = await pipelinedTransaction(ctx.db, (tx) => tx.commit(writes));
+    const at = (statement: Statement) => answers[writes.indexOf(statement)];
+    if (rejectedRelays.length > 0) failed = failRelays.parse(at(failRelays)!);
+    if (rejectedFills.length > 0) failed = new Set([...failed, ...failFills.parse(at(failFills)!)]);
   }
+  ordered.forEach((tx, i) => {
+    const outcome = outcomes[i]!;
+    if (outcome.kind !== "rejected") return;
+    const fields = { kind: tx.kind, requestId: tx.requestId, relayer: tx.relayer, nonce: tx.nonce, hash: tx.hash, message: outcome.message };
+    if (failed.has(tx.id)) {
+      summary.rejected++;
+      if (tx.kind === "relay") {
+        ctx.status.totals.failedAttempts++;
+        metrics.failure(tx.relayer, "rpc_error");
+      }
+      ctx.log.warn("transaction refused by the node", fields);
+    } else {
+      ctx.log.warn("transaction refused when sent again: left open, it was accepted before and may still be mined", fields);
+    }
+  });
   if (summary.unavailable > 0) {
     ctx.log.warn("broadcast postponed: node unavailable, the stored transactions will be sent again", {
       count: summary.unavailable,
