@@ -251,22 +251,39 @@ export class WorkerChain {
   }
 
   /**
-   * Why `sponsor(wallet, requestIdHash(requestId))` from `relayer` reverts, replayed against the latest state (receipts carry no
-   * revert data): "NotRelayer(0x...)", "AlreadySponsored(0x...)", ... or a generic text when it cannot be told.
+   * Why `sponsor(wallet, requestIdHash(requestId))` from `relayer` reverted in block `atBlock` (receipts carry no
+   * revert data): the call replayed against that block's state, so an unpause or a refill mined since does not hide
+   * a revert of the service's own making; against the latest state when the node no longer holds that block's.
+   * "NotRelayer(0x...)", "AlreadySponsored(0x...)", ... or a generic text when it cannot be told. A node that cannot
+   * be reached is a ChainUnavailableError: the nonce is settled on a later pass, never on a guess.
    */
-  async explainSponsorRevert(relayer: Address, wallet: Address, requestId: string): Promise<{ errorName?: string; text: string }> {
-    try {
-      await this.client.simulateContract({
+  async explainSponsorRevert(relayer: Address, wallet: Address, requestId: string, atBlock: bigint): Promise<{ errorName?: string; text: string }> {
+    const replay = (blockNumber: bigint | undefined) =>
+      this.client.simulateContract({
         address: this.treasuryAddress,
         abi: treasuryAbi,
         functionName: "sponsor",
         args: [wallet, requestIdHash(requestId)],
         account: relayer,
+        ...(blockNumber === undefined ? {} : { blockNumber }),
       });
-      return { text: "reverted on-chain (the same call succeeds against the latest state)" };
-    } catch (error) {
-      return describeRevert(error) ?? { text: `reverted on-chain (reason not available: ${messageOf(error).slice(0, 200)})` };
-    }
+    return this.reach("sponsor replay", async () => {
+      let unexplained: unknown;
+      for (const blockNumber of [atBlock, undefined]) {
+        try {
+          await replay(blockNumber);
+          return {
+            text: `reverted on-chain (the same call succeeds against ${blockNumber === undefined ? "the latest state" : `block ${blockNumber}'s state`})`,
+          };
+        } catch (error) {
+          const revert = describeRevert(error);
+          if (revert) return revert;
+          if (isUnreachable(error)) throw error;
+          unexplained = error; // the node's answer is no revert (e.g. it no longer holds the block's state)
+        }
+      }
+      return { text: `reverted on-chain (reason not available: ${messageOf(unexplained).slice(0, 200)})` };
+    });
   }
 
   /**

@@ -37,6 +37,8 @@ let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
 let proxy: RpcProxy;
 const sent: string[] = [];
+/** While set, every eth_call is answered 503 (a provider's outage) and counted here. */
+let refuseCalls: { refused: number } | undefined;
 const deployer = relayerAddress(LOCAL_DEPLOYER_KEY);
 const refusing = compileTestContract("RefusingWallet.sol", "RefusingWallet");
 const session = { id: "00000000-0000-4000-8000-00000000ad01" } as AdminSession;
@@ -46,7 +48,12 @@ setUpPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: [deployer] }, (
 beforeAll(async () => {
   // Every raw transaction the worker hands to the chain passes here.
   proxy = await startRpcProxy(fx.anvil.rpcUrl, (body) => {
-    for (const call of [JSON.parse(body)].flat() as { method: string; params: unknown[] }[]) {
+    const calls = [JSON.parse(body)].flat() as { method: string; params: unknown[] }[];
+    if (refuseCalls && calls.some((call) => call.method === "eth_call")) {
+      refuseCalls.refused++;
+      return { status: 503, contentType: "text/plain", body: "service unavailable" };
+    }
+    for (const call of calls) {
       if (call.method === "eth_sendRawTransaction") sent.push(String(call.params[0]));
     }
     return undefined;
@@ -148,6 +155,87 @@ describe("a revert of the service's own making", () => {
       [2, "confirmed"],
     ]);
     expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
+  });
+});
+
+describe("a revert of the service's own making, settled after the owner already undid its cause", () => {
+  it("is told from the state of its own block, not the latest: it burns no attempt (MAX_RELAY_ATTEMPTS=1, CONFIRMATIONS=2)", async () => {
+    const { id, wallet } = await createRequest(fx);
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    const treasury = fx.deployment.treasuryAddress;
+    await anvilRpc(fx, "evm_setAutomine", [false]);
+    try {
+      worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "1", CONFIRMATIONS: "2" });
+      await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
+      // Block B: the pause, then the relay, which reverts TreasuryPaused.
+      await owner.writeContract({
+        address: treasury,
+        abi: treasuryAbi,
+        functionName: "pause",
+        maxPriorityFeePerGas: 50_000_000_000n,
+        maxFeePerGas: 200_000_000_000n,
+      });
+      await anvilRpc(fx, "evm_mine");
+      // Block B + 1, the one that makes B deep enough to settle: the owner resumes. Replayed against the latest state
+      // the call succeeded, so the revert was read as the wallet's or the call's and burned the only attempt.
+      await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "unpause" });
+      await anvilRpc(fx, "evm_mine");
+      const failed = await waitFor("attempt 1 to be settled", async () => (await readRelays(fx, id)).find((r) => r.status === "failed"));
+      expect(failed.failureReason).toMatch(/^service_state: reverted: TreasuryPaused/);
+    } finally {
+      await anvilRpc(fx, "evm_setAutomine", [true]);
+    }
+    // Attempt 2 is mined at once; one more block makes it two deep.
+    await waitFor("attempt 2 to be sent", async () =>
+      (await readRelays(fx, id)).some((r) => r.relayAttempt === 2 && r.status !== "queued") ? true : undefined,
+    );
+    await anvilRpc(fx, "evm_mine");
+    await waitStatus(id, "completed");
+    expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([
+      [1, "failed"],
+      [2, "confirmed"],
+    ]);
+    expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
+  });
+});
+
+describe("a revert whose replay the node does not answer", () => {
+  it("is settled once it answers, not read as a revert of the call's own making (MAX_RELAY_ATTEMPTS=1)", async () => {
+    const { id } = await createRequest(fx);
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    await anvilRpc(fx, "evm_setAutomine", [false]);
+    try {
+      worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "1" });
+      await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
+      await owner.writeContract({
+        address: fx.deployment.treasuryAddress,
+        abi: treasuryAbi,
+        functionName: "pause",
+        maxPriorityFeePerGas: 50_000_000_000n,
+        maxFeePerGas: 200_000_000_000n,
+      });
+      // The provider fails every eth_call (the replay that tells why it reverted) while the revert is mined.
+      const outage = (refuseCalls = { refused: 0 });
+      await anvilRpc(fx, "evm_mine");
+      await waitFor("the replay to be refused", async () => (outage.refused >= 1 ? true : undefined));
+      const settledOrAskedAgain = await waitFor("attempt 1 to be settled, or the replay asked again", async () => {
+        const statuses = (await readRelays(fx, id)).map((r) => r.status);
+        return statuses.includes("failed") || outage.refused >= 3 ? statuses : undefined;
+      });
+      // Before, the refusal was taken for "reason not available" and burned the only attempt: the request failed.
+      expect(settledOrAskedAgain).toEqual(["submitted"]);
+      refuseCalls = undefined;
+      const failed = await waitFor("attempt 1 to be settled", async () => (await readRelays(fx, id)).find((r) => r.status === "failed"));
+      expect(failed.failureReason).toMatch(/^service_state: reverted: TreasuryPaused/);
+      expect((await readRequest(fx, id)).status).toBe("relayed");
+    } finally {
+      refuseCalls = undefined;
+      await anvilRpc(fx, "evm_setAutomine", [true]);
+      await fx.clients.waitForTransactionReceipt({
+        hash: await owner.writeContract({ address: fx.deployment.treasuryAddress, abi: treasuryAbi, functionName: "unpause" }),
+      });
+    }
+    await waitStatus(id, "completed");
   });
 });
 

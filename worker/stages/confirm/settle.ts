@@ -157,7 +157,7 @@ async function closeGroup(
 
 async function settleRevert(ctx: WorkerContext, state: ConfirmState, { group, winner, receipt }: Settled): Promise<number> {
   const requestId = winner.sponsorshipRequestId!;
-  const explained = await ctx.chain.explainSponsorRevert(winner.relayerAddress, winner.walletAddress!, requestId);
+  const explained = await ctx.chain.explainSponsorRevert(winner.relayerAddress, winner.walletAddress!, requestId, receipt.blockNumber);
   const reason = `${explained.text} (block ${receipt.blockNumber})`;
   const superseded = `superseded: attempt ${winner.relayAttempt} at nonce ${group.nonce} was mined and reverted`;
 
