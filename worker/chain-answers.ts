@@ -150,12 +150,13 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
 }
 
 /**
- * Combines the answers of several endpoints to one broadcast: any acceptance wins, then a used nonce, then an
- * endpoint that did not judge it (it may have accepted it before failing to answer, or may accept it later), and a
- * refusal only when every endpoint that answered refused.
+ * Combines the answers of several endpoints to one broadcast: any acceptance wins, then a used nonce, then a refusal.
+ * A refusal outweighs an endpoint that did not answer (down, or timed out): an attempt no node would take must not
+ * wait for as long as one endpoint is down, since only a submitted attempt is ever replaced. An endpoint that timed out
+ * after taking it is the one case this misjudges (docs/worker.md, "Errors before broadcast").
  */
 export function combineBroadcastOutcomes(outcomes: readonly BroadcastOutcome[]): BroadcastOutcome {
-  for (const kind of ["accepted", "nonce_used", "unavailable", "rejected"] as const) {
+  for (const kind of ["accepted", "nonce_used", "rejected"] as const) {
     const found = outcomes.find((o) => o.kind === kind);
     if (found) return found;
   }

@@ -48,6 +48,11 @@ export type WorkerChainOptions = {
 /** Blocks per `eth_getLogs` query: hosted RPCs refuse wider ranges (commonly 1,000 to 10,000 blocks). */
 export const LOG_QUERY_BLOCKS = 1_000n;
 
+/** How nodes say they no longer hold a block's state (geth, erigon, reth, Nethermind; hosted providers' wording). */
+const PRUNED_STATE = /missing trie node|state (is )?not available|historical state|pruned|state .*not found|required historical state/i;
+/** How an endpoint behind the others says it does not know the block yet. */
+const UNKNOWN_BLOCK = /header not found|unknown block|block not found|cannot query unfinalized|block number .*(greater|higher|beyond)/i;
+
 export class WorkerChain {
   readonly client: ChainPublicClient;
   readonly chainId: number;
@@ -252,38 +257,38 @@ export class WorkerChain {
 
   /**
    * Why `sponsor(wallet, requestIdHash(requestId))` from `relayer` reverted in block `atBlock` (receipts carry no
-   * revert data): the call replayed against that block's state, so an unpause or a refill mined since does not hide
-   * a revert of the service's own making; against the latest state when the node no longer holds that block's.
-   * "NotRelayer(0x...)", "AlreadySponsored(0x...)", ... or a generic text when it cannot be told. A node that cannot
-   * be reached is a ChainUnavailableError: the nonce is settled on a later pass, never on a guess.
+   * revert data): the call replayed against the state after that block, so an unpause or a refill mined in a later
+   * block does not hide a revert of the service's own making (one later in the same block still does). Against the
+   * latest state only when the node no longer holds that block's (PRUNED_STATE). "NotRelayer(0x...)",
+   * "AlreadySponsored(0x...)", ... or a generic text when the node's answer tells nothing. Undefined when it gave no
+   * answer: unreachable, or an endpoint behind that does not know the block yet. The caller then waits (it is not
+   * noted in the chain's health: one read the node refuses must not stop the rest of the confirm stage).
    */
-  async explainSponsorRevert(relayer: Address, wallet: Address, requestId: string, atBlock: bigint): Promise<{ errorName?: string; text: string }> {
-    const replay = (blockNumber: bigint | undefined) =>
-      this.client.simulateContract({
-        address: this.treasuryAddress,
-        abi: treasuryAbi,
-        functionName: "sponsor",
-        args: [wallet, requestIdHash(requestId)],
-        account: relayer,
-        ...(blockNumber === undefined ? {} : { blockNumber }),
-      });
-    return this.reach("sponsor replay", async () => {
-      let unexplained: unknown;
-      for (const blockNumber of [atBlock, undefined]) {
-        try {
-          await replay(blockNumber);
-          return {
-            text: `reverted on-chain (the same call succeeds against ${blockNumber === undefined ? "the latest state" : `block ${blockNumber}'s state`})`,
-          };
-        } catch (error) {
-          const revert = describeRevert(error);
-          if (revert) return revert;
-          if (isUnreachable(error)) throw error;
-          unexplained = error; // the node's answer is no revert (e.g. it no longer holds the block's state)
-        }
+  async explainSponsorRevert(relayer: Address, wallet: Address, requestId: string, atBlock: bigint): Promise<{ errorName?: string; text: string } | undefined> {
+    for (const blockNumber of [atBlock, undefined]) {
+      try {
+        await this.client.simulateContract({
+          address: this.treasuryAddress,
+          abi: treasuryAbi,
+          functionName: "sponsor",
+          args: [wallet, requestIdHash(requestId)],
+          account: relayer,
+          ...(blockNumber === undefined ? {} : { blockNumber }),
+        });
+        return {
+          text: `reverted on-chain (the same call succeeds against ${blockNumber === undefined ? "the latest state" : `the state after block ${blockNumber}`})`,
+        };
+      } catch (error) {
+        const revert = describeRevert(error);
+        if (revert) return revert;
+        if (isUnreachable(error)) return undefined;
+        const message = messageOf(error);
+        if (blockNumber !== undefined && UNKNOWN_BLOCK.test(message)) return undefined;
+        if (blockNumber !== undefined && PRUNED_STATE.test(message)) continue;
+        return { text: `reverted on-chain (reason not available: ${message.slice(0, 200)})` };
       }
-      return { text: `reverted on-chain (reason not available: ${messageOf(unexplained).slice(0, 200)})` };
-    });
+    }
+    return { text: "reverted on-chain (reason not available)" };
   }
 
   /**
