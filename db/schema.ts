@@ -435,9 +435,9 @@ export const adminSessions = pgTable(
     /** SHA-256 of the session cookie's secret; the secret itself is never stored. */
     tokenHash: text("token_hash").notNull(),
     /**
-     * Which ADMIN_TOKEN opened it (lib/admin/secrets.ts credentialFingerprint): a session counts only while the
-     * configured token is the same, so changing or unsetting ADMIN_TOKEN ends every session. Null: opened before
-     * this column, never valid.
+     * Which ADMIN_TOKEN opened it (lib/admin/secrets.ts sessionCredential, keyed with the token over the cookie's
+     * secret): a session counts only while the configured token is the same, so changing or unsetting ADMIN_TOKEN
+     * ends every session. Null: opened before this column, never valid.
      */
     credential: text("credential"),
     createdAt: ts("created_at").notNull().defaultNow(),

@@ -53,20 +53,18 @@ export function confirmNonceFill(id: string, blockNumber: bigint): [Query<undefi
 }
 
 // A fill's `reason` says why it was sent; why it failed is appended.
-const FAIL_NONCE_FILLS = `
+const failFillsIn = (statuses: string) => `
     UPDATE relayer_nonce_fills f SET status = 'failed', resolved_at = now(), reason = f.reason || ' | failed: ' || v.reason
     FROM unnest($1::uuid[], $2::text[]) AS v(id, reason)
-    WHERE f.id = v.id AND f.status IN ('queued', 'submitted')`;
+    WHERE f.id = v.id AND f.status IN (${statuses})
+    RETURNING f.id`;
+const FAIL_NONCE_FILLS = failFillsIn("'queued', 'submitted'");
 
 export function failNonceFills(failures: readonly RelayFailure[]): Query<undefined> {
   return query(FAIL_NONCE_FILLS, [failures.map((f) => f.id), failures.map((f) => f.reason)], none);
 }
 
-const FAIL_UNSENT_NONCE_FILLS = `
-    UPDATE relayer_nonce_fills f SET status = 'failed', resolved_at = now(), reason = f.reason || ' | failed: ' || v.reason
-    FROM unnest($1::uuid[], $2::text[]) AS v(id, reason)
-    WHERE f.id = v.id AND f.status = 'queued'
-    RETURNING f.id`;
+const FAIL_UNSENT_NONCE_FILLS = failFillsIn("'queued'");
 
 /** As failUnsentRelays (./relay-outcomes.ts): a refusal fails only a fill no node ever accepted. Returns the ids failed. */
 export function failUnsentNonceFills(failures: readonly RelayFailure[]): Query<Set<string>> {

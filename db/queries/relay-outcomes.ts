@@ -9,7 +9,7 @@ import { SERVICE_STATE_FAILURE } from "./relay-queue";
  */
 
 const LOCK_REQUEST = `SELECT status FROM sponsorship_requests WHERE id = $1::uuid FOR UPDATE`;
-const BURNED_ATTEMPTS = `
+const REQUEST_ATTEMPTS = `
     SELECT count(*) FILTER (WHERE NOT (status = 'failed' AND failure_reason LIKE $2))::int AS burned,
            COALESCE(max(relay_attempt), 0)::int AS latest
     FROM relay_transactions WHERE sponsorship_request_id = $1::uuid`;
@@ -22,14 +22,14 @@ const BURNED_ATTEMPTS = `
 export type RequestAttempts = { burned: number; latest: number };
 
 /**
- * Locks a request (every transaction that adds an attempt or a fill for a request holds it), then counts its
- * attempts that count against MAX_RELAY_ATTEMPTS (see RelayCandidate.burned): two statements, in this order, the
- * second a later statement that sees everything committed before the lock was granted. Send them together.
+ * Locks a request (every transaction that adds an attempt or a fill for a request holds it), then reads its
+ * attempts (RequestAttempts: the burned count and the latest number): two statements, in this order, the second a
+ * later statement that sees everything committed before the lock was granted. Send them together.
  */
 export function lockRequest(id: string): [Query<RequestStatus | undefined>, Query<RequestAttempts>] {
   return [
     query(LOCK_REQUEST, [id], (rows) => rows[0]?.status as RequestStatus | undefined),
-    query(BURNED_ATTEMPTS, [id, `${SERVICE_STATE_FAILURE}%`], (rows) => ({
+    query(REQUEST_ATTEMPTS, [id, `${SERVICE_STATE_FAILURE}%`], (rows) => ({
       burned: (rows[0]?.burned as number | undefined) ?? 0,
       latest: (rows[0]?.latest as number | undefined) ?? 0,
     })),
@@ -93,21 +93,18 @@ export function confirmRelays(mined: readonly MinedRelay[]): [Query<undefined>, 
 export type RelayFailure = { id: string; reason: string };
 
 /** queued/submitted -> failed with a readable reason. */
-const FAIL_RELAYS = `
+const failRelaysIn = (statuses: string) => `
     UPDATE relay_transactions t SET status = 'failed', failed_at = now(), failure_reason = v.reason
     FROM unnest($1::uuid[], $2::text[]) AS v(id, reason)
-    WHERE t.id = v.id AND t.status IN ('queued', 'submitted')
+    WHERE t.id = v.id AND t.status IN (${statuses})
     RETURNING t.id`;
+const FAIL_RELAYS = failRelaysIn("'queued', 'submitted'");
 
 export function failRelays(failures: readonly RelayFailure[]): Query<number> {
   return query(FAIL_RELAYS, [failures.map((f) => f.id), failures.map((f) => f.reason)], (rows) => rows.length);
 }
 
-const FAIL_UNSENT_RELAYS = `
-    UPDATE relay_transactions t SET status = 'failed', failed_at = now(), failure_reason = v.reason
-    FROM unnest($1::uuid[], $2::text[]) AS v(id, reason)
-    WHERE t.id = v.id AND t.status = 'queued'
-    RETURNING t.id`;
+const FAIL_UNSENT_RELAYS = failRelaysIn("'queued'");
 
 /**
  * A node's refusal fails only attempts no node ever accepted (still queued): one accepted before and refused when

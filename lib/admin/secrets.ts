@@ -17,11 +17,13 @@ export function tokensMatch(presented: string, expected: string): boolean {
 }
 
 /**
- * Names an ADMIN_TOKEN without storing it: HMAC-SHA256 keyed with the token over a fixed label. A session records
- * the fingerprint of the token it was opened with and counts only while the configured token has the same one.
+ * Ties a session to the ADMIN_TOKEN it was opened with: HMAC-SHA256 keyed with the token over the session's own
+ * secret. The session counts only while the configured token gives the same value for the cookie presented. The
+ * database holds only SHA-256 of the secret, so this value lets no one who reads it test guesses at the token
+ * without a live session's cookie (a fixed label would have).
  */
-export function credentialFingerprint(adminToken: string): string {
-  return createHmac("sha256", adminToken).update("gas-sponsorship admin session credential", "utf8").digest("hex");
+export function sessionCredential(adminToken: string, sessionSecret: string): string {
+  return createHmac("sha256", adminToken).update(sessionSecret, "utf8").digest("hex");
 }
 
 /** A session secret: 32 random bytes, base64url (43 characters). Only its SHA-256 is stored. */

@@ -2,7 +2,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { adminActions, adminSessions } from "@/db/schema";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { credentialFingerprint, sha256Hex, tokensMatch } from "./secrets";
+import { sessionCredential, sha256Hex, tokensMatch } from "./secrets";
 import { authenticateAdminSession, signInAdministrator, signOutAdministrator } from "./session";
 
 const ADMIN_TOKEN = "correct-horse-battery-staple-42";
@@ -114,7 +114,7 @@ describe("administrator sessions", () => {
     expect(await authenticateAdminSession(t.db, result.secret, `${ADMIN_TOKEN}-rotated`)).toBeNull();
     expect(await authenticateAdminSession(t.db, result.secret, undefined)).toBeNull();
     const [row] = await t.db.select().from(adminSessions).where(eq(adminSessions.id, result.session.id));
-    expect(row?.credential).toBe(credentialFingerprint(ADMIN_TOKEN));
+    expect(row?.credential).toBe(sessionCredential(ADMIN_TOKEN, result.secret));
     expect(JSON.stringify(row)).not.toContain(ADMIN_TOKEN);
     // Put back, the token admits its sessions again (they were not revoked).
     expect(await authenticateAdminSession(t.db, result.secret, ADMIN_TOKEN)).not.toBeNull();

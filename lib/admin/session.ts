@@ -13,7 +13,7 @@ import type { AdminSession } from "@/db/schema";
 import { createLogger } from "@/lib/log";
 import { clientIdentity } from "@/lib/sponsorship/client-identity";
 import { retryAfterSeconds } from "@/lib/sponsorship/rate-limits";
-import { credentialFingerprint, generateSessionSecret, isWellFormedSessionSecret, sha256Hex, tokensMatch } from "./secrets";
+import { generateSessionSecret, isWellFormedSessionSecret, sessionCredential, sha256Hex, tokensMatch } from "./secrets";
 
 /**
  * Administrator sessions (decisions.md, "Dashboard and administration"): sign-in with ADMIN_TOKEN, a session
@@ -127,7 +127,7 @@ export async function signInAdministrator(db: Database, input: SignInInput): Pro
   const expiresAt = new Date(now.getTime() + ADMIN_SESSION_TTL_MS);
   const session = await insertAdminSession(db, {
     tokenHash: sha256Hex(secret),
-    credential: credentialFingerprint(input.adminToken),
+    credential: sessionCredential(input.adminToken, secret),
     expiresAt,
     ipAddress: input.ipAddress,
     userAgent: input.userAgent,
@@ -154,7 +154,7 @@ export async function authenticateAdminSession(
   now: Date = new Date(),
 ): Promise<AdminSession | null> {
   if (!secret || !adminToken || !isWellFormedSessionSecret(secret)) return null;
-  return (await findActiveAdminSession(db, sha256Hex(secret), credentialFingerprint(adminToken), now)) ?? null;
+  return (await findActiveAdminSession(db, sha256Hex(secret), sessionCredential(adminToken, secret), now)) ?? null;
 }
 
 export async function signOutAdministrator(db: Database, session: AdminSession, context: { ipAddress: string | null; now?: Date }): Promise<void> {

@@ -14,6 +14,12 @@ export function isJsonContentType(value: string | null): boolean {
   return mediaType === "application/json";
 }
 
+function clientHungUp(request: Request, error: unknown): boolean {
+  if (request.signal.aborted) return true;
+  const { code, name, message } = (error ?? {}) as { code?: unknown; name?: unknown; message?: unknown };
+  return code === "ECONNRESET" || code === "ECONNABORTED" || name === "AbortError" || (typeof message === "string" && /^aborted$/i.test(message));
+}
+
 async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
   const declared = request.headers.get("content-length");
   if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared) > limit) {
@@ -27,10 +33,11 @@ async function readLimited(request: Request, limit: number): Promise<Uint8Array>
     let chunk: ReadableStreamReadResult<Uint8Array>;
     try {
       chunk = await reader.read();
-    } catch {
+    } catch (error) {
       // The client hung up mid-body (Node's "aborted", code ECONNRESET): its own failure, never the database's outage
       // that code would otherwise be taken for (a 503 and a warning that the database is unavailable).
-      throw new HttpProblem("request_timeout", "The request body was not received: the client closed the connection");
+      if (clientHungUp(request, error)) throw new HttpProblem("request_timeout", "The request body was not received: the client closed the connection");
+      throw error;
     }
     const { done, value } = chunk;
     if (done) break;

@@ -64,6 +64,20 @@ export function unavailableResponse(error: unknown, requestId: string, request: 
   });
 }
 
+/**
+ * Whether a request is for the administrator's routes, judged on the path Next routes by: decoded (Next also
+ * matches `/%61dmin/resume` to admin/resume), repeated slashes and case aside.
+ */
+function isAdminPath(url: string): boolean {
+  let pathname = new URL(url).pathname;
+  try {
+    pathname = decodeURIComponent(pathname);
+  } catch {
+    // A malformed escape: server.ts answers it 400 before Next; judged as written.
+  }
+  return /^\/+admin(\/|$)/i.test(pathname);
+}
+
 function errorResponse(error: unknown, requestId: string, request: Request): Response {
   if (error instanceof HttpProblem) {
     return problemResponse(error.code, error.detail, requestId, error.options);
@@ -94,7 +108,7 @@ export function defineRoute(handlers: Partial<Record<HandledMethod, Handler>>): 
     try {
       // CORS_ORIGINS lets public API clients in; the administrator's routes answer the app's own pages alone (a
       // listed origin on the same site would otherwise send the SameSite=Strict session cookie along).
-      const admin = new URL(request.url).pathname.startsWith("/admin/");
+      const admin = isAdminPath(request.url);
       const cors = checkCors(request.headers.get("origin"), request.headers.get("host"), admin ? [] : appConfig().corsOrigins);
       corsHeaders = cors.headers;
       if (cors.refused) {

@@ -5,7 +5,8 @@ import { adminActions } from "@/db/schema";
 import { parseConfig } from "@/lib/config";
 import { setAppContextForTests } from "@/lib/http/app-context";
 import { isWalletBlocked } from "@/lib/sponsorship/blocks";
-import { callRoute } from "@/test/api-client";
+import { CLIENT_IP_HEADER } from "@/lib/http/client-ip";
+import { callRoute, resolveRoute } from "@/test/api-client";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 
 const ADMIN_TOKEN = "admin-routes-test-token-0123456789";
@@ -55,6 +56,13 @@ describe("admin routes", () => {
     expect((await callRoute({ path: "/health", headers: { origin: "https://app.example.test" } })).headers.get("access-control-allow-origin")).toBe(
       "https://app.example.test",
     );
+    // Spelled so that only Next's decoding finds the route: still the administrator's route.
+    const { module, params } = await resolveRoute("/admin/resume");
+    const encoded = new Request("http://faucet.example.test/%61dmin/resume", {
+      method: "POST",
+      headers: { cookie, origin: "https://app.example.test", host: "faucet.example.test", [CLIENT_IP_HEADER]: "192.0.2.10" },
+    });
+    expect((await module.POST!(encoded, { params: Promise.resolve(params) })).status).toBe(403);
     const own = await call("/admin/resume", { method: "POST", cookie, headers: { origin: "https://faucet.example.test", host: "faucet.example.test" } });
     expect(own.status).toBe(200);
   });
