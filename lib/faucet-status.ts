@@ -3,7 +3,7 @@ import type { Database } from "@/db/client";
 import { readMedianSecondsToComplete } from "@/db/queries/faucet";
 import { resolveDeployment } from "@/lib/chain/deployment";
 import type { Config } from "@/lib/config";
-import { chainChecks } from "@/lib/health";
+import { answeredChainId, chainChecks } from "@/lib/health";
 import { faucetGateState } from "@/lib/sponsorship/faucet-gate";
 import type { FaucetState, FaucetStatusResponse } from "@/lib/sponsorship/schemas";
 
@@ -35,13 +35,19 @@ function describeNetwork(config: Config, chainId: number): { networkName: string
   return { networkName: known?.name ?? `Chain ${chainId}`, nativeSymbol };
 }
 
+/**
+ * The chain id while the RPC does not answer: CHAIN_ID, the deployment record's, the one the RPC answered before
+ * (an outage does not change it); the local chain's only when none of these ever told it.
+ */
 function configuredChainId(config: Config): number {
   if (config.chainId !== undefined) return config.chainId;
   try {
-    return resolveDeployment(config)?.chainId ?? LOCAL_CHAIN_ID;
+    const recorded = resolveDeployment(config)?.chainId;
+    if (recorded !== undefined) return recorded;
   } catch {
-    return LOCAL_CHAIN_ID;
+    // An unreadable deployment record: the RPC's earlier answer still knows it.
   }
+  return answeredChainId(config) ?? LOCAL_CHAIN_ID;
 }
 
 type Deps = { db: Database; config: Config };

@@ -37,6 +37,13 @@ type EndpointState = NonNullable<HealthCheck["endpoints"]>[number];
 
 let clients: { key: string; clients: ChainPublicClient[] } | undefined;
 let chainCache: { key: string; expiresAt: number; value: Promise<ChainChecks> } | undefined;
+/** The chain id each set of RPC endpoints answered, once: a chain's id never changes, so an outage need not hide it. */
+const answeredChainIds = new Map<string, number>();
+
+/** The chain id `config`'s RPC endpoints answered in this process (a chain check read it), if they ever did. */
+export function answeredChainId(config: Pick<Config, "rpcUrls">): number | undefined {
+  return answeredChainIds.get(config.rpcUrls.join(","));
+}
 
 /** One client per RPC_URL endpoint: each is asked on its own, so /health shows every endpoint's state. */
 function endpointClients(rpcUrls: readonly string[]): ChainPublicClient[] {
@@ -143,6 +150,7 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
     };
   }
   const down = reads.some((r) => r.state.status === "down");
+  answeredChainIds.set(config.rpcUrls.join(","), reachable.chainId!);
   const chain: HealthCheck = {
     ...(down ? failed("degraded", "endpoints_down") : { status: "ok" as const }),
     chainId: reachable.chainId!,

@@ -41,6 +41,9 @@ describe("the chain the pages give the browser wallet", () => {
       await anvil.stop();
       await rm(dataDir, { recursive: true, force: true });
     }
+    // The RPC gone, its answer is remembered (a chain's id does not change): asked with another fee ceiling, so the
+    // chain check's cache (keyed by it) does not answer for it.
+    expect((await getPublicSettings(config({ RPC_URL: anvil.rpcUrl, MAX_FEE_PER_GAS_GWEI: "7" }))).chainId).toBe(11155111);
   });
 
   it("is CHAIN_ID when set, without asking the RPC", async () => {

@@ -1,6 +1,6 @@
 import { getConfig, isLoopbackRpcUrl, type Config } from "@/lib/config";
 import { resolveDeployment } from "@/lib/chain/deployment";
-import { chainChecks } from "@/lib/health";
+import { answeredChainId, chainChecks } from "@/lib/health";
 
 /** What the pages may tell a browser about the deployment: never RPC_URL (it may carry a provider key), never a key. */
 export type PublicSettings = {
@@ -25,8 +25,8 @@ export function walletRpcUrl(config: Pick<Config, "publicRpcUrl" | "rpcUrls">): 
 
 /**
  * The chain's id: CHAIN_ID, else the deployment record's, else the RPC's own answer (read by /health's chain check,
- * cached and shared). Never a guess: with CHAIN_ID unset (its default: read from the RPC) "Add network" would
- * otherwise ask a wallet on the real network to switch to another chain.
+ * cached and shared; once answered, remembered for the process). Never a guess: with CHAIN_ID unset (its default:
+ * read from the RPC) "Add network" would otherwise ask a wallet on the real network to switch to another chain.
  */
 async function knownChainId(config: Config): Promise<number | null> {
   if (config.chainId !== undefined) return config.chainId;
@@ -36,7 +36,8 @@ async function knownChainId(config: Config): Promise<number | null> {
   } catch {
     // An unreadable deployment record: the RPC still knows its chain.
   }
-  if (config.rpcUrls.length === 0) return null;
+  const answered = answeredChainId(config);
+  if (answered !== undefined || config.rpcUrls.length === 0) return answered ?? null;
   try {
     return (await chainChecks(config)).chain.chainId ?? null;
   } catch {
@@ -44,10 +45,15 @@ async function knownChainId(config: Config): Promise<number | null> {
   }
 }
 
+/** The block explorer's base URL (EXPLORER_URL) alone: no chain read for a page that needs only it. */
+export function publicExplorerUrl(config: Config = getConfig()): string | null {
+  return config.explorerUrl?.replace(/\/+$/, "") ?? null;
+}
+
 export async function getPublicSettings(config: Config = getConfig()): Promise<PublicSettings> {
   const chainId = await knownChainId(config);
   return {
-    explorerUrl: config.explorerUrl?.replace(/\/+$/, "") ?? null,
+    explorerUrl: publicExplorerUrl(config),
     chainId,
     // No chain known, nothing to add: the button would name a chain the wallet cannot check.
     walletRpcUrl: chainId === null ? null : walletRpcUrl(config),

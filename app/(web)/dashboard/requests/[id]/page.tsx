@@ -6,7 +6,7 @@ import { appDb } from "@/lib/http/app-context";
 import { StatusBadge } from "../../../_components/status-badge";
 import { link } from "../../../_components/styles";
 import { formatDateTime, formatDuration, formatGwei } from "../../../_lib/format";
-import { getPublicSettings } from "../../../_lib/settings";
+import { publicExplorerUrl } from "../../../_lib/settings";
 import { SignInForm } from "../../_components/sign-in-form";
 import { DataTable, Notice, Section, td } from "../../_components/ui";
 import { withDatabaseOutageNotice } from "../../_components/database-outage";
@@ -32,7 +32,7 @@ async function RequestDetailPage({ params }: { params: Promise<{ id: string }> }
     );
   }
   const { request, wallet, events, relays } = detail;
-  const { explorerUrl } = await getPublicSettings();
+  const explorerUrl = publicExplorerUrl();
   const milestones = [
     ["Requested", request.requestedAt],
     ["Approved", request.approvedAt],
