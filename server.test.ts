@@ -93,6 +93,43 @@ const closesWithin = (slow: Slow, ms: number) =>
 
 const HALF_HEADERS = "GET /health HTTP/1.1\r\nHost: localhost\r\nUser-Agent: slowloris\r\n";
 
+describe("requests Node gives up on before any route", () => {
+  /** Sends `text` and collects everything until the server closes the connection. */
+  const exchange = async (text: string) => {
+    const client = await slowClient(text);
+    expect(await closesWithin(client, 10_000)).toBe(true);
+    const answer = client.received();
+    const [head = "", body = ""] = answer.split("\r\n\r\n");
+    return { head, problem: JSON.parse(body) as Record<string, unknown> };
+  };
+
+  it("answers headers over 16 KiB (a transaction hash of 17,000 characters in the URL) with 431 problem+json and an X-Request-Id", async () => {
+    const { head, problem } = await exchange(`GET /sponsorship/tx/${"ab".repeat(8500)} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
+    expect(head).toMatch(/^HTTP\/1\.1 431 /);
+    expect(head).toMatch(/\r\ncontent-type: application\/problem\+json\r\n/i);
+    const requestId = /\r\nx-request-id: ([^\r]+)/i.exec(head)?.[1];
+    expect(problem).toMatchObject({ status: 431, code: "headers_too_large", requestId });
+  });
+
+  it("answers such a request on a kept-alive connection too, whose earlier answers are complete", async () => {
+    // A first request server.ts answers itself, whole (Content-Length), on a connection kept alive.
+    const client = await slowClient("GET /%ZZ HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    await until("the first answer", async () => (/^HTTP\/1\.1 400 [\s\S]*\r\n\r\n\{[\s\S]*\}$/.test(client.received()) ? true : undefined), 10_000);
+    const first = client.received().length;
+    client.socket.write("NOT HTTP AT ALL\r\n\r\n");
+    expect(await closesWithin(client, 10_000)).toBe(true);
+    // Before, only a connection never written to was answered: this one was closed without a word.
+    expect(client.received().slice(first)).toMatch(/^HTTP\/1\.1 400 [\s\S]*"code":"bad_request"/);
+  });
+
+  it("answers a request that is not HTTP/1.1 with 400 bad_request problem+json and an X-Request-Id", async () => {
+    const { head, problem } = await exchange("NOT HTTP AT ALL\r\n\r\n");
+    expect(head).toMatch(/^HTTP\/1\.1 400 /);
+    expect(head).toMatch(/\r\nx-request-id: [^\r]+/i);
+    expect(problem).toMatchObject({ status: 400, code: "bad_request", title: "Malformed HTTP request" });
+  });
+});
+
 describe("slow clients (item 5)", () => {
   it("disconnects a client that sends half its headers and stalls within 15 s, answering 408", async () => {
     const slow = await slowClient(HALF_HEADERS);

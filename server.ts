@@ -11,7 +11,7 @@ import { verifyAdministratorToken } from "@/lib/admin/session";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, resolveClientIp, resolveClientProto } from "@/lib/http/client-ip";
 import { applySecurityHeaders } from "@/lib/http/security-headers";
 import { checkCors } from "@/lib/http/cors";
-import { problemBody, renderProblem, type ProblemCode } from "@/lib/http/problem";
+import { renderProblem, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
 import { storedUserAgent } from "@/lib/http/user-agent";
 import { ConfigError, getConfig, type Config } from "@/lib/config";
@@ -60,26 +60,28 @@ const MAX_CONNECTIONS = 4_096;
 
 /**
  * Node calls this for a connection it gives up on before a response was started: a request not received in time
- * (408), headers too large (431), a malformed request (400). The answer is problem+json like every other error,
- * and the connection is closed. A connection reset needs no answer.
+ * (408), headers too large (431), a malformed request (400). The answer is problem+json with an X-Request-Id like
+ * every other error, and the connection is closed. A connection reset needs no answer, nor does one whose current
+ * response has begun (the answer would corrupt it). On a kept-alive connection the earlier responses do not count:
+ * its next request is answered like a first one.
  */
 function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
-  const status = error.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : error.code === "HPE_HEADER_OVERFLOW" ? 431 : 400;
-  if (error.code !== "ECONNRESET" && socket.writable && socket.bytesWritten === 0) {
-    const body =
-      status === 408
-        ? JSON.stringify(
-            problemBody(
-              "request_timeout",
-              `Send the complete headers within ${HEADERS_TIMEOUT_MS / 1000} s and the whole request within ${REQUEST_TIMEOUT_MS / 1000} s`,
-              requestIdFor(undefined),
-            ),
-          )
-        : JSON.stringify({ type: "about:blank", title: status === 431 ? "Request headers too large" : "Bad request", status });
-    const reason = status === 408 ? "Request Timeout" : status === 431 ? "Request Header Fields Too Large" : "Bad Request";
-    socket.write(
-      `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (error.code !== "ECONNRESET" && socket.writable && !inFlight?.headersSent) {
+    const requestId = requestIdFor(undefined);
+    const [code, reason, detail] =
+      error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? ([
+            "request_timeout",
+            "Request Timeout",
+            `Send the complete headers within ${HEADERS_TIMEOUT_MS / 1000} s and the whole request within ${REQUEST_TIMEOUT_MS / 1000} s`,
+          ] as const)
+        : error.code === "HPE_HEADER_OVERFLOW"
+          ? (["headers_too_large", "Request Header Fields Too Large", "The request line and headers must fit in 16 KiB (a long URL counts)"] as const)
+          : (["bad_request", "Bad Request", "The request is not well-formed HTTP/1.1"] as const);
+    const { status, headers, body } = renderProblem(code, detail, requestId);
+    const lines = Object.entries({ ...headers, [REQUEST_ID_HEADER]: requestId, "content-length": String(Buffer.byteLength(body)), connection: "close" });
+    socket.write(`HTTP/1.1 ${status} ${reason}\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);
   }
   socket.destroy();
 }
