@@ -40,6 +40,7 @@ for (const [name, viewport] of Object.entries(VIEWPORTS)) {
         await page.goto(path);
         await expect(page.getByRole("heading", { level: 1 })).toBeVisible();
         await expectNoAxeViolation(page, path);
+        await expectTouchTargets(page, path);
       }
       // The webhooks page with a delivery in its table (the e2e stack's endpoint refuses connections: it waits, with an error).
       await page.getByRole("button", { name: "Send a test event" }).click();
@@ -48,6 +49,20 @@ for (const [name, viewport] of Object.entries(VIEWPORTS)) {
       await expectNoAxeViolation(page, "/dashboard/webhooks with a delivery");
     });
   });
+}
+
+/**
+ * Touch targets are at least 44 px high (docs/ui.md): every visible button, buttons styled as links included.
+ * Checked beside axe, whose WCAG 2.1 AA rules do not measure targets.
+ */
+async function expectTouchTargets(page: Page, what: string) {
+  const short = await page.getByRole("button").evaluateAll((buttons) =>
+    buttons
+      .map((b) => ({ name: (b.textContent ?? "").trim() || (b.getAttribute("aria-label") ?? ""), height: b.getBoundingClientRect().height }))
+      .filter((b) => b.height > 0 && b.height < 44)
+      .map((b) => `${b.name}: ${b.height} px`),
+  );
+  expect(short, what).toEqual([]);
 }
 
 /** axe over the page as it is, at each width in turn (the state stays: only the viewport changes). */
@@ -93,6 +108,7 @@ test.describe("axe on /request in every state", () => {
     await expect(request.transaction).toContainText(hash);
     await expect(request.copyHash).toBeVisible();
     await expectNoAxeViolationAtEveryWidth(page, "/request, a completed request");
+    await expectTouchTargets(page, "/request, a completed request");
   });
 
   test("a refused request (a wallet blocked by an administrator)", async ({ page, request: api }) => {

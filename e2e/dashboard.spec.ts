@@ -1,10 +1,37 @@
-import { expect, test } from "@playwright/test";
+import { expect, test, type APIRequestContext, type Locator } from "@playwright/test";
 import { DashboardPage } from "./pages/dashboard-page";
 import { RequestPage } from "./pages/request-page";
 import { E2E } from "./stack";
 import { freshAddress, saveScreenshot, sponsorThroughApi, VIEWPORTS } from "./support";
 
 /** /dashboard in Debian's Chromium against `npm start`'s real stack. */
+
+/** The height of a control as laid out: touch targets are at least 44 px high (docs/ui.md). */
+async function heightOf(control: Locator): Promise<number> {
+  await expect(control).toBeVisible();
+  return (await control.boundingBox())!.height;
+}
+
+/**
+ * Puts a fresh wallet over its hourly limit through the public API (5 requests an hour per wallet, refusals
+ * counted; the e2e stack keeps that default): the request over the limit is refused 429 and starts a 15-minute
+ * automatic block. Returns the wallet.
+ */
+async function walletUnderAutomaticBlock(api: APIRequestContext): Promise<string> {
+  const wallet = freshAddress();
+  expect((await api.post("/wallets/register", { data: { walletAddress: wallet } })).status()).toBe(201);
+  const created = await api.post("/sponsorship/request", { data: { walletAddress: wallet } });
+  expect(created.status()).toBe(201);
+  // Within the replay window the same request is answered again and counts nothing: wait it out.
+  const { requestedAt } = (await created.json()) as { requestedAt: string };
+  await expect.poll(() => Date.now() - Date.parse(requestedAt), { timeout: 10_000 }).toBeGreaterThan(E2E.replayWindowMs + 500);
+  let status = 0;
+  for (let attempt = 0; attempt < 8 && status !== 429; attempt++) {
+    status = (await api.post("/sponsorship/request", { data: { walletAddress: wallet } })).status();
+  }
+  expect(status).toBe(429);
+  return wallet;
+}
 
 test.describe("the dashboard without a session", () => {
   test("shows only the sign-in form and exposes no data", async ({ page, request: api }) => {
@@ -89,6 +116,7 @@ test.describe("an administrator", () => {
     await expect(page.getByRole("img", { name: /Completed and failed requests per/ })).toBeVisible();
     await expect(page.getByRole("region", { name: "Treasury", exact: true })).toContainText("Sponsorships it still covers");
     await expect(page.getByRole("region", { name: "Worker heartbeat", exact: true })).toContainText("alive");
+    expect(await heightOf(page.getByRole("button", { name: "Pause", exact: true })), "the auto-refresh's Pause").toBeGreaterThanOrEqual(44);
     await saveScreenshot(page, "dashboard-desktop");
     await page.setViewportSize(VIEWPORTS.phone);
     await page.reload();
@@ -175,15 +203,71 @@ test.describe("an administrator at the controls", () => {
     }
     expect((await api.post("/sponsorship/request", { data: { walletAddress: wallet } })).status()).toBe(201);
 
-    // An address range: listed with its reason, then lifted.
+    // Two address ranges: listed with their reasons, then lifted.
     const blocks = page.getByRole("region", { name: "IP blocks", exact: true });
-    await blocks.getByLabel("Address or prefix").fill("198.51.100.77/24");
-    await blocks.getByLabel("Reason", { exact: true }).fill("e2e: a farm");
-    await blocks.getByRole("button", { name: "Block", exact: true }).click();
-    await expect(blocks.getByRole("status").filter({ hasText: "Blocked 198.51.100.0/24." })).toBeVisible();
+    for (const [cidr, listed, reason] of [
+      ["198.51.100.77/24", "198.51.100.0/24", "e2e: a farm"],
+      ["203.0.113.0/24", "203.0.113.0/24", "e2e: another farm"],
+    ] as const) {
+      await blocks.getByLabel("Address or prefix").fill(cidr);
+      await blocks.getByLabel("Reason", { exact: true }).fill(reason);
+      await blocks.getByRole("button", { name: "Block", exact: true }).click();
+      await expect(blocks.getByRole("status").filter({ hasText: `Blocked ${listed}.` })).toBeVisible();
+    }
     const table = blocks.getByRole("region", { name: "Active IP blocks (table)" });
     await expect(table.getByRole("row").filter({ hasText: "198.51.100.0/24" })).toContainText("e2e: a farm");
+    // Lifting removes the row, its button with it: the outcome is said in the section's status line (the form's
+    // "Blocked …" is no longer true of the list, so it goes), and focus moves to the Lift button left...
     await table.getByRole("button", { name: "Lift the block of 198.51.100.0/24" }).click();
+    await expect(blocks.getByRole("status").filter({ hasText: "198.51.100.0/24: Block lifted." })).toBeVisible();
+    await expect(table.getByRole("row").filter({ hasText: "198.51.100.0/24" })).toHaveCount(0);
+    await expect(blocks.getByRole("status").filter({ hasText: /Blocked / })).toHaveCount(0);
+    await expect(table.getByRole("button", { name: "Lift the block of 203.0.113.0/24" })).toBeFocused();
+    // ...and after the last one, to the section's heading.
+    await page.keyboard.press("Enter");
+    await expect(blocks.getByRole("status").filter({ hasText: "203.0.113.0/24: Block lifted." })).toBeVisible();
     await expect(blocks).toContainText("No address or range is blocked.");
+    await expect(blocks.getByRole("heading", { name: "IP blocks" })).toBeFocused();
+  });
+});
+
+test.describe("an administrator on the wallets page", () => {
+  test("gives a wallet under an automatic (rate-limit) block an administrator's block too, and lifts an automatic block alone", async ({
+    page,
+    request: api,
+  }) => {
+    const wallet = await walletUnderAutomaticBlock(api);
+    const dashboard = new DashboardPage(page);
+    await dashboard.goto("/dashboard/wallets");
+    await dashboard.signIn(E2E.adminToken);
+    await dashboard.lookUpWallet(wallet);
+    const summary = page.getByRole("region", { name: "Wallet", exact: true });
+    await expect(dashboard.walletState()).toHaveText("Blocked");
+    await expect(summary).toContainText("Automatic block");
+    await expect(summary).not.toContainText("Blocked by an administrator");
+
+    // An automatic block ends by itself in 15 minutes: it does not stand in for an administrator's block.
+    await dashboard.blockWallet("e2e: abuse report on a rate-limited wallet");
+    await expect(page.getByRole("status").filter({ hasText: "Wallet blocked." })).toBeVisible();
+    await expect(summary).toContainText("Blocked by an administrator");
+    await expect(summary).toContainText("Automatic block");
+    // With an administrator's block active only lifting is offered, and it lifts every block.
+    await expect(page.getByRole("button", { name: "Block wallet", exact: true })).toHaveCount(0);
+    await page.getByLabel("Reason for unblocking").fill("e2e: resolved");
+    await page.getByRole("button", { name: "Unblock wallet", exact: true }).click();
+    await expect(page.getByRole("status").filter({ hasText: "Wallet unblocked." })).toBeVisible();
+    await expect(dashboard.walletState()).toHaveText("Not blocked");
+
+    // The wallet's hour is still full: its next request starts a new automatic block, which can be lifted alone.
+    expect((await api.post("/sponsorship/request", { data: { walletAddress: wallet } })).status()).toBe(429);
+    await page.reload();
+    await expect(dashboard.walletState()).toHaveText("Blocked");
+    await expect(summary).not.toContainText("Blocked by an administrator");
+    await page.getByLabel("Reason for blocking").fill("e2e: a false alarm");
+    await page.getByRole("button", { name: "Lift the automatic block" }).click();
+    await expect(page.getByRole("status").filter({ hasText: "Wallet unblocked." })).toBeVisible();
+    await expect(dashboard.walletState()).toHaveText("Not blocked");
+    // The button pressed is gone with the block: focus is on the form's heading, not lost.
+    await expect(page.getByRole("heading", { name: "Block this wallet" })).toBeFocused();
   });
 });

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { expect, test } from "@playwright/test";
+import { expect, test, type APIRequestContext, type Locator, type Page } from "@playwright/test";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients } from "@/lib/chain/clients";
 import { readLocalDeployment } from "@/lib/chain/deployment";
@@ -15,6 +15,64 @@ import { freshAddress, saveScreenshot, VIEWPORTS } from "./support";
  */
 
 const API_PATHS = /\/(wallets\/register|sponsorship\/request)$/;
+
+/**
+ * The live region a screen reader would read out when the element's text changes: the nearest ancestor with
+ * aria-live, or with role alert, status or log; null when there is none (or aria-live="off") or when the element
+ * is hidden from assistive technology (aria-hidden on it or an ancestor).
+ */
+async function liveRegionAround(element: Locator): Promise<string | null> {
+  return element.evaluate((el) => {
+    for (let n: Element | null = el; n; n = n.parentElement) if (n.getAttribute("aria-hidden") === "true") return null;
+    for (let n: Element | null = el; n; n = n.parentElement) {
+      const live = n.getAttribute("aria-live");
+      const role = n.getAttribute("role") ?? "";
+      if (live !== null) return live === "off" ? null : n.outerHTML.slice(0, 160);
+      if (["alert", "status", "log"].includes(role)) return n.outerHTML.slice(0, 160);
+    }
+    return null;
+  });
+}
+
+/**
+ * Starts recording what screen readers would announce from now on: every change inside a live region (the nearest
+ * ancestor with aria-live, or role alert, status or log) that is not hidden from assistive technology, as
+ * "<role or aria-live>: <the region's text>". Returns a function that reads the record.
+ */
+async function recordLiveAnnouncements(page: Page): Promise<() => Promise<string[]>> {
+  await page.evaluate(() => {
+    const w = window as unknown as { __announced: string[] };
+    w.__announced = [];
+    const liveRoot = (node: Node): Element | null => {
+      const start = node instanceof Element ? node : node.parentElement;
+      for (let n = start; n; n = n.parentElement) if (n.getAttribute("aria-hidden") === "true") return null;
+      for (let n = start; n; n = n.parentElement) {
+        const live = n.getAttribute("aria-live");
+        if (live !== null) return live === "off" ? null : n;
+        if (["alert", "status", "log"].includes(n.getAttribute("role") ?? "")) return n;
+      }
+      return null;
+    };
+    new MutationObserver((records) => {
+      for (const record of records) {
+        const root = liveRoot(record.target);
+        if (root) w.__announced.push(`${root.getAttribute("role") ?? root.getAttribute("aria-live")}: ${root.textContent ?? ""}`);
+      }
+    }).observe(document.body, { subtree: true, childList: true, characterData: true });
+  });
+  return () => page.evaluate(() => (window as unknown as { __announced: string[] }).__announced);
+}
+
+/** The height of a control as laid out: touch targets are at least 44 px high (docs/ui.md). */
+async function heightOf(control: Locator): Promise<number> {
+  await expect(control).toBeVisible();
+  return (await control.boundingBox())!.height;
+}
+
+/** An administrator's session on the API request context (its cookie jar keeps the session cookie). */
+async function signInApi(api: APIRequestContext) {
+  expect((await api.post("/admin/sign-in", { data: { token: E2E.adminToken } })).status()).toBe(200);
+}
 
 /** Collects layout shifts not caused by user input (the Cumulative Layout Shift of the page). */
 const RECORD_LAYOUT_SHIFTS = () => {
@@ -64,6 +122,7 @@ test.describe.serial("requesting gas on /request", () => {
     await expect(request.progress.getByText("Finished")).toBeVisible();
     // The hash can be copied (the clipboard is the browser's own; reading it back needs the permission).
     await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: E2E.baseURL });
+    expect(await heightOf(request.copyHash)).toBeGreaterThanOrEqual(44);
     await request.copyHash.click();
     await expect(request.copyHash).toHaveText("Copied");
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(hash);
@@ -115,14 +174,44 @@ test.describe.serial("requesting gas on /request", () => {
       await expect(request.submit).toBeEnabled();
     }
     await expect(limited).toBeVisible();
+    // The alert states the wait once, in words; the ticking countdown is for the eyes only: inside the alert a
+    // screen reader would read the whole alert out again every second.
+    await expect(request.refusal).toContainText(/You can try again in about \d+ (minutes?|hours?)\./);
     const countdown = page.getByTestId("retry-countdown");
+    expect(await liveRegionAround(countdown)).toBeNull();
+    const announced = await recordLiveAnnouncements(page);
     const seconds = async () => {
-      const [m, s] = (await countdown.innerText()).split(":").map(Number);
-      return m! * 60 + s!;
+      const parts = (await countdown.innerText()).split(":").map(Number);
+      return parts.reduce((total, part) => total * 60 + part, 0);
     };
     const first = await seconds();
     expect(first).toBeGreaterThan(0);
     await expect.poll(seconds, { timeout: 5_000 }).toBeLessThan(first);
+    await expect.poll(seconds, { timeout: 5_000 }).toBeLessThan(first - 1);
+    expect(await announced()).toEqual([]);
+  });
+
+  test('a refusal\'s countdown ends with a polite "You can try again now.", the only announcement while it runs', async ({ page }) => {
+    // A Retry-After of a few seconds, so the end is reached: the one answer of POST /sponsorship/request is a 429
+    // as the API words it (registration is the real API's).
+    await page.route("**/sponsorship/request", (route) =>
+      route.request().method() === "POST"
+        ? route.fulfill({
+            status: 429,
+            headers: { "content-type": "application/problem+json", "retry-after": "3" },
+            body: JSON.stringify({ type: "about:blank", title: "Too Many Requests", status: 429, code: "rate_limited", detail: "e2e", requestId: "e2e" }),
+          })
+        : route.continue(),
+    );
+    const request = new RequestPage(page);
+    await request.goto();
+    await request.requestFor(freshAddress());
+    await expect(request.refusalTitled("Too many requests")).toBeVisible();
+    await expect(request.refusal).toContainText("You can try again in less than a minute.");
+    const announced = await recordLiveAnnouncements(page);
+    await expect(page.getByRole("status").filter({ hasText: "You can try again now." })).toHaveCount(1, { timeout: 10_000 });
+    expect(new Set(await announced())).toEqual(new Set(["status: You can try again now."]));
+    await expect(page.getByTestId("retry-countdown")).toHaveCount(0);
   });
 
   test("an invalid address shows its error before any request is sent", async ({ page }) => {
@@ -180,6 +269,9 @@ test.describe.serial("requesting gas on /request", () => {
     await expect(request.address).toHaveValue(new RegExp(`^${address}$`, "i"));
     await expect(page.getByText("Wallet connected:")).toBeVisible();
     expect(await request.fieldMessage()).toBe("Looks like a valid address.");
+    for (const name of ["Use this address", "Disconnect"]) {
+      expect(await heightOf(page.getByRole("button", { name })), name).toBeGreaterThanOrEqual(44);
+    }
   });
 
   test("after completion, a connected browser wallet is offered the network: switch, and add it when the wallet does not know it", async ({ page }) => {
@@ -342,5 +434,81 @@ test.describe.serial("the faucet's status on /request", () => {
       await page.goto("/request");
       await expect(page.getByTestId("faucet-state")).toHaveText("Operating", { timeout: 2_000 });
     }).toPass({ timeout: 30_000 });
+  });
+
+  test("while sponsorships are paused the countdown is shown, the wait said once in words, and nothing is read out every second", async ({
+    page,
+    request: api,
+  }) => {
+    await signInApi(api);
+    expect((await api.post("/admin/pause", { data: { reason: "e2e: the closed notice's countdown" } })).ok()).toBe(true);
+    try {
+      await expect(async () => {
+        await page.goto("/request");
+        await expect(page.getByTestId("faucet-state")).toHaveText("Paused", { timeout: 2_000 });
+      }).toPass({ timeout: 30_000 });
+      const notice = page.getByRole("status").filter({ hasText: "The faucet is paused by its operator" });
+      await expect(notice).toContainText(/You can try again in (about \d+ minutes?|less than a minute)\./);
+      const countdown = page.getByTestId("retry-countdown");
+      await expect(countdown).toBeVisible();
+      expect(await liveRegionAround(countdown)).toBeNull();
+      const announced = await recordLiveAnnouncements(page);
+      const first = await countdown.innerText();
+      await expect.poll(() => countdown.innerText(), { timeout: 5_000 }).not.toBe(first);
+      const second = await countdown.innerText();
+      await expect.poll(() => countdown.innerText(), { timeout: 5_000 }).not.toBe(second);
+      expect(await announced()).toEqual([]);
+    } finally {
+      expect((await api.post("/admin/resume", { data: { reason: "e2e: done" } })).ok()).toBe(true);
+    }
+  });
+
+  test('says "Status unavailable" when GET /faucet fails, and leaves the form usable', async ({ page }) => {
+    await page.route("**/faucet", (route) =>
+      route.fulfill({
+        status: 503,
+        headers: { "content-type": "application/problem+json", "retry-after": "5" },
+        body: JSON.stringify({ type: "about:blank", title: "Service Unavailable", status: 503, code: "unavailable", detail: "e2e", requestId: "e2e" }),
+      }),
+    );
+    await page.goto("/request");
+    await expect(page.getByTestId("faucet-state")).toHaveText("Status unavailable");
+    await expect(page.getByRole("button", { name: "Request gas" })).toBeEnabled();
+  });
+
+  test("an answer that was right once is not kept when GET /faucet starts failing", async ({ page }) => {
+    await page.goto("/request");
+    await expect(page.getByTestId("faucet-state")).toHaveText("Operating");
+    await page.route("**/faucet", (route) =>
+      route.fulfill({
+        status: 503,
+        headers: { "content-type": "application/problem+json" },
+        body: JSON.stringify({ type: "about:blank", title: "Service Unavailable", status: 503, code: "unavailable", detail: "e2e", requestId: "e2e" }),
+      }),
+    );
+    // The next poll (every 15 s) fails.
+    await expect(page.getByTestId("faucet-state")).toHaveText("Status unavailable", { timeout: 25_000 });
+    await page.unroute("**/faucet");
+    await expect(page.getByTestId("faucet-state")).toHaveText("Operating", { timeout: 25_000 });
+  });
+
+  test("a refusal because sponsorships are paused brings the faucet's status up to date at once", async ({ page, request: api }) => {
+    await signInApi(api);
+    const request = new RequestPage(page);
+    await request.goto();
+    await expect(page.getByTestId("faucet-state")).toHaveText("Operating");
+    await request.address.fill(freshAddress());
+    expect((await api.post("/admin/pause", { data: { reason: "e2e: the summary follows a refusal" } })).ok()).toBe(true);
+    try {
+      // GET /faucet is a snapshot at most a second old: wait until it has the pause, so the page's next read has it.
+      await expect.poll(async () => ((await (await api.get("/faucet")).json()) as { state: string }).state).toBe("paused");
+      // The page itself would look again only after 15 s: the refusal must make it look now.
+      await request.submit.click();
+      await expect(request.refusalTitled("The faucet is paused")).toBeVisible();
+      await expect(page.getByTestId("faucet-state")).toHaveText("Paused", { timeout: 5_000 });
+      await expect(request.submit).toBeDisabled();
+    } finally {
+      expect((await api.post("/admin/resume", { data: { reason: "e2e: done" } })).ok()).toBe(true);
+    }
   });
 });

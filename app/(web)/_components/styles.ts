@@ -12,6 +12,13 @@ export const dangerButton = `inline-flex min-h-11 items-center justify-center ga
 
 export const textInput = `block w-full rounded-md border border-slate-400 bg-white px-3 py-2 text-slate-900 placeholder:text-slate-500 aria-[invalid=true]:border-red-700 ${focusRing}`;
 
+/** A link in running text: as tall as its line. */
 export const link = `font-medium text-blue-800 underline underline-offset-2 hover:text-blue-950 ${focusRing}`;
+
+/**
+ * A button (or a stand-alone link) that looks like a link: still a touch target at least 44 px high, as every
+ * control (docs/ui.md, "Accessibility and layout").
+ */
+export const linkButton = `inline-flex min-h-11 items-center disabled:cursor-not-allowed disabled:text-slate-500 disabled:no-underline ${link}`;
 
 export const card = "rounded-lg border border-slate-300 bg-white p-4 shadow-sm sm:p-6";

@@ -2,7 +2,7 @@
 
 import { useRouter } from "next/navigation";
 import { useEffect, useState } from "react";
-import { link } from "../../_components/styles";
+import { linkButton } from "../../_components/styles";
 
 /** Re-renders the server components every `seconds` (router.refresh: no client fetch of any internal route). */
 export function AutoRefresh({ seconds = 10 }: { seconds?: number }) {
@@ -16,7 +16,7 @@ export function AutoRefresh({ seconds = 10 }: { seconds?: number }) {
   return (
     <p className="text-sm text-slate-700">
       {on ? `Refreshes every ${seconds} s.` : "Auto-refresh paused."}{" "}
-      <button type="button" className={link} onClick={() => setOn(!on)} aria-pressed={!on}>
+      <button type="button" className={linkButton} onClick={() => setOn(!on)} aria-pressed={!on}>
         {on ? "Pause" : "Resume"}
       </button>
     </p>

@@ -1,11 +1,27 @@
 import type { ReactNode } from "react";
-import { card } from "../../_components/styles";
+import { card, focusRing } from "../../_components/styles";
 
-export function Section({ title, id, children, actions }: { title: string; id: string; children: ReactNode; actions?: ReactNode }) {
+/**
+ * A card with a heading (`id` is the heading's). `focusableHeading` lets a script move the focus to the heading
+ * (tabIndex -1: not a tab stop), for a change that removes the control that had it.
+ */
+export function Section({
+  title,
+  id,
+  children,
+  actions,
+  focusableHeading,
+}: {
+  title: string;
+  id: string;
+  children: ReactNode;
+  actions?: ReactNode;
+  focusableHeading?: boolean;
+}) {
   return (
     <section aria-labelledby={id} className={`${card} min-w-0`}>
       <div className="mb-3 flex flex-wrap items-baseline justify-between gap-2">
-        <h2 id={id} className="text-lg font-semibold text-slate-900">
+        <h2 id={id} tabIndex={focusableHeading ? -1 : undefined} className={`text-lg font-semibold text-slate-900 ${focusableHeading ? focusRing : ""}`}>
           {title}
         </h2>
         {actions}

@@ -5,7 +5,7 @@ import { currentAdminSession } from "@/lib/admin/request-context";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
-import { IpBlockForm, LiftIpBlockButton, PauseForm } from "../_components/control-forms";
+import { IpBlockForm, IpBlocksPanel, LiftIpBlockButton, PauseForm } from "../_components/control-forms";
 import { DataTable, Notice, Section, td } from "../_components/ui";
 import { withDatabaseOutageNotice } from "../_components/database-outage";
 
@@ -59,36 +59,38 @@ async function ControlsPage() {
           )}
         </Section>
       </div>
-      <Section title="IP blocks" id="ip-blocks">
-        {blocks.length === 0 ? (
-          <p className="mb-3 text-sm text-slate-800">No address or range is blocked.</p>
-        ) : (
-          <div className="mb-4">
-            <DataTable
-              label="Active IP blocks"
-              columns={[
-                "Address or prefix",
-                "Reason",
-                "Since",
-                <span key="actions" className="sr-only">
-                  Actions
-                </span>,
-              ]}
-            >
-              {blocks.map((b) => (
-                <tr key={b.id}>
-                  <td className={`${td} font-mono`}>{b.cidr}</td>
-                  <td className={td}>{b.reason}</td>
-                  <td className={td}>{formatDateTime(b.createdAt)}</td>
-                  <td className={td}>
-                    <LiftIpBlockButton id={b.id} cidr={b.cidr} />
-                  </td>
-                </tr>
-              ))}
-            </DataTable>
-          </div>
-        )}
-        <IpBlockForm />
+      <Section title="IP blocks" id="ip-blocks" focusableHeading>
+        <IpBlocksPanel headingId="ip-blocks" count={blocks.length}>
+          {blocks.length === 0 ? (
+            <p className="mb-3 text-sm text-slate-800">No address or range is blocked.</p>
+          ) : (
+            <div className="mb-4">
+              <DataTable
+                label="Active IP blocks"
+                columns={[
+                  "Address or prefix",
+                  "Reason",
+                  "Since",
+                  <span key="actions" className="sr-only">
+                    Actions
+                  </span>,
+                ]}
+              >
+                {blocks.map((b, index) => (
+                  <tr key={b.id}>
+                    <td className={`${td} font-mono`}>{b.cidr}</td>
+                    <td className={td}>{b.reason}</td>
+                    <td className={td}>{formatDateTime(b.createdAt)}</td>
+                    <td className={td}>
+                      <LiftIpBlockButton id={b.id} cidr={b.cidr} index={index} />
+                    </td>
+                  </tr>
+                ))}
+              </DataTable>
+            </div>
+          )}
+          <IpBlockForm />
+        </IpBlocksPanel>
       </Section>
     </div>
   );

@@ -86,7 +86,7 @@ async function WalletsPage({ searchParams }: { searchParams: Promise<Record<stri
               </dl>
             </Section>
             <Section title="Block" id="wallet-block">
-              <WalletBlockForm address={view.address} blocked={view.isBlocked} />
+              <WalletBlockForm address={view.address} adminBlocked={view.activeBlocks.some((b) => b.kind === "admin")} blocked={view.isBlocked} />
             </Section>
           </div>
 

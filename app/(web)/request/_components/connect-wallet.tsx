@@ -1,7 +1,7 @@
 "use client";
 
 import { useConnect, useConnection, useConnectors, useDisconnect } from "wagmi";
-import { secondaryButton, link } from "../../_components/styles";
+import { linkButton, secondaryButton } from "../../_components/styles";
 
 function shorten(address: string): string {
   return `${address.slice(0, 6)}…${address.slice(-4)}`;
@@ -33,10 +33,10 @@ export function ConnectWallet({ onAddress, disabled }: { onAddress: (address: st
         <span>
           Wallet connected: <span className="font-mono text-slate-900">{shorten(connection.address)}</span>
         </span>
-        <button type="button" className={link} onClick={() => onAddress(connection.address)} disabled={disabled}>
+        <button type="button" className={linkButton} onClick={() => onAddress(connection.address)} disabled={disabled}>
           Use this address
         </button>
-        <button type="button" className={link} onClick={() => disconnect.mutate()}>
+        <button type="button" className={linkButton} onClick={() => disconnect.mutate()}>
           Disconnect
         </button>
       </div>

@@ -3,8 +3,14 @@
 import { useEffect, useState } from "react";
 import { formatCountdown } from "../_lib/problems";
 
-/** A live countdown from Retry-After. */
-export function Countdown({ seconds }: { seconds: number }) {
+/**
+ * A countdown from Retry-After, for the eyes only: it is hidden from assistive technology and must sit outside any
+ * live region, or a screen reader would read it (and, in an alert, the whole alert) out again every second. Say the
+ * wait once in words inside the live region instead (`describeWait`). With `announceEnd` its end is announced
+ * politely, once: "You can try again now." (its own status region, there and empty from the start, as live regions
+ * must be before they change).
+ */
+export function Countdown({ seconds, announceEnd = false }: { seconds: number; announceEnd?: boolean }) {
   const [remaining, setRemaining] = useState(seconds);
   useEffect(() => {
     const deadline = Date.now() + seconds * 1000;
@@ -16,18 +22,25 @@ export function Countdown({ seconds }: { seconds: number }) {
     return () => clearInterval(timer);
   }, [seconds]);
   return (
-    <p className="mt-2 font-medium text-red-950">
-      {remaining > 0 ? (
-        <>
-          You can try again in{" "}
-          <span className="tabular-nums" data-testid="retry-countdown" aria-label={`${remaining} seconds`}>
-            {formatCountdown(remaining)}
-          </span>
-          .
-        </>
-      ) : (
-        "You can try again now."
+    <>
+      <p aria-hidden="true" className="mt-2 font-medium text-red-950">
+        {remaining > 0 ? (
+          <>
+            You can try again in{" "}
+            <span className="tabular-nums" data-testid="retry-countdown">
+              {formatCountdown(remaining)}
+            </span>
+            .
+          </>
+        ) : (
+          "You can try again now."
+        )}
+      </p>
+      {announceEnd && (
+        <p role="status" className="sr-only">
+          {remaining > 0 ? "" : "You can try again now."}
+        </p>
       )}
-    </p>
+    </>
   );
 }

@@ -1,13 +1,14 @@
 "use client";
 
+import { useQueryClient } from "@tanstack/react-query";
 import { useId, useRef, useState, type FormEvent } from "react";
 import { card, primaryButton, secondaryButton, textInput } from "../../_components/styles";
 import { createSponsorshipRequest, getWalletHistory, OPEN_STATUSES, registerWallet, type ApiProblem } from "../_lib/api";
 import { describeFaucet } from "../_lib/faucet-words";
-import { checkAddress, describeProblem } from "../_lib/problems";
+import { checkAddress, describeProblem, describeWait } from "../_lib/problems";
 import { ConnectWallet } from "./connect-wallet";
 import { Countdown } from "./countdown";
-import { FaucetSummary, useFaucetStatus } from "./faucet-summary";
+import { FAUCET_QUERY_KEY, FaucetSummary, useFaucetStatus } from "./faucet-summary";
 import { RefusalPanel, type ShownRefusal } from "./refusal-panel";
 import { RequestProgress } from "./request-progress";
 
@@ -40,10 +41,14 @@ export function RequestFlow({
   const [refusal, setRefusal] = useState<ShownRefusal | null>(null);
   const [trackedId, setTrackedId] = useState<string | null>(initialRequestId);
   const serial = useRef(0);
-  const { status: faucet, answer: faucetAnswer } = useFaucetStatus();
+  const queryClient = useQueryClient();
+  const { status: faucet, answer: faucetAnswer, unavailable: faucetUnavailable } = useFaucetStatus();
   const faucetWords = faucet ? describeFaucet(faucet) : null;
-  /** The faucet does not serve requests now (paused, out of budget, empty, network unreachable): the form waits. */
-  const closed = faucetWords !== null && !faucetWords.serving;
+  /**
+   * The faucet does not serve requests now (paused, out of budget, empty, network unreachable): the form waits. Only
+   * on a current answer: while GET /faucet fails an old "paused" does not hold the form (the API's answer decides).
+   */
+  const closed = !faucetUnavailable && faucetWords !== null && !faucetWords.serving;
 
   const check = checkAddress(address);
   const fieldError = check.message && (!check.partial || showIncomplete) ? check.message : null;
@@ -57,6 +62,11 @@ export function RequestFlow({
   async function refuse(problem: ApiProblem, wallet: string) {
     const described = describeProblem(problem);
     const shown: ShownRefusal = { ...described, serial: ++serial.current };
+    if (described.kind === "sponsorships_paused" || described.kind === "budget_exhausted") {
+      // The faucet's status changed since it was last read (it polls every 15 s): read it now, so the summary and
+      // the form agree with the refusal.
+      void queryClient.invalidateQueries({ queryKey: FAUCET_QUERY_KEY });
+    }
     if (described.kind === "request_open") {
       // Find the open request so the user can follow it (GET /wallets/:address/history, newest first).
       const history = await getWalletHistory(wallet);
@@ -98,7 +108,7 @@ export function RequestFlow({
 
   return (
     <div className="mt-8 space-y-6">
-      <FaucetSummary status={faucet} />
+      <FaucetSummary status={faucet} unavailable={faucetUnavailable} />
       <form onSubmit={onSubmit} noValidate className={`${card} space-y-4`} aria-label="Sponsorship request">
         <div className="space-y-2">
           <label htmlFor={inputId} className="block font-medium text-slate-900">
@@ -153,8 +163,12 @@ export function RequestFlow({
           )}
         </div>
         {closed && faucetWords && faucet && (
-          <div id="faucet-closed" role="status" className="rounded-md border border-amber-300 bg-amber-50 p-3 text-amber-950">
-            <p className="font-medium">{faucetWords.sentence}</p>
+          <div className="rounded-md border border-amber-300 bg-amber-50 p-3 text-amber-950">
+            {/* The reason and the wait in words are the live region; the countdown beside it is for the eyes only. */}
+            <div id="faucet-closed" role="status">
+              <p className="font-medium">{faucetWords.sentence}</p>
+              {faucet.retryAfterSeconds !== null && <p className="sr-only">{describeWait(faucet.retryAfterSeconds)}</p>}
+            </div>
             {faucet.retryAfterSeconds !== null && <Countdown key={faucetAnswer} seconds={faucet.retryAfterSeconds} />}
           </div>
         )}

@@ -1,7 +1,7 @@
 "use client";
 
 import { useState } from "react";
-import { link } from "../../_components/styles";
+import { link, linkButton } from "../../_components/styles";
 
 /** Where a transaction hash leads: the block explorer's page when EXPLORER_URL is set, and the API's public record of it. */
 export function transactionLinks(hash: string, explorerUrl: string | null): { explorer: string | null; record: string } {
@@ -16,7 +16,7 @@ function CopyButton({ text }: { text: string }) {
     <>
       <button
         type="button"
-        className={link}
+        className={linkButton}
         onClick={() =>
           navigator.clipboard.writeText(text).then(
             () => setState("copied"),
@@ -68,12 +68,13 @@ export function TransactionHash({ hash, explorerUrl, terminal }: { hash: string 
           )}
         </span>
       </div>
-      <div className="mt-1 flex min-h-6 flex-wrap items-center gap-x-4 font-sans text-sm">
+      {/* As tall as its buttons (44 px) before the hash arrives too: no layout shift. */}
+      <div className="flex min-h-11 flex-wrap items-center gap-x-4 font-sans text-sm">
         {hash && links && (
           <>
             <CopyButton key={hash} text={hash} />
             {!links.explorer && (
-              <a className={link} href={links.record} target="_blank" rel="noreferrer">
+              <a className={linkButton} href={links.record} target="_blank" rel="noreferrer">
                 The service&apos;s record of it (JSON)
                 <span className="sr-only"> (opens in a new tab)</span>
               </a>

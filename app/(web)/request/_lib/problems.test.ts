@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkAddress, describeOutcome, describeProblem, formatCountdown } from "./problems";
+import { checkAddress, describeOutcome, describeProblem, describeWait, formatCountdown } from "./problems";
 
 describe("refusals in plain words", () => {
   it.each([
@@ -89,5 +89,20 @@ describe("countdown", () => {
     expect(formatCountdown(0)).toBe("0:00");
     expect(formatCountdown(65)).toBe("1:05");
     expect(formatCountdown(3725)).toBe("1:02:05");
+  });
+});
+
+describe("a wait in words, for screen readers (the countdown itself is not read out)", () => {
+  it.each([
+    [1, "You can try again in less than a minute."],
+    [59, "You can try again in less than a minute."],
+    [60, "You can try again in about 1 minute."],
+    [61, "You can try again in about 2 minutes."],
+    [900, "You can try again in about 15 minutes."],
+    [3540, "You can try again in about 59 minutes."],
+    [3541, "You can try again in about 1 hour."],
+    [5400, "You can try again in about 2 hours."],
+  ])("says %i s as %j", (seconds, words) => {
+    expect(describeWait(seconds)).toBe(words);
   });
 });

@@ -157,3 +157,16 @@ export function formatCountdown(seconds: number): string {
   const r = s % 60;
   return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${String(r).padStart(2, "0")}` : `${m}:${String(r).padStart(2, "0")}`;
 }
+
+/**
+ * A wait in words, said once to screen readers where a countdown ticks for the eyes only ("You can try again in
+ * about 15 minutes."): a live region that re-read a ticking countdown would speak every second.
+ */
+export function describeWait(seconds: number): string {
+  const s = Math.max(0, Math.ceil(seconds));
+  if (s < 60) return "You can try again in less than a minute.";
+  const minutes = Math.ceil(s / 60);
+  if (minutes < 60) return `You can try again in about ${minutes} minute${minutes === 1 ? "" : "s"}.`;
+  const hours = Math.round(minutes / 60);
+  return `You can try again in about ${hours} hour${hours === 1 ? "" : "s"}.`;
+}
