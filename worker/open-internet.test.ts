@@ -67,6 +67,12 @@ beforeAll(async () => {
 afterEach(async () => {
   await worker?.stop();
   worker = undefined;
+  refuseCalls = undefined;
+  await anvilRpc(fx, "evm_setAutomine", [true]);
+  // A test that failed half-way does not leave the next one a paused treasury.
+  if (await fx.clients.readContract({ address: fx.deployment.treasuryAddress, abi: treasuryAbi, functionName: "paused" })) {
+    await fx.clients.waitForTransactionReceipt({ hash: await treasuryCall("unpause") });
+  }
 });
 
 afterAll(async () => {
@@ -120,106 +126,77 @@ describe("a wallet that cannot be paid", () => {
   });
 });
 
+/**
+ * Mining paused, a worker with `env` (MAX_RELAY_ATTEMPTS, CONFIRMATIONS, ...) through the proxy, a request whose
+ * attempt 1 waits in the node's pool; then the owner pauses the treasury with a higher tip, so the pause comes first
+ * in the next block and attempt 1 reverts TreasuryPaused there. Nothing is mined yet: the caller mines (afterEach
+ * turns automine back on whatever happens).
+ */
+async function firstAttemptMeetsThePause(env: Record<string, string>) {
+  const { id, wallet } = await createRequest(fx);
+  await anvilRpc(fx, "evm_setAutomine", [false]);
+  worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", ...env });
+  await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
+  await treasuryCall("pause", { maxPriorityFeePerGas: 50_000_000_000n, maxFeePerGas: 200_000_000_000n });
+  return { id, wallet };
+}
+
+/** The owner's `pause` or `unpause`, sent (mined only if automine is on). */
+function treasuryCall(functionName: "pause" | "unpause", fees: { maxPriorityFeePerGas?: bigint; maxFeePerGas?: bigint } = {}) {
+  return fx.clients.walletClient(LOCAL_DEPLOYER_KEY).writeContract({ address: fx.deployment.treasuryAddress, abi: treasuryAbi, functionName, ...fees });
+}
+
+const attempts = async (id: string) => (await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status]);
+
 describe("a revert of the service's own making", () => {
   it("burns no attempt: a relay mined after the treasury was paused fails as service_state, and the next attempt completes the request (MAX_RELAY_ATTEMPTS=1)", async () => {
-    const { id, wallet } = await createRequest(fx);
-    await anvilRpc(fx, "evm_setAutomine", [false]);
-    try {
-      // With one attempt allowed, a burned attempt would fail the request: this one must not.
-      worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "1" });
-      // The relay is sent and waits in the node's pool (no block is mined by itself now).
-      await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
-      // The owner pauses the treasury with a higher tip, so the pause comes first in the next block and the relay reverts.
-      const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
-      await owner.writeContract({
-        address: fx.deployment.treasuryAddress,
-        abi: treasuryAbi,
-        functionName: "pause",
-        maxPriorityFeePerGas: 50_000_000_000n,
-        maxFeePerGas: 200_000_000_000n,
-      });
-      await anvilRpc(fx, "evm_mine");
-    } finally {
-      await anvilRpc(fx, "evm_setAutomine", [true]);
-    }
+    // With one attempt allowed, a burned attempt would fail the request: this one must not.
+    const { id, wallet } = await firstAttemptMeetsThePause({ MAX_RELAY_ATTEMPTS: "1" });
+    await anvilRpc(fx, "evm_mine");
+    await anvilRpc(fx, "evm_setAutomine", [true]);
     const failed = await waitFor("attempt 1 to fail", async () => (await readRelays(fx, id)).find((r) => r.status === "failed"));
     expect(failed.failureReason).toMatch(/^service_state: reverted: TreasuryPaused/);
     // The request waits (relayed, no open attempt) while the treasury is paused; nothing is failed.
     await waitFor("the relay stage to wait for the treasury", async () => (worker!.ctx.status.relayWaiting === "treasury_paused" ? true : undefined));
     expect((await readRequest(fx, id)).status).toBe("relayed");
 
-    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
-    await fx.clients.waitForTransactionReceipt({
-      hash: await owner.writeContract({ address: fx.deployment.treasuryAddress, abi: treasuryAbi, functionName: "unpause" }),
-    });
+    await fx.clients.waitForTransactionReceipt({ hash: await treasuryCall("unpause") });
     await waitStatus(id, "completed");
-    const relays = await readRelays(fx, id);
-    expect(relays.map((r) => [r.relayAttempt, r.status])).toEqual([
+    expect(await attempts(id)).toEqual([
       [1, "failed"],
       [2, "confirmed"],
     ]);
     expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
   });
-});
 
-describe("a revert of the service's own making, settled after the owner already undid its cause", () => {
-  it("is told from the state of its own block, not the latest: it burns no attempt (MAX_RELAY_ATTEMPTS=1, CONFIRMATIONS=2)", async () => {
-    const { id, wallet } = await createRequest(fx);
-    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
-    const treasury = fx.deployment.treasuryAddress;
-    await anvilRpc(fx, "evm_setAutomine", [false]);
-    try {
-      worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "1", CONFIRMATIONS: "2" });
-      await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
-      // Block B: the pause, then the relay, which reverts TreasuryPaused.
-      await owner.writeContract({
-        address: treasury,
-        abi: treasuryAbi,
-        functionName: "pause",
-        maxPriorityFeePerGas: 50_000_000_000n,
-        maxFeePerGas: 200_000_000_000n,
-      });
-      await anvilRpc(fx, "evm_mine");
-      // Block B + 1, the one that makes B deep enough to settle: the owner resumes. Replayed against the latest state
-      // the call succeeded, so the revert was read as the wallet's or the call's and burned the only attempt.
-      await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "unpause" });
-      await anvilRpc(fx, "evm_mine");
-      const failed = await waitFor("attempt 1 to be settled", async () => (await readRelays(fx, id)).find((r) => r.status === "failed"));
-      expect(failed.failureReason).toMatch(/^service_state: reverted: TreasuryPaused/);
-    } finally {
-      await anvilRpc(fx, "evm_setAutomine", [true]);
-    }
+  it("is told from the state of its own block, not the latest, when the owner undid its cause before it was settled (CONFIRMATIONS=2)", async () => {
+    const { id, wallet } = await firstAttemptMeetsThePause({ MAX_RELAY_ATTEMPTS: "1", CONFIRMATIONS: "2" });
+    await anvilRpc(fx, "evm_mine"); // block B: the pause, then attempt 1, which reverts
+    // Block B + 1, the one that makes B deep enough to settle: the owner resumes. Replayed against the latest state
+    // the call succeeded, so the revert was read as the wallet's or the call's and burned the only attempt.
+    await treasuryCall("unpause");
+    await anvilRpc(fx, "evm_mine");
+    const failed = await waitFor("attempt 1 to be settled", async () => (await readRelays(fx, id)).find((r) => r.status === "failed"));
+    expect(failed.failureReason).toMatch(/^service_state: reverted: TreasuryPaused/);
+    await anvilRpc(fx, "evm_setAutomine", [true]);
     // Attempt 2 is mined at once; one more block makes it two deep.
     await waitFor("attempt 2 to be sent", async () =>
       (await readRelays(fx, id)).some((r) => r.relayAttempt === 2 && r.status !== "queued") ? true : undefined,
     );
     await anvilRpc(fx, "evm_mine");
     await waitStatus(id, "completed");
-    expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([
+    expect(await attempts(id)).toEqual([
       [1, "failed"],
       [2, "confirmed"],
     ]);
     expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
   });
-});
 
-describe("a revert whose replay the node does not answer", () => {
-  it("is settled once it answers, not read as a revert of the call's own making (MAX_RELAY_ATTEMPTS=1)", async () => {
-    const { id } = await createRequest(fx);
-    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
-    await anvilRpc(fx, "evm_setAutomine", [false]);
+  it("waits for the node to answer its replay, rather than read it as a revert of the call's own making (MAX_RELAY_ATTEMPTS=1)", async () => {
+    const { id } = await firstAttemptMeetsThePause({ MAX_RELAY_ATTEMPTS: "1" });
+    // The provider fails the replay that tells why it reverted (503) while the revert is mined.
+    const outage = (refuseCalls = { refused: 0 });
     try {
-      worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "1" });
-      await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
-      await owner.writeContract({
-        address: fx.deployment.treasuryAddress,
-        abi: treasuryAbi,
-        functionName: "pause",
-        maxPriorityFeePerGas: 50_000_000_000n,
-        maxFeePerGas: 200_000_000_000n,
-      });
-      // The provider fails the replay that tells why it reverted (503) while the revert is mined.
-      const outage = (refuseCalls = { refused: 0 });
       await anvilRpc(fx, "evm_mine");
       const settledOrAskedAgain = await waitFor("attempt 1 to be settled, or its replay asked again", async () => {
         const statuses = (await readRelays(fx, id)).map((r) => r.status);
@@ -227,56 +204,35 @@ describe("a revert whose replay the node does not answer", () => {
       });
       // Before, the refusal was taken for "reason not available" and burned the only attempt: the request failed.
       expect(settledOrAskedAgain).toEqual(["submitted"]);
-      refuseCalls = undefined;
-      const failed = await waitFor("attempt 1 to be settled", async () => (await readRelays(fx, id)).find((r) => r.status === "failed"));
-      expect(failed.failureReason).toMatch(/^service_state: reverted: TreasuryPaused/);
-      expect((await readRequest(fx, id)).status).toBe("relayed");
     } finally {
       refuseCalls = undefined;
-      await anvilRpc(fx, "evm_setAutomine", [true]);
-      await fx.clients.waitForTransactionReceipt({
-        hash: await owner.writeContract({ address: fx.deployment.treasuryAddress, abi: treasuryAbi, functionName: "unpause" }),
-      });
     }
+    const failed = await waitFor("attempt 1 to be settled", async () => (await readRelays(fx, id)).find((r) => r.status === "failed"));
+    expect(failed.failureReason).toMatch(/^service_state: reverted: TreasuryPaused/);
+    expect((await readRequest(fx, id)).status).toBe("relayed");
+    await anvilRpc(fx, "evm_setAutomine", [true]);
+    await fx.clients.waitForTransactionReceipt({ hash: await treasuryCall("unpause") });
     await waitStatus(id, "completed");
   });
-});
 
-describe("a stuck attempt after a revert of the service's own making", () => {
-  it("is replaced at its nonce, numbered after the reverted one, not cancelled as if no attempt were left", async () => {
-    const { id, wallet } = await createRequest(fx);
-    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
-    const treasury = fx.deployment.treasuryAddress;
-    await anvilRpc(fx, "evm_setAutomine", [false]);
-    try {
-      worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "2", RELAY_TIMEOUT_MS: "1500" });
-      await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
-      // The pause mined first in the next block: attempt 1 reverts TreasuryPaused and burns nothing.
-      await owner.writeContract({
-        address: treasury,
-        abi: treasuryAbi,
-        functionName: "pause",
-        maxPriorityFeePerGas: 50_000_000_000n,
-        maxFeePerGas: 200_000_000_000n,
-      });
-      await anvilRpc(fx, "evm_mine");
-      await waitFor("attempt 1 to fail", async () => ((await readRelays(fx, id)).some((r) => r.status === "failed") ? true : undefined));
-      await owner.writeContract({ address: treasury, abi: treasuryAbi, functionName: "unpause" });
-      await anvilRpc(fx, "evm_mine");
-      // Attempt 2 is sent and left unmined past RELAY_TIMEOUT_MS: one attempt of two is burned, one is left.
-      const replaced = await waitFor("attempt 2 to be replaced or cancelled", async () => {
-        const relays = await readRelays(fx, id);
-        const fills = await fx.database.db.$client<{ n: number }[]>`SELECT count(*)::int AS n FROM relayer_nonce_fills WHERE sponsorship_request_id = ${id}`;
-        return relays.length >= 3 || fills[0]!.n > 0 ? { relays, fills: fills[0]!.n } : undefined;
-      });
-      // Before, the burned count (1) was compared with the attempt number at the nonce (2): the nonce was cancelled.
-      expect(replaced.fills).toBe(0);
-      const [, second, third] = replaced.relays;
-      expect([third?.relayAttempt, third?.nonce]).toEqual([3, second?.nonce]);
-      await anvilRpc(fx, "evm_mine");
-    } finally {
-      await anvilRpc(fx, "evm_setAutomine", [true]);
-    }
+  it("leaves a later stuck attempt to be replaced at its nonce, numbered after the reverted one, not cancelled as if none were left", async () => {
+    const { id, wallet } = await firstAttemptMeetsThePause({ MAX_RELAY_ATTEMPTS: "2", RELAY_TIMEOUT_MS: "1500" });
+    await anvilRpc(fx, "evm_mine");
+    await waitFor("attempt 1 to fail", async () => ((await readRelays(fx, id)).some((r) => r.status === "failed") ? true : undefined));
+    await treasuryCall("unpause");
+    await anvilRpc(fx, "evm_mine");
+    // Attempt 2 is sent and left unmined past RELAY_TIMEOUT_MS: one attempt of two is burned, one is left.
+    const replaced = await waitFor("attempt 2 to be replaced or cancelled", async () => {
+      const relays = await readRelays(fx, id);
+      const fills = await fx.database.db.$client<{ n: number }[]>`SELECT count(*)::int AS n FROM relayer_nonce_fills WHERE sponsorship_request_id = ${id}`;
+      return relays.length >= 3 || fills[0]!.n > 0 ? { relays, fills: fills[0]!.n } : undefined;
+    });
+    // Before, the burned count (1) was compared with the attempt number at the nonce (2): the nonce was cancelled.
+    expect(replaced.fills).toBe(0);
+    const [, second, third] = replaced.relays;
+    expect([third?.relayAttempt, third?.nonce]).toEqual([3, second?.nonce]);
+    await anvilRpc(fx, "evm_mine");
+    await anvilRpc(fx, "evm_setAutomine", [true]);
     await waitStatus(id, "completed");
     expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
   });
