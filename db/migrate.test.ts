@@ -150,6 +150,11 @@ describe("db/functions/ and their revision (db/migrate.ts)", () => {
       expect(await held()).toEqual({ ...ours, rolledBackFrom: OWN + 1 });
     });
 
+    it("writes nothing when told to roll back onto its own bodies (npm start on the embedded database, every start)", async () => {
+      await applyMigrations(t.url, { by: "operator" });
+      expect(await applyMigrations(t.url, { rollBackFunctions: true })).toEqual({ functions: "unchanged", revision: OWN });
+    });
+
     it("ends a rollback by installing its own release's bodies", async () => {
       await installedBy(OWN - 1, OWN);
 

@@ -71,6 +71,8 @@ export type MigrationOptions = {
 function decide(held: Held, sha256: string, options: MigrationOptions): Omit<MigrationResult, "revision"> & { rolledBackFrom?: number | null } {
   const own = FUNCTIONS_REVISION;
   if (options.rollBackFunctions) {
+    // Its own bodies in place already (npm start on the embedded database, every start): nothing to write.
+    if (held && held.revision === own && held.sha256 === sha256) return { functions: "unchanged" };
     return { functions: "installed", rolledBackFrom: held && held.revision > own ? held.revision : (held?.rolledBackFrom ?? null) };
   }
   if (!held) return { functions: "installed", rolledBackFrom: null };
