@@ -109,6 +109,8 @@ describe("requests Node gives up on before any route", () => {
     expect(head).toMatch(/\r\ncontent-type: application\/problem\+json\r\n/i);
     const requestId = /\r\nx-request-id: ([^\r]+)/i.exec(head)?.[1];
     expect(problem).toMatchObject({ status: 431, code: "headers_too_large", requestId });
+    // The security headers every response carries (docs/api.md).
+    expect(head).toMatch(/\r\nx-content-type-options: nosniff\r\n/i);
   });
 
   it("answers such a request on a kept-alive connection too, whose earlier answers are complete", async () => {

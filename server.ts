@@ -9,7 +9,7 @@ import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { verifyAdministratorToken } from "@/lib/admin/session";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, resolveClientIp, resolveClientProto } from "@/lib/http/client-ip";
-import { applySecurityHeaders } from "@/lib/http/security-headers";
+import { applySecurityHeaders, STATIC_HEADERS } from "@/lib/http/security-headers";
 import { checkCors } from "@/lib/http/cors";
 import { renderProblem, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
@@ -80,7 +80,13 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
           ? (["headers_too_large", "Request Header Fields Too Large", "The request line and headers must fit in 16 KiB (a long URL counts)"] as const)
           : (["bad_request", "Bad Request", "The request is not well-formed HTTP/1.1"] as const);
     const { status, headers, body } = renderProblem(code, detail, requestId);
-    const lines = Object.entries({ ...headers, [REQUEST_ID_HEADER]: requestId, "content-length": String(Buffer.byteLength(body)), connection: "close" });
+    const lines = Object.entries({
+      ...Object.fromEntries(STATIC_HEADERS),
+      ...headers,
+      [REQUEST_ID_HEADER]: requestId,
+      "content-length": String(Buffer.byteLength(body)),
+      connection: "close",
+    });
     socket.write(`HTTP/1.1 ${status} ${reason}\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);
   }
   socket.destroy();

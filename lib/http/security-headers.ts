@@ -56,7 +56,7 @@ export function contentSecurityPolicy(nonce: string): string {
 export const STRICT_TRANSPORT_SECURITY = "max-age=31536000";
 
 /** The headers that are the same on every response. */
-const STATIC_HEADERS: readonly (readonly [string, string])[] = [
+export const STATIC_HEADERS: readonly (readonly [string, string])[] = [
   ["X-Content-Type-Options", "nosniff"],
   ["Referrer-Policy", "no-referrer"],
   ["X-Frame-Options", "DENY"],

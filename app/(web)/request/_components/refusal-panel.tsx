@@ -15,8 +15,10 @@ export type ShownRefusal = Refusal & { serial: number; openRequestId?: string | 
 export function RefusalPanel({ refusal, onFollow }: { refusal: ShownRefusal; onFollow: (id: string) => void }) {
   const headingRef = useRef<HTMLHeadingElement>(null);
   useEffect(() => headingRef.current?.focus(), []);
-  const wait =
-    refusal.kind === "rate_limited" || refusal.kind === "budget_exhausted" || refusal.kind === "sponsorships_paused" ? refusal.retryAfterSeconds : undefined;
+  // A rate limit ends at a known time. A pause has no end and a budget refills by the faucet's state: the form's
+  // closed-faucet notice (refreshed by these refusals) carries their wait, so this panel does not announce a "now"
+  // while the faucet is still closed.
+  const wait = refusal.kind === "rate_limited" ? refusal.retryAfterSeconds : undefined;
   return (
     <section aria-labelledby="refusal-title" className="rounded-lg border border-red-300 bg-red-50 p-4 sm:p-6">
       <div role="alert">

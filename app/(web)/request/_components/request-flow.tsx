@@ -162,16 +162,19 @@ export function RequestFlow({
             </button>
           )}
         </div>
-        {closed && faucetWords && faucet && (
-          <div className="rounded-md border border-amber-300 bg-amber-50 p-3 text-amber-950">
-            {/* The reason and the wait in words are the live region; the countdown beside it is for the eyes only. */}
-            <div id="faucet-closed" role="status">
-              <p className="font-medium">{faucetWords.sentence}</p>
-              {faucet.retryAfterSeconds !== null && <p className="sr-only">{describeWait(faucet.retryAfterSeconds)}</p>}
-            </div>
-            {faucet.retryAfterSeconds !== null && <Countdown key={faucetAnswer} seconds={faucet.retryAfterSeconds} />}
+        {/* The reason and the wait in words are the live region, there (empty) from the start so that its filling is
+            announced when the faucet closes mid-visit; the countdown beside it is for the eyes only. */}
+        <div className={closed && faucetWords && faucet ? "rounded-md border border-amber-300 bg-amber-50 p-3 text-amber-950" : undefined}>
+          <div id="faucet-closed" role="status">
+            {closed && faucetWords && faucet && (
+              <>
+                <p className="font-medium">{faucetWords.sentence}</p>
+                {faucet.retryAfterSeconds !== null && <p className="sr-only">{describeWait(faucet.retryAfterSeconds)}</p>}
+              </>
+            )}
           </div>
-        )}
+          {closed && faucet && faucet.retryAfterSeconds !== null && <Countdown key={faucetAnswer} seconds={faucet.retryAfterSeconds} />}
+        </div>
       </form>
 
       {refusal && (

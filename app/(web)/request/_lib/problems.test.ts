@@ -101,6 +101,7 @@ describe("a wait in words, for screen readers (the countdown itself is not read 
     [900, "You can try again in about 15 minutes."],
     [3540, "You can try again in about 59 minutes."],
     [3541, "You can try again in about 1 hour."],
+    [5340, "You can try again in about 2 hours."],
     [5400, "You can try again in about 2 hours."],
   ])("says %i s as %j", (seconds, words) => {
     expect(describeWait(seconds)).toBe(words);

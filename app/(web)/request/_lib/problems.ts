@@ -167,6 +167,7 @@ export function describeWait(seconds: number): string {
   if (s < 60) return "You can try again in less than a minute.";
   const minutes = Math.ceil(s / 60);
   if (minutes < 60) return `You can try again in about ${minutes} minute${minutes === 1 ? "" : "s"}.`;
-  const hours = Math.round(minutes / 60);
+  // Rounded up, as the minutes: never sooner than a retry can succeed.
+  const hours = Math.ceil(minutes / 60);
   return `You can try again in about ${hours} hour${hours === 1 ? "" : "s"}.`;
 }
