@@ -1,9 +1,8 @@
 import * as chains from "viem/chains";
 import type { Database } from "@/db/client";
 import { readMedianSecondsToComplete } from "@/db/queries/faucet";
-import { resolveDeployment } from "@/lib/chain/deployment";
 import type { Config } from "@/lib/config";
-import { answeredChainId, chainChecks } from "@/lib/health";
+import { chainChecks, knownChainId } from "@/lib/health";
 import { faucetGateState } from "@/lib/sponsorship/faucet-gate";
 import type { FaucetState, FaucetStatusResponse } from "@/lib/sponsorship/schemas";
 
@@ -35,21 +34,6 @@ function describeNetwork(config: Config, chainId: number): { networkName: string
   return { networkName: known?.name ?? `Chain ${chainId}`, nativeSymbol };
 }
 
-/**
- * The chain id while the RPC does not answer: CHAIN_ID, the deployment record's, the one the RPC answered before
- * (an outage does not change it); the local chain's only when none of these ever told it.
- */
-function configuredChainId(config: Config): number {
-  if (config.chainId !== undefined) return config.chainId;
-  try {
-    const recorded = resolveDeployment(config)?.chainId;
-    if (recorded !== undefined) return recorded;
-  } catch {
-    // An unreadable deployment record: the RPC's earlier answer still knows it.
-  }
-  return answeredChainId(config) ?? LOCAL_CHAIN_ID;
-}
-
 type Deps = { db: Database; config: Config };
 
 async function readFaucetStatus({ db, config }: Deps): Promise<FaucetStatusResponse> {
@@ -58,7 +42,9 @@ async function readFaucetStatus({ db, config }: Deps): Promise<FaucetStatusRespo
     chainChecks(config),
     readMedianSecondsToComplete(db),
   ]);
-  const chainId = chain.status === "ok" && chain.chainId !== undefined ? chain.chainId : configuredChainId(config);
+  // While the RPC does not answer: what is known without it (an outage does not change a chain's id); the local
+  // chain's only when nothing ever told it.
+  const chainId = chain.status === "ok" && chain.chainId !== undefined ? chain.chainId : (knownChainId(config) ?? LOCAL_CHAIN_ID);
 
   let state: FaucetState;
   let retryAfterSeconds: number | null = FAUCET_RETRY_SECONDS;

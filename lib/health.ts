@@ -40,8 +40,18 @@ let chainCache: { key: string; expiresAt: number; value: Promise<ChainChecks> } 
 /** The chain id each set of RPC endpoints answered, once: a chain's id never changes, so an outage need not hide it. */
 const answeredChainIds = new Map<string, number>();
 
-/** The chain id `config`'s RPC endpoints answered in this process (a chain check read it), if they ever did. */
-export function answeredChainId(config: Pick<Config, "rpcUrls">): number | undefined {
+/**
+ * The chain's id without asking the chain: CHAIN_ID, else the deployment record's, else the one `config`'s RPC
+ * endpoints answered in this process (a chain check read it); undefined when none of these tells it.
+ */
+export function knownChainId(config: Config): number | undefined {
+  if (config.chainId !== undefined) return config.chainId;
+  try {
+    const recorded = resolveDeployment(config)?.chainId;
+    if (recorded !== undefined) return recorded;
+  } catch {
+    // An unreadable deployment record: the RPC's earlier answer still knows it.
+  }
   return answeredChainIds.get(config.rpcUrls.join(","));
 }
 

@@ -1,6 +1,5 @@
 import { getConfig, isLoopbackRpcUrl, type Config } from "@/lib/config";
-import { resolveDeployment } from "@/lib/chain/deployment";
-import { answeredChainId, chainChecks } from "@/lib/health";
+import { chainChecks, knownChainId } from "@/lib/health";
 
 /** What the pages may tell a browser about the deployment: never RPC_URL (it may carry a provider key), never a key. */
 export type PublicSettings = {
@@ -24,20 +23,13 @@ export function walletRpcUrl(config: Pick<Config, "publicRpcUrl" | "rpcUrls">): 
 }
 
 /**
- * The chain's id: CHAIN_ID, else the deployment record's, else the RPC's own answer (read by /health's chain check,
- * cached and shared; once answered, remembered for the process). Never a guess: with CHAIN_ID unset (its default:
- * read from the RPC) "Add network" would otherwise ask a wallet on the real network to switch to another chain.
+ * The chain's id: what is known without asking the chain (lib/health.ts knownChainId), else the RPC's own answer
+ * (read by /health's chain check, cached and shared). Never a guess: with CHAIN_ID unset (its default: read from the
+ * RPC) "Add network" would otherwise ask a wallet on the real network to switch to another chain.
  */
-async function knownChainId(config: Config): Promise<number | null> {
-  if (config.chainId !== undefined) return config.chainId;
-  try {
-    const recorded = resolveDeployment(config)?.chainId;
-    if (recorded !== undefined) return recorded;
-  } catch {
-    // An unreadable deployment record: the RPC still knows its chain.
-  }
-  const answered = answeredChainId(config);
-  if (answered !== undefined || config.rpcUrls.length === 0) return answered ?? null;
+async function chainIdOf(config: Config): Promise<number | null> {
+  const known = knownChainId(config);
+  if (known !== undefined || config.rpcUrls.length === 0) return known ?? null;
   try {
     return (await chainChecks(config)).chain.chainId ?? null;
   } catch {
@@ -51,7 +43,7 @@ export function publicExplorerUrl(config: Config = getConfig()): string | null {
 }
 
 export async function getPublicSettings(config: Config = getConfig()): Promise<PublicSettings> {
-  const chainId = await knownChainId(config);
+  const chainId = await chainIdOf(config);
   return {
     explorerUrl: publicExplorerUrl(config),
     chainId,
