@@ -70,9 +70,10 @@ export type MigrationOptions = {
 
 function decide(held: Held, sha256: string, options: MigrationOptions): Omit<MigrationResult, "revision"> & { rolledBackFrom?: number | null } {
   const own = FUNCTIONS_REVISION;
+  const inPlace = held !== undefined && held.revision === own && held.sha256 === sha256;
   if (options.rollBackFunctions) {
     // Its own bodies in place already (npm start on the embedded database, every start): nothing to write.
-    if (held && held.revision === own && held.sha256 === sha256) return { functions: "unchanged" };
+    if (inPlace) return { functions: "unchanged" };
     return { functions: "installed", rolledBackFrom: held && held.revision > own ? held.revision : (held?.rolledBackFrom ?? null) };
   }
   if (!held) return { functions: "installed", rolledBackFrom: null };
@@ -80,7 +81,7 @@ function decide(held: Held, sha256: string, options: MigrationOptions): Omit<Mig
   if (options.by === "operator") return { functions: "installed", rolledBackFrom: null };
   // A start-up of a revision the operator rolled back from (a newer process restarting): the rollback stands.
   if (held.rolledBackFrom !== null && own > held.revision && own <= held.rolledBackFrom) return { functions: "kept", keptBecause: "rolled_back" };
-  if (held.revision === own && held.sha256 === sha256) return { functions: "unchanged" };
+  if (inPlace) return { functions: "unchanged" };
   return {
     functions: "installed",
     rolledBackFrom: held.rolledBackFrom !== null && own <= held.rolledBackFrom ? held.rolledBackFrom : null,

@@ -124,16 +124,15 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
   const acceptedRelays = accepted.filter((h) => !acceptedFills.includes(h));
   if (acceptedRelays.length > 0) writes.push(markRelaysSubmitted(acceptedRelays));
   if (acceptedFills.length > 0) writes.push(markFillsSubmitted(acceptedFills));
-  const failRelays = failUnsentRelays(rejectedRelays);
-  const failFills = failUnsentNonceFills(rejectedFills);
-  if (rejectedRelays.length > 0) writes.push(failRelays);
-  if (rejectedFills.length > 0) writes.push(failFills);
-  let failed = new Set<string>();
-  if (writes.length > 0) {
-    const answers = await pipelinedTransaction(ctx.db, (tx) => tx.commit(writes));
-    const at = (statement: Statement) => answers[writes.indexOf(statement)];
-    if (rejectedRelays.length > 0) failed = failRelays.parse(at(failRelays)!);
-    if (rejectedFills.length > 0) failed = new Set([...failed, ...failFills.parse(at(failFills)!)]);
+  // The refusals, last: each answers the ids it failed (only those no node ever accepted).
+  const fails = [
+    ...(rejectedRelays.length > 0 ? [failUnsentRelays(rejectedRelays)] : []),
+    ...(rejectedFills.length > 0 ? [failUnsentNonceFills(rejectedFills)] : []),
+  ];
+  const failed = new Set<string>();
+  if (writes.length + fails.length > 0) {
+    const answers = await pipelinedTransaction(ctx.db, (tx) => tx.commit([...writes, ...fails]));
+    fails.forEach((q, i) => q.parse(answers[writes.length + i]!).forEach((id) => failed.add(id)));
   }
   ordered.forEach((tx, i) => {
     const outcome = outcomes[i]!;
