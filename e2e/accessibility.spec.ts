@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import AxeBuilder from "@axe-core/playwright";
-import { expect, test, type APIRequestContext, type Page } from "@playwright/test";
+import { expect, test, type Page } from "@playwright/test";
 import { DashboardPage } from "./pages/dashboard-page";
 import { RequestPage } from "./pages/request-page";
 import { E2E } from "./stack";
-import { freshAddress, sponsorThroughApi, VIEWPORTS } from "./support";
+import { freshAddress, openRequestShowingFaucet, signInApi, sponsorThroughApi, VIEWPORTS } from "./support";
 
 /**
  * axe (WCAG 2.x A and AA rules) finds no violation on /request, in every state a user meets (empty, in progress,
@@ -73,11 +73,6 @@ async function expectNoAxeViolationAtEveryWidth(page: Page, what: string) {
   }
 }
 
-/** An administrator's session on the API request context (its cookie jar keeps the session cookie). */
-async function signInApi(api: APIRequestContext) {
-  expect((await api.post("/admin/sign-in", { data: { token: E2E.adminToken } })).status()).toBe(200);
-}
-
 test.describe("axe on /request in every state", () => {
   test("a request in progress (the worker held, so it stays pending)", async ({ page, request: api }) => {
     // npm start records the worker's pid: SIGSTOP holds the pipeline, SIGCONT lets it go whatever happens.
@@ -127,21 +122,14 @@ test.describe("axe on /request in every state", () => {
     await signInApi(api);
     expect((await api.post("/admin/pause", { data: { reason: "axe check of the paused page" } })).ok()).toBe(true);
     try {
-      // GET /faucet is a snapshot at most a second old: reload until the page shows the pause.
-      await expect(async () => {
-        await page.goto("/request");
-        await expect(page.getByTestId("faucet-state")).toHaveText("Paused", { timeout: 2_000 });
-      }).toPass({ timeout: 30_000 });
+      await openRequestShowingFaucet(page, "Paused");
       await expect(page.getByRole("button", { name: "Request gas" })).toBeDisabled();
       await expect(page.getByTestId("retry-countdown")).toBeVisible();
       await expectNoAxeViolationAtEveryWidth(page, "/request, the faucet paused");
     } finally {
       expect((await api.post("/admin/resume", { data: { reason: "axe check done" } })).ok()).toBe(true);
     }
-    await expect(async () => {
-      await page.goto("/request");
-      await expect(page.getByTestId("faucet-state")).toHaveText("Operating", { timeout: 2_000 });
-    }).toPass({ timeout: 30_000 });
+    await openRequestShowingFaucet(page, "Operating");
   });
 });
 

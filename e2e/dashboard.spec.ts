@@ -1,17 +1,12 @@
-import { expect, test, type APIRequestContext, type Locator } from "@playwright/test";
+import { expect, test, type APIRequestContext } from "@playwright/test";
 import { DashboardPage } from "./pages/dashboard-page";
 import { RequestPage } from "./pages/request-page";
 import { E2E } from "./stack";
-import { freshAddress, saveScreenshot, sponsorThroughApi, VIEWPORTS } from "./support";
+import { freshAddress, heightOf, saveScreenshot, sponsorThroughApi, VIEWPORTS } from "./support";
 
 /** /dashboard in Debian's Chromium against `npm start`'s real stack. */
 
 /** The height of a control as laid out: touch targets are at least 44 px high (docs/ui.md). */
-async function heightOf(control: Locator): Promise<number> {
-  await expect(control).toBeVisible();
-  return (await control.boundingBox())!.height;
-}
-
 /**
  * Puts a fresh wallet over its hourly limit through the public API (5 requests an hour per wallet, refusals
  * counted; the e2e stack keeps that default): the request over the limit is refused 429 and starts a 15-minute

@@ -1,13 +1,13 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { expect, test, type APIRequestContext, type Locator, type Page } from "@playwright/test";
+import { expect, test, type Locator, type Page } from "@playwright/test";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients } from "@/lib/chain/clients";
 import { readLocalDeployment } from "@/lib/chain/deployment";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { RequestPage } from "./pages/request-page";
 import { E2E } from "./stack";
-import { freshAddress, saveScreenshot, VIEWPORTS } from "./support";
+import { freshAddress, heightOf, openRequestShowingFaucet, saveScreenshot, signInApi, VIEWPORTS } from "./support";
 
 /**
  * /request in Debian's Chromium against `npm start`'s real stack: the page talks to the public API, the worker
@@ -64,16 +64,6 @@ async function recordLiveAnnouncements(page: Page): Promise<() => Promise<string
 }
 
 /** The height of a control as laid out: touch targets are at least 44 px high (docs/ui.md). */
-async function heightOf(control: Locator): Promise<number> {
-  await expect(control).toBeVisible();
-  return (await control.boundingBox())!.height;
-}
-
-/** An administrator's session on the API request context (its cookie jar keeps the session cookie). */
-async function signInApi(api: APIRequestContext) {
-  expect((await api.post("/admin/sign-in", { data: { token: E2E.adminToken } })).status()).toBe(200);
-}
-
 /** Collects layout shifts not caused by user input (the Cumulative Layout Shift of the page). */
 const RECORD_LAYOUT_SHIFTS = () => {
   const w = window as unknown as { __shifts: number[] };
@@ -417,11 +407,7 @@ test.describe.serial("the faucet's status on /request", () => {
     };
     await setPaused(true);
     try {
-      // GET /faucet is a snapshot of the chain reads (at most about 3 s old): reload until it shows.
-      await expect(async () => {
-        await page.goto("/request");
-        await expect(page.getByTestId("faucet-state")).toHaveText("Paused", { timeout: 2_000 });
-      }).toPass({ timeout: 30_000 });
+      await openRequestShowingFaucet(page, "Paused");
       const button = page.getByRole("button", { name: "Request gas" });
       await expect(button).toBeDisabled();
       await expect(page.getByRole("status").filter({ hasText: "The faucet is paused by its operator" })).toBeVisible();
@@ -430,10 +416,7 @@ test.describe.serial("the faucet's status on /request", () => {
     } finally {
       await setPaused(false);
     }
-    await expect(async () => {
-      await page.goto("/request");
-      await expect(page.getByTestId("faucet-state")).toHaveText("Operating", { timeout: 2_000 });
-    }).toPass({ timeout: 30_000 });
+    await openRequestShowingFaucet(page, "Operating");
   });
 
   test("while sponsorships are paused the countdown is shown, the wait said once in words, and nothing is read out every second", async ({
@@ -443,10 +426,7 @@ test.describe.serial("the faucet's status on /request", () => {
     await signInApi(api);
     expect((await api.post("/admin/pause", { data: { reason: "e2e: the closed notice's countdown" } })).ok()).toBe(true);
     try {
-      await expect(async () => {
-        await page.goto("/request");
-        await expect(page.getByTestId("faucet-state")).toHaveText("Paused", { timeout: 2_000 });
-      }).toPass({ timeout: 30_000 });
+      await openRequestShowingFaucet(page, "Paused");
       const notice = page.getByRole("status").filter({ hasText: "The faucet is paused by its operator" });
       await expect(notice).toContainText(/You can try again in (about \d+ minutes?|less than a minute)\./);
       const countdown = page.getByTestId("retry-countdown");

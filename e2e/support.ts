@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { expect, type APIRequestContext, type Page } from "@playwright/test";
+import { expect, type APIRequestContext, type Locator, type Page } from "@playwright/test";
+import { E2E } from "./stack";
 
 /** Helpers shared by the browser specs: fresh wallets, API shortcuts for set-up, screenshots. */
 
@@ -51,4 +52,23 @@ export async function sponsorThroughApi(request: APIRequestContext, address: str
   const hash = view!.relayTransactions.find((r) => r.status === "confirmed")?.transactionHash;
   expect(hash).toMatch(/^0x[0-9a-f]{64}$/);
   return { id, hash: hash!, view: view! };
+}
+
+/** An administrator's session on the API request context (its cookie jar keeps the session cookie). */
+export async function signInApi(api: APIRequestContext): Promise<void> {
+  expect((await api.post("/admin/sign-in", { data: { token: E2E.adminToken } })).status()).toBe(200);
+}
+
+/** The rendered height of a visible control, in CSS pixels (touch targets are at least 44). */
+export async function heightOf(control: Locator): Promise<number> {
+  await expect(control).toBeVisible();
+  return (await control.boundingBox())!.height;
+}
+
+/** Opens /request until its summary shows the faucet `state`: GET /faucet is a snapshot of the chain reads, a few seconds old. */
+export async function openRequestShowingFaucet(page: Page, state: string): Promise<void> {
+  await expect(async () => {
+    await page.goto("/request");
+    await expect(page.getByTestId("faucet-state")).toHaveText(state, { timeout: 2_000 });
+  }).toPass({ timeout: 30_000 });
 }
