@@ -141,7 +141,8 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   // transaction of the relayer, which is sent again first; no verdict on this one.
   if (/nonce too high|nonce ?gap/i.test(message)) return { kind: "unavailable", message };
   // The base fee rose above the transaction's max fee (anvil refuses, and evicts, such a transaction; a fee spike
-  // under MAX_FEE_PER_GAS_GWEI does this): it can be mined once the base fee falls, so it waits, no attempt burned.
+  // under MAX_FEE_PER_GAS_GWEI does this): it can be mined once the base fee falls, so it waits, no attempt burned
+  // (after RELAY_TIMEOUT_MS the confirm stage replaces it at the market's fees, as any stuck transaction).
   if (BELOW_BASE_FEE.test(message)) return { kind: "unavailable", message };
   if (INSUFFICIENT_FUNDS.test(message) || /rate limit|too many requests|temporarily|try again|busy|txpool is full|pool is full/i.test(message)) {
     return { kind: "unavailable", message };

@@ -1,4 +1,5 @@
-import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
 import { checkHealth } from "@/lib/health";
 import { FeeCeilingWatch, type FeeCeilingChange } from "./fee-ceiling";
 import { getWorkerMetrics } from "@/lib/metrics";
@@ -29,15 +30,27 @@ const CEILING = CEILING_GWEI * GWEI;
 
 let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
+/** In front of anvil: while `holdBroadcasts`, every request carrying a broadcast is answered 503 (an outage). */
+let proxy: RpcProxy;
+let holdBroadcasts = false;
 
 setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
 
-beforeAll(async () => {});
+beforeAll(async () => {
+  proxy = await startRpcProxy(fx.anvil.rpcUrl, (body) =>
+    holdBroadcasts && body.includes('"eth_sendRawTransaction"') ? { status: 503, contentType: "text/plain", body: "Service Unavailable" } : undefined,
+  );
+});
 
 afterEach(async () => {
   await worker?.stop();
   worker = undefined;
+  holdBroadcasts = false;
   await anvilRpc(fx, "evm_setAutomine", [true]);
+});
+
+afterAll(async () => {
+  await proxy?.close();
 });
 
 async function baseFee(): Promise<bigint> {
@@ -140,6 +153,35 @@ describe("MAX_FEE_PER_GAS_GWEI, the fee ceiling", () => {
     expect(relays.filter((r) => r.status === "confirmed")).toHaveLength(1);
     for (const r of relays) expect(r.maxFeePerGas!).toBeLessThanOrEqual(CEILING);
   }, 90_000);
+});
+
+describe("a fee spike before the first broadcast", () => {
+  it("replaces an attempt no node has taken once the base fee rises above its max fee: the relayer is not wedged behind it", async () => {
+    await mineWithBaseFee(GWEI);
+    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, RELAY_TIMEOUT_MS: "1000" });
+    // The broadcast meets an outage: the attempt is stored, signed at today's fees, and stays queued.
+    holdBroadcasts = true;
+    const { id } = await createRequest(fx);
+    const first = await waitFor("the first attempt stored, not broadcast", async () => {
+      const [r] = await readRelays(fx, id);
+      return r?.status === "queued" ? r : undefined;
+    });
+    // Before the node is back, the base fee rises above what the attempt offers: the node now refuses it
+    // ("max fee per gas less than block base fee"), which waiting mends only if the base fee falls. Nothing mines
+    // a block here (automine, and nothing is accepted), so it does not fall.
+    const spike = first.maxFeePerGas! * 4n;
+    await mineWithBaseFee(spike);
+    holdBroadcasts = false;
+
+    await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed", 30_000);
+    const relays = await readRelays(fx, id);
+    expect(relays.map((r) => [r.relayAttempt, r.nonce, r.status])).toEqual([
+      [1, first.nonce, "failed"],
+      [2, first.nonce, "confirmed"],
+    ]);
+    expect(relays[0]!.failureReason).toMatch(/^superseded/);
+    expect(relays[1]!.maxFeePerGas!).toBeGreaterThanOrEqual(spike);
+  }, 60_000);
 });
 
 describe("the fee ceiling's episode", () => {
