@@ -51,12 +51,28 @@ export async function countRelayTransactionsByStatus(db: Database): Promise<Reco
   return out;
 }
 
+/**
+ * A heartbeat row silent for longer than this belongs to a worker that is gone (a crash, SIGKILL, OOM or the stuck-stage
+ * exit leaves its row behind, and every start has a new worker id): it is left out of
+ * `sponsorship_worker_heartbeat_age_seconds`, so a restarted worker's dead predecessor neither keeps an alert firing
+ * nor adds a series per restart. deploy/prometheus/alerts.yml bounds its per-worker warning by the same 300 s.
+ */
+export const GONE_WORKER_AFTER_SECONDS = 300;
+
+/**
+ * Each worker's heartbeat age: the workers that beat within GONE_WORKER_AFTER_SECONDS, and always the newest row
+ * whatever its age, so that while no worker lives the freshest age keeps growing (SponsorshipWorkerStale) instead of
+ * vanishing. Rows are only read here: the worker prunes old ones (worker/heartbeat.ts).
+ */
 export async function listWorkerHeartbeatAges(db: Database): Promise<ServiceSnapshot["heartbeats"]> {
   const rows = await run<{ worker_id: string; age: number }>(
     db,
     sql`
     SELECT worker_id, extract(epoch FROM now() - last_beat_at)::float8 AS age
-    FROM worker_heartbeats ORDER BY worker_id`,
+    FROM worker_heartbeats
+    WHERE last_beat_at > now() - ${GONE_WORKER_AFTER_SECONDS} * interval '1 second'
+       OR last_beat_at = (SELECT max(last_beat_at) FROM worker_heartbeats)
+    ORDER BY worker_id`,
   );
   return rows.map((r) => ({ workerId: r.worker_id, ageSeconds: Math.max(0, Number(r.age)) }));
 }

@@ -188,7 +188,7 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
   });
   new Gauge({
     name: "sponsorship_worker_heartbeat_age_seconds",
-    help: "Seconds since each worker's last heartbeat",
+    help: "Seconds since each worker's last heartbeat; a worker silent for over 5 minutes is left out unless its row is the newest",
     labelNames: ["worker"] as const,
     registers,
     async collect() {
