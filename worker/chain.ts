@@ -29,6 +29,19 @@ import {
 
 type RpcReceipt = { status: Hex; blockNumber: Hex; gasUsed: Hex } | null;
 
+function toReceipts(hashes: readonly Hash[], answers: readonly RpcReceipt[]): Map<Hash, MinedReceipt | null> {
+  return new Map(
+    hashes.map((hash, i) => {
+      const r = answers[i];
+      if (!r) return [hash, null];
+      return [
+        hash,
+        { status: hexToBigInt(r.status) === 1n ? "success" : "reverted", blockNumber: hexToBigInt(r.blockNumber), gasUsed: hexToBigInt(r.gasUsed) },
+      ];
+    }),
+  );
+}
+
 const sponsoredEvent = getAbiItem({ abi: treasuryAbi, name: "Sponsored" });
 const walletSponsoredEvent = getAbiItem({ abi: registryAbi, name: "WalletSponsored" });
 
@@ -62,8 +75,11 @@ export class WorkerChain {
   readonly health: ChainHealth;
   /** Each endpoint of RPC_URL, in order. */
   readonly endpoints: EndpointState[];
-  /** One client per endpoint, for broadcasts (every raw transaction goes to all). */
-  private readonly broadcastClients: ChainPublicClient[];
+  /**
+   * One client per endpoint, without failover: for broadcasts (every raw transaction goes to all) and for reads
+   * that must come whole from one endpoint (receiptsWithNonces).
+   */
+  private readonly endpointClients: ChainPublicClient[];
   /**
    * The same endpoints without batching, for the head (`eth_blockNumber`), always asked alone: viem schedules a
    * batch with `setTimeout` even for one call, which about doubles a lone call's CPU (bench/worker-sign.ts).
@@ -91,7 +107,7 @@ export class WorkerChain {
     };
     this.client = createChainClients(readOptions).publicClient;
     this.headClient = createChainClients({ ...readOptions, batch: false }).publicClient;
-    this.broadcastClients = rpcUrls.length === 1 ? [this.client] : rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl }).publicClient);
+    this.endpointClients = rpcUrls.length === 1 ? [this.client] : rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl }).publicClient);
     this.chainId = options.chainId;
     this.registryAddress = options.registryAddress;
     this.treasuryAddress = options.treasuryAddress;
@@ -165,18 +181,43 @@ export class WorkerChain {
   async receipts(hashes: readonly Hash[]): Promise<Map<Hash, MinedReceipt | null>> {
     if (hashes.length === 0) return new Map();
     return this.reach("eth_getTransactionReceipt", async () => {
-      const answers = (await Promise.all(hashes.map((hash) => this.client.request({ method: "eth_getTransactionReceipt", params: [hash] })))) as RpcReceipt[];
-      return new Map(
-        hashes.map((hash, i) => {
-          const r = answers[i];
-          if (!r) return [hash, null];
-          return [
-            hash,
-            { status: hexToBigInt(r.status) === 1n ? "success" : "reverted", blockNumber: hexToBigInt(r.blockNumber), gasUsed: hexToBigInt(r.gasUsed) },
-          ];
-        }),
-      );
+      const answers = await Promise.all(hashes.map((hash) => this.client.request({ method: "eth_getTransactionReceipt", params: [hash] })));
+      return toReceipts(hashes, answers as RpcReceipt[]);
     });
+  }
+
+  /**
+   * The receipts of `hashes` and each relayer's nonce at `settledAt` (else at the latest block), all from one
+   * endpoint in one batched HTTP request: the endpoints in order, the first that answers every call. Undefined when
+   * none does. "The nonce is used and none of our hashes has a receipt" must not be pieced together from an endpoint
+   * ahead of another: the reads' failover moves each failed call on alone (a call refused inside a batch goes to
+   * the next endpoint without the others), and a load-balanced provider can answer two requests from two nodes.
+   * Callers keep `hashes` and `relayers` together within BATCH_SIZE calls (lib/chain/clients.ts), so the batch is not split.
+   */
+  async receiptsWithNonces(
+    hashes: readonly Hash[],
+    relayers: readonly Address[],
+    settledAt?: bigint,
+  ): Promise<{ receipts: Map<Hash, MinedReceipt | null>; nonces: Map<Address, number> } | undefined> {
+    const tag = settledAt === undefined ? "latest" : numberToHex(settledAt);
+    for (const [e, client] of this.endpointClients.entries()) {
+      try {
+        // Issued together: viem's batching sends them in one HTTP request.
+        const [answers, counts] = await Promise.all([
+          Promise.all(hashes.map((hash) => client.request({ method: "eth_getTransactionReceipt", params: [hash] }))),
+          Promise.all(relayers.map((address) => client.request({ method: "eth_getTransactionCount", params: [address, tag as "latest"] }))),
+        ]);
+        this.noteEndpoint(this.endpoints[e]!.url, undefined);
+        return {
+          receipts: toReceipts(hashes, answers as RpcReceipt[]),
+          nonces: new Map(relayers.map((address, i) => [address, Number(BigInt(counts[i]!))])),
+        };
+      } catch (error) {
+        // Not every call answered (down, a block behind the asked one, a limit): the next endpoint, whole.
+        this.noteEndpoint(this.endpoints[e]!.url, error);
+      }
+    }
+    return undefined;
   }
 
   /**
@@ -187,7 +228,7 @@ export class WorkerChain {
   async broadcast(raws: readonly Hex[]): Promise<BroadcastOutcome[]> {
     if (raws.length === 0) return [];
     const perEndpoint = await Promise.all(
-      this.broadcastClients.map(async (client, e) => {
+      this.endpointClients.map(async (client, e) => {
         const settled = await Promise.allSettled(raws.map((raw) => client.request({ method: "eth_sendRawTransaction", params: [raw] })));
         const unreachable = settled.find((s) => s.status === "rejected" && isUnreachable(s.reason));
         this.noteEndpoint(this.endpoints[e]!.url, unreachable?.status === "rejected" ? unreachable.reason : undefined);

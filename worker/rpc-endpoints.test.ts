@@ -1,9 +1,19 @@
+import type { Hex } from "viem";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { checkHealth } from "@/lib/health";
 import { healthResponse } from "@/lib/sponsorship/schemas";
-import { startCountingRpcProxy, type CountingRpcProxy } from "@/test/rpc-proxy";
+import { startCountingRpcProxy, startRpcProxy, type CountingRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
-import { createRequest, readRelays, readRequest, startInProcessWorker, waitFor, setUpPipelineFixture, type PipelineFixture } from "@/test/worker-fixture";
+import {
+  anvilRpc,
+  createRequest,
+  readRelays,
+  readRequest,
+  startInProcessWorker,
+  waitFor,
+  setUpPipelineFixture,
+  type PipelineFixture,
+} from "@/test/worker-fixture";
 
 /**
  * decisions.md "Operators are told", several RPC endpoints: RPC_URL lists two endpoints of one chain (two JSON-RPC
@@ -83,4 +93,124 @@ describe("RPC_URL with several endpoints", () => {
     expect(JSON.stringify(report.body)).not.toContain(first.url);
     expect(report.body.checks.treasury.status).toBe("ok");
   }, 90_000);
+});
+
+type Call = { jsonrpc: "2.0"; id: number; method: string; params?: unknown[] };
+
+/**
+ * An endpoint a block behind, consistently: it answers as the chain stood at `frozenAt` (the head, nonces, receipts
+ * and logs of later blocks unknown), like a node that has not imported the newest block yet.
+ */
+async function startLaggingEndpoint(): Promise<RpcProxy & { freeze: (at: bigint | undefined) => void; receiptAsks: () => number[] }> {
+  let frozenAt: bigint | undefined;
+  const asks: number[] = [];
+  const node = async (call: Call): Promise<{ result?: unknown }> =>
+    (await (await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(call) })).json()) as {
+      result?: unknown;
+    };
+  const hex = (n: bigint) => `0x${n.toString(16)}`;
+  const answer = async (call: Call, at: bigint): Promise<unknown> => {
+    const params = call.params ?? [];
+    switch (call.method) {
+      case "eth_blockNumber":
+        return { jsonrpc: "2.0", id: call.id, result: hex(at) };
+      case "eth_getTransactionCount":
+      case "eth_getBlockByNumber":
+        return node({
+          ...call,
+          params: params.map((p, i) => (i === (call.method === "eth_getBlockByNumber" ? 0 : 1) && (p === "latest" || p === "pending") ? hex(at) : p)),
+        });
+      case "eth_getTransactionReceipt": {
+        asks.push(performance.now());
+        const answered = (await node(call)) as { result: { blockNumber: string } | null };
+        return answered.result && BigInt(answered.result.blockNumber) > at ? { ...answered, result: null } : answered;
+      }
+      case "eth_getLogs": {
+        const [filter] = params as [{ fromBlock?: string; toBlock?: string }];
+        if (filter.fromBlock && filter.fromBlock.startsWith("0x") && BigInt(filter.fromBlock) > at) return { jsonrpc: "2.0", id: call.id, result: [] };
+        const to = filter.toBlock && filter.toBlock.startsWith("0x") && BigInt(filter.toBlock) < at ? filter.toBlock : hex(at);
+        return node({ ...call, params: [{ ...filter, toBlock: to }] });
+      }
+      default:
+        return node(call);
+    }
+  };
+  const proxy = await startRpcProxy(fx.anvil.rpcUrl, async (body) => {
+    const at = frozenAt;
+    if (at === undefined) return undefined;
+    const parsed = JSON.parse(body) as Call | Call[];
+    const answers = await Promise.all((Array.isArray(parsed) ? parsed : [parsed]).map((call) => answer(call, at)));
+    return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? answers : answers[0]) };
+  });
+  return { ...proxy, freeze: (at) => void (frozenAt = at), receiptAsks: () => [...asks] };
+}
+
+/** The current endpoint's refusal of receipts and logs: the whole HTTP request, or each such call in a 200 answer. */
+const refusals = {
+  "a 503 for any request carrying them": async (body: string) =>
+    /"eth_getTransactionReceipt"|"eth_getLogs"/.test(body) ? { status: 503, contentType: "text/plain", body: "Service Unavailable" } : undefined,
+  "an error for each of them inside a 200 answer": async (body: string) => {
+    if (!/"eth_getTransactionReceipt"|"eth_getLogs"/.test(body)) return undefined;
+    const parsed = JSON.parse(body) as Call | Call[];
+    const answers = await Promise.all(
+      (Array.isArray(parsed) ? parsed : [parsed]).map(async (call) =>
+        call.method === "eth_getTransactionReceipt" || call.method === "eth_getLogs"
+          ? { jsonrpc: "2.0", id: call.id, error: { code: -32005, message: "request rate exceeded for this method" } }
+          : ((await (
+              await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(call) })
+            ).json()) as unknown),
+      ),
+    );
+    return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? answers : answers[0]) };
+  },
+};
+
+describe("an endpoint behind the other", () => {
+  it.each(Object.keys(refusals) as (keyof typeof refusals)[])(
+    "does not take a nonce one endpoint saw used, and receipts another endpoint does not have yet, for a nonce used elsewhere: the paid request completes (receipts refused by %s)",
+    async (refusal) => {
+      // The first endpoint is current but cannot serve receipts or logs (a provider's method outage or limit): those
+      // reads fail over to the second, which is a block behind until it is let catch up.
+      const current = await startRpcProxy(fx.anvil.rpcUrl, refusals[refusal]);
+      const behind = await startLaggingEndpoint();
+      try {
+        behind.freeze(BigInt(await anvilRpc<string>(fx, "eth_blockNumber")));
+        // One attempt: a nonce judged "used by a transaction this service did not send" would fail the request.
+        worker = await startInProcessWorker(fx, { RPC_URL: `${current.url},${behind.url}`, MAX_RELAY_ATTEMPTS: "1" });
+        const { id } = await createRequest(fx);
+        const [relay] = await waitFor("the attempt to be mined", async () => {
+          const relays = await readRelays(fx, id);
+          return relays[0]?.status === "submitted" &&
+            (await fx.clients.getTransactionReceipt({ hash: relays[0].transactionHash! as Hex }).catch(() => undefined))
+            ? relays
+            : undefined;
+        });
+        // The worker keeps asking the endpoint behind for the receipt for well over SUSPECT_CONFIRM_MS (1 s)...
+        const asked = behind.receiptAsks().length;
+        await waitFor(
+          "receipts asked of the endpoint behind for 3 s, or the attempt closed",
+          async () => {
+            const asks = behind.receiptAsks().slice(asked);
+            if (asks.length >= 2 && asks[asks.length - 1]! - asks[0]! >= 3_000) return true;
+            return (await readRelays(fx, id))[0]?.status !== "submitted";
+          },
+          20_000,
+        );
+        // ...and the attempt is not closed as dropped meanwhile.
+        expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "submitted"]]);
+        expect((await readRequest(fx, id)).status).toBe("relayed");
+
+        // The endpoint catches up: the receipt is there, the request completes with its one attempt.
+        behind.freeze(undefined);
+        await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed", 30_000);
+        expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status, r.transactionHash])).toEqual([[1, "confirmed", relay!.transactionHash]]);
+      } finally {
+        await worker?.stop();
+        worker = undefined;
+        await current.close();
+        await behind.close();
+      }
+    },
+    60_000,
+  );
 });

@@ -52,6 +52,9 @@ export type ChainClientOptions = {
   onEndpointResponse?: (rpcUrl: string, outcome: { ok: true } | { ok: false; error: Error }) => void;
 };
 
+/** JSON-RPC calls one batched HTTP request carries at most (more are split into several requests). */
+export const BATCH_SIZE = 200;
+
 export type ChainPublicClient = PublicClient<Transport, Chain | undefined>;
 export type RelayerWalletClient = WalletClient<Transport, Chain, Account>;
 
@@ -92,7 +95,7 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
   const pollingInterval = options.pollingIntervalMs ?? (rpcUrls.every(isLoopbackRpc) ? 100 : 1_000);
   const httpTo = (url: string, retryCount: number) =>
     http(url, {
-      batch: options.batch === false ? false : { batchSize: 200, wait: options.batchWaitMs ?? 0 },
+      batch: options.batch === false ? false : { batchSize: BATCH_SIZE, wait: options.batchWaitMs ?? 0 },
       timeout: options.timeoutMs ?? 10_000,
       retryCount,
       ...(options.fetchFn ? { fetchFn: options.fetchFn } : {}),

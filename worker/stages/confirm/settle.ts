@@ -13,6 +13,7 @@ import type { OpenNonceTransaction } from "@/db/queries/nonce-groups";
 import { failRequest, SERVICE_STATE_FAILURE } from "@/db/queries/relay-queue";
 import { run } from "@/db/sql/run";
 import { pipelinedTransaction, type PipelinedTransaction } from "@/db/sql/transaction";
+import { BATCH_SIZE } from "@/lib/chain/clients";
 import type { MinedReceipt } from "../../chain-answers";
 import type { WorkerContext } from "../../context";
 import { metrics } from "../../metrics";
@@ -30,7 +31,8 @@ import { isOpen, key, REPLAY_PATIENCE_MS, SUSPECT_CONFIRM_MS, type ConfirmState,
  *   treasury's Sponsored events, found by the hash of the request id they carry (was it this request, through a
  *   transaction hash we sent? then it is completed);
  * - a fill mined: the attempts at that nonce are cancelled; the request fails if that was its last attempt;
- * - no receipt for any of our hashes (seen twice): the nonce was used elsewhere, the attempts are dropped.
+ * - no receipt for any of our hashes (seen twice by one endpoint asked for nonce and receipts together): the nonce
+ * was used elsewhere, the attempts are dropped.
  * Every write runs in a pipelined transaction (db/sql/transaction.ts), like the other stages'.
  */
 
@@ -40,6 +42,21 @@ type Settled = { group: Group; winner: OpenNonceTransaction; receipt: MinedRecei
 export async function settle(ctx: WorkerContext, state: ConfirmState, consumed: Group[]): Promise<number> {
   if (consumed.length === 0) return 0;
   const receipts = await ctx.chain.receipts(consumed.flatMap((g) => g.rows.map((r) => r.transactionHash)));
+  // A used nonce without a receipt for any of our hashes is asked again, nonce and receipts in one request: the
+  // nonce was read before from whichever endpoint answered, and an endpoint a block behind it has no receipt yet.
+  // Only such one-endpoint views count as evidence of a nonce used elsewhere (seen twice, SUSPECT_CONFIRM_MS apart);
+  // no endpoint answering the whole request, or a group left for a later request, is no evidence this pass.
+  const unexplained = oneRequestOf(consumed.filter((g) => !g.rows.some((r) => receipts.get(r.transactionHash))));
+  const usedThrough = new Map<Group, number>();
+  if (unexplained.length > 0) {
+    const view = await ctx.chain.receiptsWithNonces(
+      unexplained.flatMap((g) => g.rows.map((r) => r.transactionHash)),
+      [...new Set(unexplained.map((g) => g.relayer))],
+      state.settledAt,
+    );
+    for (const [hash, receipt] of view?.receipts ?? []) if (receipt) receipts.set(hash, receipt);
+    for (const g of view ? unexplained : []) usedThrough.set(g, view!.nonces.get(g.relayer) ?? 0);
+  }
   const successes: Settled[] = [];
   const reverts: Settled[] = [];
   const fills: Settled[] = [];
@@ -49,6 +66,8 @@ export async function settle(ctx: WorkerContext, state: ConfirmState, consumed: 
     const k = key(group.relayer, group.nonce);
     const winner = group.rows.find((r) => receipts.get(r.transactionHash));
     if (!winner) {
+      // Not asked again, or the endpoint that answered both does not have the nonce used yet (it is behind).
+      if ((usedThrough.get(group) ?? 0) <= group.nonce) continue;
       const since = state.noReceiptSince.get(k);
       if (since === undefined) state.noReceiptSince.set(k, now);
       else if (now - since >= SUSPECT_CONFIRM_MS) dropped.push(group);
@@ -67,6 +86,21 @@ export async function settle(ctx: WorkerContext, state: ConfirmState, consumed: 
   for (const f of fills) settled += await settleFill(ctx, state, f);
   if (dropped.length > 0) settled += await settleDropped(ctx, state, dropped);
   return settled;
+}
+
+/** The first groups whose hashes and relayers fit one batched request (the rest wait for a later pass). */
+function oneRequestOf(groups: Group[]): Group[] {
+  const taken: Group[] = [];
+  const relayers = new Set<string>();
+  let calls = 0;
+  for (const g of groups) {
+    const more = g.rows.length + (relayers.has(g.relayer) ? 0 : 1);
+    if (calls + more > BATCH_SIZE) break;
+    calls += more;
+    relayers.add(g.relayer);
+    taken.push(g);
+  }
+  return taken;
 }
 
 async function settleSuccesses(ctx: WorkerContext, state: ConfirmState, items: Settled[]): Promise<number> {
