@@ -156,9 +156,9 @@ describe("MAX_FEE_PER_GAS_GWEI, the fee ceiling", () => {
 });
 
 describe("a fee spike before the first broadcast", () => {
-  it("replaces an attempt no node has taken once the base fee rises above its max fee: the relayer is not wedged behind it", async () => {
+  it("re-prices an attempt no node has taken once the base fee rises above its max fee, burning no attempt: the relayer is not wedged behind it (MAX_RELAY_ATTEMPTS=1)", async () => {
     await mineWithBaseFee(GWEI);
-    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, RELAY_TIMEOUT_MS: "1000" });
+    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, RELAY_TIMEOUT_MS: "1000", MAX_RELAY_ATTEMPTS: "1" });
     // The broadcast meets an outage: the attempt is stored, signed at today's fees, and stays queued.
     holdBroadcasts = true;
     const { id } = await createRequest(fx);
@@ -166,13 +166,25 @@ describe("a fee spike before the first broadcast", () => {
       const [r] = await readRelays(fx, id);
       return r?.status === "queued" ? r : undefined;
     });
+    // An outage alone is waited out, however long: the attempt's max fee still covers the base fee.
+    const passes = await stagePasses("confirm");
+    await waitFor(
+      "4 s past RELAY_TIMEOUT_MS and ten more confirm passes",
+      async () => Date.now() - first.createdAt.getTime() >= 5_000 && (await stagePasses("confirm")) >= passes + 10,
+      30_000,
+      250,
+    );
+    expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "queued"]]);
+
     // Before the node is back, the base fee rises above what the attempt offers: the node now refuses it
-    // ("max fee per gas less than block base fee"), which waiting mends only if the base fee falls. Nothing mines
-    // a block here (automine, and nothing is accepted), so it does not fall.
+    // ("max fee per gas less than block base fee"), which only a fall of the base fee would mend. Nothing mines a
+    // block here (automine, and nothing is accepted), so it does not fall.
     const spike = first.maxFeePerGas! * 4n;
     await mineWithBaseFee(spike);
     holdBroadcasts = false;
 
+    // Re-priced at the same nonce as attempt 2; attempt 1 reached no node, so it burned nothing: with one attempt
+    // allowed, the nonce is not cancelled and the request completes.
     await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed", 30_000);
     const relays = await readRelays(fx, id);
     expect(relays.map((r) => [r.relayAttempt, r.nonce, r.status])).toEqual([
@@ -180,6 +192,7 @@ describe("a fee spike before the first broadcast", () => {
       [2, first.nonce, "confirmed"],
     ]);
     expect(relays[0]!.failureReason).toMatch(/^superseded/);
+    expect(relays[0]!.submittedAt).toBeNull();
     expect(relays[1]!.maxFeePerGas!).toBeGreaterThanOrEqual(spike);
   }, 60_000);
 });

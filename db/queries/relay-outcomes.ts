@@ -1,7 +1,7 @@
 import type { RelayStatus, RequestStatus } from "@/db/schema";
 import { query, type Query } from "@/db/sql/run";
 import { none, TIMES, toTimes, type RequestTimes } from "./request-times";
-import { SERVICE_STATE_FAILURE } from "./relay-queue";
+import { COUNTS_AS_BURNED } from "./relay-queue";
 
 /**
  * How relay attempts end (broadcast, confirm): submitted, confirmed, failed; their requests completed; the locks
@@ -10,14 +10,14 @@ import { SERVICE_STATE_FAILURE } from "./relay-queue";
 
 const LOCK_REQUEST = `SELECT status FROM sponsorship_requests WHERE id = $1::uuid FOR UPDATE`;
 const REQUEST_ATTEMPTS = `
-    SELECT count(*) FILTER (WHERE NOT (status = 'failed' AND failure_reason LIKE $2))::int AS burned,
+    SELECT count(*) FILTER (WHERE ${COUNTS_AS_BURNED})::int AS burned,
            COALESCE(max(relay_attempt), 0)::int AS latest
     FROM relay_transactions WHERE sponsorship_request_id = $1::uuid`;
 
 /**
- * A request's attempts: `burned`, those that count against MAX_RELAY_ATTEMPTS (a revert of the service's own making
- * counts none: see RelayCandidate.burned), and `latest`, the highest attempt number it used (the next is latest + 1).
- * The two differ once a service-caused revert was numbered.
+ * A request's attempts: `burned`, those that count against MAX_RELAY_ATTEMPTS (COUNTS_AS_BURNED: not a revert of
+ * the service's own making, nor one no node ever took), and `latest`, the highest attempt number it used (the next
+ * is latest + 1). The two differ once such an attempt was numbered.
  */
 export type RequestAttempts = { burned: number; latest: number };
 
@@ -29,7 +29,7 @@ export type RequestAttempts = { burned: number; latest: number };
 export function lockRequest(id: string): [Query<RequestStatus | undefined>, Query<RequestAttempts>] {
   return [
     query(LOCK_REQUEST, [id], (rows) => rows[0]?.status as RequestStatus | undefined),
-    query(REQUEST_ATTEMPTS, [id, `${SERVICE_STATE_FAILURE}%`], (rows) => ({
+    query(REQUEST_ATTEMPTS, [id], (rows) => ({
       burned: (rows[0]?.burned as number | undefined) ?? 0,
       latest: (rows[0]?.latest as number | undefined) ?? 0,
     })),

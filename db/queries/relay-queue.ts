@@ -16,16 +16,27 @@ export type RelayCandidate = {
   status: Extract<RequestStatus, "approved" | "relayed">;
   /** The highest attempt number so far (0 for an approved request): the next attempt is numbered after it. */
   attempts: number;
-  /**
-   * Attempts that count against MAX_RELAY_ATTEMPTS: all but those that failed for the service's own state
-   * (SERVICE_STATE_FAILURE: treasury paused or short, relayer not authorised), which burn none (decisions.md,
-   * "Wallets that cannot be paid").
-   */
+  /** Attempts that count against MAX_RELAY_ATTEMPTS (COUNTS_AS_BURNED). */
   burned: number;
 };
 
 /** The failure_reason prefix of an attempt that reverted for the service's own state; it burns no attempt. */
 export const SERVICE_STATE_FAILURE = "service_state:";
+
+/** The failure_reason prefix of an attempt a node refused for good before any node took it (it burns one). */
+export const REFUSED_BEFORE_BROADCAST = "rejected by the node before broadcast:";
+
+/**
+ * Whether a relay_transactions row counts against MAX_RELAY_ATTEMPTS (SQL over its columns). Two kinds burn none
+ * (decisions.md "Pipeline": errors before anything was broadcast consume no attempt):
+ * - a revert of the service's own state (SERVICE_STATE_FAILURE: treasury paused or short, relayer not authorised);
+ * - an attempt no node ever took (`submitted_at` unset), still queued or closed without a node's refusal: one
+ *   re-priced because the base fee rose above its max fee before its first broadcast got through, then superseded
+ *   at its nonce. One a node refused for good does burn one: otherwise a transaction no node accepts would be
+ *   signed again for ever.
+ */
+export const COUNTS_AS_BURNED = `NOT (status = 'failed' AND failure_reason LIKE '${SERVICE_STATE_FAILURE}%')
+      AND NOT (submitted_at IS NULL AND (status = 'queued' OR (status = 'failed' AND failure_reason NOT LIKE '${REFUSED_BEFORE_BROADCAST}%')))`;
 
 /**
  * Claims requests that need a relay attempt: approved ones (first attempt) and relayed ones whose every attempt
@@ -48,8 +59,7 @@ const LOCK_RELAY_CANDIDATES = `
 const READ_RELAY_CANDIDATES = `
     SELECT r.id, r.wallet_address, r.status,
       COALESCE((SELECT max(t.relay_attempt) FROM relay_transactions t WHERE t.sponsorship_request_id = r.id), 0)::int AS attempts,
-      (SELECT count(*) FROM relay_transactions t
-        WHERE t.sponsorship_request_id = r.id AND NOT (t.status = 'failed' AND t.failure_reason LIKE 'service_state:%'))::int AS burned,
+      (SELECT count(*) FROM relay_transactions t WHERE t.sponsorship_request_id = r.id AND ${COUNTS_AS_BURNED})::int AS burned,
       EXISTS (SELECT 1 FROM relay_transactions t WHERE t.sponsorship_request_id = r.id AND t.status IN ('queued', 'submitted')) AS open
     FROM sponsorship_requests r
     WHERE r.id = ANY($1::uuid[])

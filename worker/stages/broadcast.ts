@@ -1,6 +1,7 @@
 import { parseTransaction, type Address, type Hash, type Hex } from "viem";
 import { failUnsentNonceFills, markFillsSubmitted } from "@/db/queries/nonce-fills";
 import { failUnsentRelays, markRelaysSubmitted } from "@/db/queries/relay-outcomes";
+import { REFUSED_BEFORE_BROADCAST } from "@/db/queries/relay-queue";
 import type { Statement } from "@/db/sql/run";
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import { INSUFFICIENT_FUNDS, type BroadcastOutcome } from "../chain-answers";
@@ -100,7 +101,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
         if (unfunded.has(tx.relayer) || INSUFFICIENT_FUNDS.test(outcome.message)) ctx.status.relayersWithoutGas.add(tx.relayer);
         break;
       case "rejected": {
-        const reason = `rejected by the node before broadcast: ${outcome.message.slice(0, 300)}`;
+        const reason = `${REFUSED_BEFORE_BROADCAST} ${outcome.message.slice(0, 300)}`;
         (tx.kind === "relay" ? rejectedRelays : rejectedFills).push({ id: tx.id, reason });
         break;
       }
