@@ -29,6 +29,12 @@ export type WorkerSettings = {
    * so the worker goes on by itself once the network is back, long before the stage deadline would end it.
    */
   databaseAnswerTimeoutMs: number;
+  /**
+   * How long a revert whose replay the node does not answer waits for one before it is settled as "reason not
+   * available" (which burns an attempt): an outage of a minute is waited out; a node that never answers it (an
+   * endpoint that refuses calls at past blocks) cannot hold the request for ever. 60 s; shorter in tests.
+   */
+  replayPatienceMs: number;
   /** Test hook: SIGKILL right after this many accepted broadcasts. */
   crashAfterBroadcasts: number | undefined;
 };

@@ -10,6 +10,7 @@ import { SponsorshipError } from "@/lib/sponsorship/errors";
 import { registerWallet } from "@/lib/sponsorship/wallets";
 import type { AdminSession } from "@/db/schema";
 import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
+import type { WorkerSettings } from "./context";
 import type { RunningWorker } from "./worker";
 import {
   anvilRpc,
@@ -132,10 +133,10 @@ describe("a wallet that cannot be paid", () => {
  * in the next block and attempt 1 reverts TreasuryPaused there. Nothing is mined yet: the caller mines (afterEach
  * turns automine back on whatever happens).
  */
-async function firstAttemptMeetsThePause(env: Record<string, string>) {
+async function firstAttemptMeetsThePause(env: Record<string, string>, settings: Partial<WorkerSettings> = {}) {
   const { id, wallet } = await createRequest(fx);
   await anvilRpc(fx, "evm_setAutomine", [false]);
-  worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", ...env });
+  worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", ...env }, settings);
   await waitFor("attempt 1 to be sent", async () => ((await readRelays(fx, id)).some((r) => r.status === "submitted") ? true : undefined));
   await treasuryCall("pause", { maxPriorityFeePerGas: 50_000_000_000n, maxFeePerGas: 200_000_000_000n });
   return { id, wallet };
@@ -213,6 +214,17 @@ describe("a revert of the service's own making", () => {
     await anvilRpc(fx, "evm_setAutomine", [true]);
     await fx.clients.waitForTransactionReceipt({ hash: await treasuryCall("unpause") });
     await waitStatus(id, "completed");
+  });
+
+  it("is settled as 'reason not available' once a node that never answers the replay has had its patience: the request is not held for ever (MAX_RELAY_ATTEMPTS=1)", async () => {
+    const { id } = await firstAttemptMeetsThePause({ MAX_RELAY_ATTEMPTS: "1" }, { replayPatienceMs: 1_500 });
+    const outage = (refuseCalls = { refused: 0 });
+    await anvilRpc(fx, "evm_mine");
+    const failed = await waitFor("attempt 1 to be settled", async () => (await readRelays(fx, id)).find((r) => r.status === "failed"), 20_000);
+    // Asked, and asked again while it waited; then the revert burned the only attempt, its cause unknown.
+    expect(outage.refused).toBeGreaterThanOrEqual(2);
+    expect(failed.failureReason).toMatch(/^reverted on-chain \(reason not available: the node did not answer the replay for 1\.5 s\)/);
+    expect((await waitStatus(id, "failed")).failureReason).toMatch(/^relay failed after 1 attempts; last: reverted on-chain \(reason not available/);
   });
 
   it("leaves a later stuck attempt to be replaced at its nonce, numbered after the reverted one, not cancelled as if none were left", async () => {

@@ -16,6 +16,7 @@ import { FeeCeilingWatch } from "./fee-ceiling";
 import { Heartbeat } from "./heartbeat";
 import { STAGE_DEADLINE_MS, WorkerLoop } from "./loop";
 import { RelayerPool } from "./relayers";
+import { REPLAY_PATIENCE_MS } from "./stages/confirm/state";
 import { startWorkerWebhooks, type WorkerWebhookOptions, type WorkerWebhooks } from "./webhooks";
 
 /**
@@ -69,6 +70,7 @@ export function workerSettings(config: Config, overrides: Partial<WorkerSettings
     confirmPollMs: 50,
     stageDeadlineMs: STAGE_DEADLINE_MS,
     databaseAnswerTimeoutMs: DATABASE_ANSWER_TIMEOUT_MS,
+    replayPatienceMs: REPLAY_PATIENCE_MS,
     crashAfterBroadcasts: config.workerTestCrashAfterBroadcasts,
     ...overrides,
   };

@@ -18,7 +18,7 @@ import type { MinedReceipt } from "../../chain-answers";
 import type { WorkerContext } from "../../context";
 import { metrics } from "../../metrics";
 import { SERVICE_STATE_REVERTS, WALLET_REFUSED_REVERT } from "../review";
-import { isOpen, key, REPLAY_PATIENCE_MS, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "./state";
+import { isOpen, key, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "./state";
 
 /**
  * Settling (the confirm stage's status decisions): a nonce group whose nonce the chain consumed deep enough is
@@ -195,14 +195,15 @@ async function settleRevert(ctx: WorkerContext, state: ConfirmState, { group, wi
   // No answer (the node unreachable, or behind): this group waits for one, the others are settled meanwhile.
   const k = key(group.relayer, group.nonce);
   const waitingSince = state.unexplainedSince.get(k) ?? performance.now();
-  if (!answer && performance.now() - waitingSince < REPLAY_PATIENCE_MS) {
+  const patience = ctx.settings.replayPatienceMs;
+  if (!answer && performance.now() - waitingSince < patience) {
     if (!state.unexplainedSince.has(k))
       ctx.log.warn("a revert waits for the node to answer its replay", { requestId, nonce: group.nonce, relayer: group.relayer });
     state.unexplainedSince.set(k, waitingSince);
     return 0;
   }
   state.unexplainedSince.delete(k);
-  const explained = answer ?? { text: `reverted on-chain (reason not available: the node did not answer the replay for ${REPLAY_PATIENCE_MS / 1000} s)` };
+  const explained = answer ?? { text: `reverted on-chain (reason not available: the node did not answer the replay for ${patience / 1000} s)` };
   const reason = `${explained.text} (block ${receipt.blockNumber})`;
   const superseded = `superseded: attempt ${winner.relayAttempt} at nonce ${group.nonce} was mined and reverted`;
 

@@ -9,11 +9,7 @@ export type Group = { relayer: Address; nonce: number; rows: OpenNonceTransactio
 
 /** How long a consumed nonce without a receipt for any of our hashes (or a hole) is watched before it is acted on. */
 export const SUSPECT_CONFIRM_MS = 1_000;
-/**
- * How long a revert whose replay the node does not answer waits for one before it is settled as "reason not
- * available" (which burns an attempt): an outage of a minute is waited out; a node that never answers it (an
- * endpoint that refuses calls at past blocks) cannot hold the request for ever.
- */
+/** The default of WorkerSettings.replayPatienceMs (worker/context.ts). */
 export const REPLAY_PATIENCE_MS = 60_000;
 
 export function key(relayer: string, nonce: number): string {
@@ -45,7 +41,7 @@ export class ConfirmState {
   readonly holeSince = new Map<string, number>();
   /** Groups mined but not CONFIRMATIONS deep yet. */
   readonly shallow = new Set<string>();
-  /** Reverted groups whose replay the node has not answered: since when (REPLAY_PATIENCE_MS). */
+  /** Reverted groups whose replay the node has not answered: since when (WorkerSettings.replayPatienceMs). */
   readonly unexplainedSince = new Map<string, number>();
   /** Groups a reorg dropped after they were seen mined: when. Their stuck clock restarts there. */
   readonly droppedByReorgAt = new Map<string, number>();
