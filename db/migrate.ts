@@ -19,8 +19,8 @@ export const FUNCTIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta
  * under the new code. So a body keeps answering the calls of the release before it (a field added, none taken away;
  * a new signature beside the old one), as a migration keeps the columns the release before it reads.
  */
-export const FUNCTIONS_REVISION = 1;
-export const FUNCTIONS_SHA256 = "f365dafa944e7d07ed01112f4f319d9893a13e729f7157e6a71d299bd8f99886";
+export const FUNCTIONS_REVISION = 2;
+export const FUNCTIONS_SHA256 = "69cf843bfba0d8a986e21824be2959686ab401d8ecd94d7deb15703a658319c3";
 
 export type FunctionSource = { name: string; source: string };
 

@@ -54,11 +54,12 @@ export type WorkerTotals = {
 };
 
 /** The treasury as a stage or the alert evaluation last read it. */
-export type TreasuryStatus = TreasuryState & { checkedAt: Date; underfunded: boolean };
+/** `readAt`: performance.now() of the read (how old it is, whatever the wall clock does). */
+export type TreasuryStatus = TreasuryState & { checkedAt: Date; readAt: number; underfunded: boolean };
 
 /** A treasury state just read, as the worker keeps it: underfunded when it cannot pay one sponsorship. */
 export function treasuryStatus(state: TreasuryState): TreasuryStatus {
-  return { ...state, checkedAt: new Date(), underfunded: state.balance < state.amount };
+  return { ...state, checkedAt: new Date(), readAt: performance.now(), underfunded: state.balance < state.amount };
 }
 
 export type WorkerStatus = {

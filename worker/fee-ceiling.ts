@@ -41,6 +41,8 @@ export type FeeCeilingState = {
   aboveCeiling: boolean;
   since: Date | undefined;
   checkedAt: Date | undefined;
+  /** performance.now() of the last check (how old it is, whatever the wall clock does). */
+  checkedAtMs: number | undefined;
 };
 
 export type FeeCeilingChange = { aboveCeiling: boolean; baseFeeWei: bigint; ceilingWei: bigint; since: Date | undefined; lastedMs?: number };
@@ -54,7 +56,7 @@ export class FeeCeilingWatch {
   private startedAt: number | undefined;
 
   constructor(ceilingWei: bigint) {
-    this.state = { ceilingWei, baseFeeWei: undefined, aboveCeiling: false, since: undefined, checkedAt: undefined };
+    this.state = { ceilingWei, baseFeeWei: undefined, aboveCeiling: false, since: undefined, checkedAt: undefined, checkedAtMs: undefined };
   }
 
   /** Records fees just read from the chain. */
@@ -63,6 +65,7 @@ export class FeeCeilingWatch {
     const now = new Date();
     s.baseFeeWei = offered.baseFeePerGas;
     s.checkedAt = now;
+    s.checkedAtMs = performance.now();
     metrics.feeCeiling({ ceilingWei: s.ceilingWei, baseFeeWei: offered.baseFeePerGas, aboveCeiling: offered.aboveCeiling });
     if (offered.aboveCeiling === s.aboveCeiling) return;
     const lastedMs = this.startedAt === undefined ? undefined : Math.round(performance.now() - this.startedAt);

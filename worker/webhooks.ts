@@ -58,8 +58,9 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
     log.info("webhooks enabled", { endpoints: config.webhookUrls.map((u) => new URL(u).origin) });
   }
 
-  const report = async (key: string, type: AlertEventType, active: boolean, data: Record<string, unknown> = {}) => {
-    if (await reportAlert(db, { key, type, active, data })) log.warn("alert", { type, ...data });
+  // `readAt`: performance.now() of the observation (another worker may have seen the condition more recently).
+  const report = async (key: string, type: AlertEventType, active: boolean, data: Record<string, unknown> = {}, readAt = performance.now()) => {
+    if (await reportAlert(db, { key, type, active, data, observedAgeMs: performance.now() - readAt })) log.warn("alert", { type, ...data });
   };
 
   let evaluating: Promise<void> | undefined;
@@ -91,13 +92,19 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
     const treasury = await freshTreasury();
     if (treasury) {
       const left = treasury.amount > 0n ? treasury.balance / treasury.amount : 0n;
-      await report("treasury.low", "treasury.low", left < BigInt(config.treasuryLowSponsorships), {
-        treasuryAddress: ctx.chain.treasuryAddress,
-        balanceWei: treasury.balance.toString(),
-        amountWei: treasury.amount.toString(),
-        sponsorshipsLeft: Number(left),
-        threshold: config.treasuryLowSponsorships,
-      });
+      await report(
+        "treasury.low",
+        "treasury.low",
+        left < BigInt(config.treasuryLowSponsorships),
+        {
+          treasuryAddress: ctx.chain.treasuryAddress,
+          balanceWei: treasury.balance.toString(),
+          amountWei: treasury.amount.toString(),
+          sponsorshipsLeft: Number(left),
+          threshold: config.treasuryLowSponsorships,
+        },
+        treasury.readAt,
+      );
     }
     for (const relayer of ctx.pool.leased) {
       const key = relayer.toLowerCase();
@@ -107,11 +114,17 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
     }
     const fees = ctx.feeCeiling?.state;
     if (fees?.checkedAt) {
-      await report("fees.above_ceiling", "fees.above_ceiling", fees.aboveCeiling, {
-        ceilingWei: fees.ceilingWei.toString(),
-        baseFeeWei: fees.baseFeeWei?.toString() ?? null,
-        since: fees.since?.toISOString() ?? null,
-      });
+      await report(
+        "fees.above_ceiling",
+        "fees.above_ceiling",
+        fees.aboveCeiling,
+        {
+          ceilingWei: fees.ceilingWei.toString(),
+          baseFeeWei: fees.baseFeeWei?.toString() ?? null,
+          since: fees.since?.toISOString() ?? null,
+        },
+        fees.checkedAtMs,
+      );
     }
     if (config.sponsorBudgetPerHour > 0 || config.sponsorBudgetPerDay > 0) {
       const refusal = await readBudgetExhaustion(db, { perHour: config.sponsorBudgetPerHour, perDay: config.sponsorBudgetPerDay });

@@ -26,20 +26,30 @@ BEGIN
 END;
 $$ LANGUAGE plpgsql;
 
--- An alert (treasury.low, fees.above_ceiling, ...): p_active true while its condition holds. The event is written
--- only when the alert starts (no row, or the row is inactive); it starts again only after a call with p_active false
--- ended it. The row lock of the upsert orders concurrent callers: two workers never both start it. Returns whether
--- this call started it.
-CREATE OR REPLACE FUNCTION webhook_alert(p_key text, p_type text, p_active boolean, p_data jsonb)
+-- An alert (treasury.low, fees.above_ceiling, ...): p_active true while its condition holds, as observed
+-- p_observed_age_ms ago (a worker's treasury read can be a minute old; a web server's last heartbeat seen). The event
+-- is written only when the alert starts (no row, or the row is inactive); it starts again only after a call with
+-- p_active false ended it. Several processes report the same alert, each from what it last saw: only an observation
+-- made after the alert started ends it, and only one made after it ended starts it again, so one process's older
+-- reading cannot end and restart another's episode (each restart a new event). It starts only when its event is
+-- written: with no active endpoint it stays unstarted, and is started (and sent) by the first report after an
+-- endpoint is added. The row lock of the upsert orders concurrent callers: two workers never both start it.
+-- Returns whether this call started it.
+DROP FUNCTION IF EXISTS webhook_alert(text, text, boolean, jsonb);
+CREATE OR REPLACE FUNCTION webhook_alert(p_key text, p_type text, p_active boolean, p_data jsonb, p_observed_age_ms bigint DEFAULT 0)
 RETURNS boolean AS $$
 DECLARE
   v_started boolean := false;
+  v_observed_at timestamptz := now() - make_interval(secs => greatest(coalesce(p_observed_age_ms, 0), 0) / 1000.0);
 BEGIN
   IF p_active THEN
+    IF NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE active) THEN
+      RETURN false;
+    END IF;
     INSERT INTO alert_state AS a (key, type, active, since, data, updated_at)
     VALUES (p_key, p_type, true, now(), coalesce(p_data, '{}'::jsonb), now())
     ON CONFLICT (key) DO UPDATE SET active = true, since = now(), ended_at = NULL, data = excluded.data, updated_at = now()
-      WHERE a.active = false
+      WHERE a.active = false AND (a.ended_at IS NULL OR a.ended_at < v_observed_at)
     RETURNING true INTO v_started;
     IF coalesce(v_started, false) THEN
       PERFORM webhook_enqueue(p_type, coalesce(p_data, '{}'::jsonb));
@@ -47,7 +57,8 @@ BEGIN
     END IF;
     RETURN false;
   END IF;
-  UPDATE alert_state SET active = false, ended_at = now(), updated_at = now() WHERE key = p_key AND active;
+  UPDATE alert_state SET active = false, ended_at = now(), updated_at = now()
+  WHERE key = p_key AND active AND since < v_observed_at;
   RETURN false;
 END;
 $$ LANGUAGE plpgsql;

@@ -44,6 +44,20 @@ export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]
 }
 
 /**
+ * Adds endpoints (or makes them active again), never removing any: the web server's registration of its own
+ * WEBHOOK_URLS, so `worker.down` reaches them even when no worker ever started (only a worker's start-up removes
+ * endpoints, syncWebhookEndpoints).
+ */
+export async function registerWebhookEndpoints(db: Executor, urls: readonly string[]): Promise<void> {
+  await run(
+    db,
+    sql`
+    INSERT INTO webhook_endpoints (url, active) SELECT value, true FROM jsonb_array_elements_text(${JSON.stringify(urls)}::jsonb)
+    ON CONFLICT (url) DO UPDATE SET active = true, updated_at = now() WHERE webhook_endpoints.active = false`,
+  );
+}
+
+/**
  * Gives up the deliveries still pending for an endpoint removed from WEBHOOK_URLS more than `graceMs` ago (status
  * `failed`, last error ENDPOINT_REMOVED_ERROR); returns how many. The worker runs it before each prune, which then
  * removes them like any other settled delivery.
@@ -68,13 +82,19 @@ export async function enqueueWebhookEvent(db: Executor, type: string, data: Reco
 }
 
 /**
- * Starts (`active`) or ends an alert. The event is written only when this call starts it: once per episode, however
- * many workers report the condition. Returns whether this call started it.
+ * Starts (`active`) or ends an alert, as observed `observedAgeMs` ago (default: now). The event is written only when
+ * this call starts it: once per episode, however many processes report the condition, each from what it last saw
+ * (an observation older than the episode's start does not end it; one older than its end does not restart it). Not
+ * started while no endpoint is active. Returns whether this call started it.
  */
-export async function reportAlert(db: Executor, input: { key: string; type: string; active: boolean; data?: Record<string, unknown> }): Promise<boolean> {
+export async function reportAlert(
+  db: Executor,
+  input: { key: string; type: string; active: boolean; data?: Record<string, unknown>; observedAgeMs?: number },
+): Promise<boolean> {
+  const age = Math.max(0, Math.round(input.observedAgeMs ?? 0));
   const rows = await run<{ started: boolean }>(
     db,
-    sql`SELECT webhook_alert(${input.key}, ${input.type}, ${input.active}, ${JSON.stringify(input.data ?? {})}::jsonb) AS started`,
+    sql`SELECT webhook_alert(${input.key}, ${input.type}, ${input.active}, ${JSON.stringify(input.data ?? {})}::jsonb, ${age}::bigint) AS started`,
   );
   return rows[0]?.started === true;
 }

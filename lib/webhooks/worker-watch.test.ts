@@ -3,7 +3,7 @@ import { sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { upsertHeartbeat } from "@/db/queries/heartbeats";
-import { syncWebhookEndpoints } from "@/db/queries/webhooks";
+import { reportAlert, syncWebhookEndpoints } from "@/db/queries/webhooks";
 import { createLogger } from "@/lib/log";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { startWebhookReceiver, type WebhookReceiver } from "@/test/webhook-receiver";
@@ -111,5 +111,77 @@ describe("worker.down", () => {
     } finally {
       await watch.stop();
     }
+  });
+
+  it("is neither ended nor sent again by a watch that started after it and has seen no heartbeat (a web server restarted during the outage)", async () => {
+    await t.db.execute(sql`DELETE FROM worker_heartbeats`);
+    await t.db.execute(sql`DELETE FROM alert_state WHERE key = 'worker.down'`);
+    const before = r.ofType("worker.down").length;
+    const first = quickWatch();
+    const second = quickWatch();
+    try {
+      await waitUntil("the first watch to call the workers down", () => first.check());
+      await waitUntil("its event delivered", async () => r.ofType("worker.down").length > before);
+      const delivered = r.ofType("worker.down").length;
+      // A watch started just now has seen no heartbeat and not watched for the limit: it knows nothing. Before, its
+      // "not down" ended the episode, and the first watch's next look started (and sent) a new one.
+      const restarted = quickWatch();
+      try {
+        expect(await restarted.check()).toBe(false);
+        expect(await first.check()).toBe(true);
+        expect(await second.check()).toBe(true);
+      } finally {
+        await restarted.stop();
+      }
+      const [state] = await t.db.execute<{ active: boolean }>(sql`SELECT active FROM alert_state WHERE key = 'worker.down'`);
+      expect(state!.active).toBe(true);
+      // A new episode's event would have been delivered by the first watch's look (it delivers while down).
+      expect(r.ofType("worker.down")).toHaveLength(delivered);
+    } finally {
+      await first.stop();
+      await second.stop();
+    }
+  });
+
+  it("reaches the web server's own endpoints when no worker ever registered them", async () => {
+    await t.db.execute(sql`DELETE FROM worker_heartbeats`);
+    await t.db.execute(sql`DELETE FROM alert_state WHERE key = 'worker.down'`);
+    // No worker started with WEBHOOK_URLS (the first deployment, a worker that never got past its start-up).
+    await t.db.execute(sql`UPDATE webhook_endpoints SET active = false`);
+    const before = r.ofType("worker.down").length;
+    const watch = quickWatch();
+    try {
+      await waitUntil("the watch to call the workers down", () => watch.check());
+      // Before, the alert was marked started with no endpoint to write its event for, and never sent.
+      await waitUntil("the event delivered", async () => r.ofType("worker.down").length === before + 1);
+    } finally {
+      await watch.stop();
+    }
+  });
+});
+
+describe("an alert several processes report, each from what it last saw", () => {
+  it("is ended only by an observation newer than its start, and started again only by one newer than its end (treasury.low: a worker that read the treasury a minute ago)", async () => {
+    await syncWebhookEndpoints(t.db, [r.url]);
+    const report = (active: boolean, observedAgeMs: number) =>
+      reportAlert(t.db, { key: "treasury.low", type: "treasury.low", active, data: {}, observedAgeMs });
+    const events = async () => (await t.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM webhook_events WHERE type = 'treasury.low'`))[0]!.n;
+    const before = await events();
+    // A worker that relays reads the treasury every block: it sees the balance fall below the threshold.
+    expect(await report(true, 0)).toBe(true);
+    // An idle worker's reading is 50 s old, from before the drop: it does not end the episode (before, it did, and
+    // the first worker's next report started a new one: one more event every 5 s for up to a minute).
+    expect(await report(false, 50_000)).toBe(false);
+    expect(await report(true, 0)).toBe(false);
+    expect(await events()).toBe(before + 1);
+    // Refunded: the relaying worker's fresh reading ends it; the idle worker's older "low" does not start it again.
+    expect(await report(false, 0)).toBe(false);
+    expect(await report(true, 30_000)).toBe(false);
+    const [state] = await t.db.execute<{ active: boolean }>(sql`SELECT active FROM alert_state WHERE key = 'treasury.low'`);
+    expect(state!.active).toBe(false);
+    expect(await events()).toBe(before + 1);
+    // A fresh "low" after the end is a new episode.
+    expect(await report(true, 0)).toBe(true);
+    expect(await events()).toBe(before + 2);
   });
 });

@@ -1,5 +1,5 @@
 import type { Database } from "@/db/client";
-import { newestHeartbeat, reportAlert } from "@/db/queries/webhooks";
+import { newestHeartbeat, registerWebhookEndpoints, reportAlert } from "@/db/queries/webhooks";
 import type { Logger } from "@/lib/log";
 import { WebhookDispatcher, type DispatcherSettings } from "./dispatcher";
 
@@ -8,7 +8,8 @@ import { WebhookDispatcher, type DispatcherSettings } from "./dispatcher";
  * own absence, and when the only worker is down no other is there to notice, so the web server watches
  * (server.ts, only when WEBHOOK_URLS is set): every `intervalMs` it reads the newest heartbeat; once none has been
  * written for `downAfterMs` (counting from this watch's start when there is none at all) the alert starts (once,
- * through webhook_alert, however many web servers watch), and it ends when a heartbeat is seen again. While no
+ * through webhook_alert, however many web servers watch), and it ends when a heartbeat written after it started is
+ * seen. The web server registers its WEBHOOK_URLS too (registerWebhookEndpoints): with no worker yet, nobody else would. While no
  * worker lives, nobody else would deliver the outbox, so the watch delivers what is due itself (the same
  * dispatcher and claims as the workers: no delivery is sent twice at once).
  */
@@ -31,6 +32,8 @@ export class WorkerWatch {
   /** The newest heartbeat seen, as the database stored it. */
   private lastBeatAt: Date | undefined;
   private readonly startedAt = performance.now();
+  /** Whether this watch's endpoints are registered (at its first look that reached the database). */
+  private registered = false;
   private timer: NodeJS.Timeout | undefined;
   private checking: Promise<void> | undefined;
   private readonly dispatcher: WebhookDispatcher;
@@ -51,6 +54,10 @@ export class WorkerWatch {
   check(): Promise<boolean> {
     const run = (async () => {
       const { db, log } = this.options;
+      if (!this.registered) {
+        await registerWebhookEndpoints(db, this.options.endpoints);
+        this.registered = true;
+      }
       const beat = await newestHeartbeat(db);
       // The silence is measured on a monotonic clock from the heartbeat's age, which the database gives: on the
       // wall clock, a step back of this server's (NTP, a restored VM) kept the last beat in the future, and no
@@ -64,12 +71,18 @@ export class WorkerWatch {
       const silentForMs = Math.round(now - since);
       const down = silentForMs >= this.downAfterMs;
       const lastHeartbeatAt = this.lastBeatAt?.toISOString() ?? null;
-      const started = await reportAlert(db, {
-        key: "worker.down",
-        type: "worker.down",
-        active: down,
-        data: { lastHeartbeatAt, silentForMs },
-      });
+      // Not down yet is evidence only of a heartbeat seen, as old as it is: a watch that started a moment ago and has
+      // seen none knows nothing (another web server may have watched for longer), and ends nothing.
+      const started =
+        down || this.lastAliveAt !== undefined
+          ? await reportAlert(db, {
+              key: "worker.down",
+              type: "worker.down",
+              active: down,
+              data: { lastHeartbeatAt, silentForMs },
+              observedAgeMs: down ? 0 : silentForMs,
+            })
+          : false;
       if (started) log.error("alert: no live worker heartbeat", { silentForMs });
       if (down) for (const endpoint of this.options.endpoints) await this.dispatcher.deliverDue(endpoint);
       return down;
