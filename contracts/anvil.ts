@@ -1,7 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { createLogger, type Logger } from "@/lib/log";
+import { openLogFile } from "@/lib/log-file";
 
 /**
  * A real local chain: the anvil binary shipped by npm `@foundry-rs/anvil`, spawned directly (not through npx,
@@ -49,6 +51,8 @@ export type AnvilOptions = {
    * `pidFile` after a crash). Default false.
    */
   ownProcessGroup?: boolean;
+  /** Where a failure to write `anvil.log` (a full disk) is reported. Default: a logger of its own. */
+  logger?: Logger;
 };
 
 export type Anvil = {
@@ -65,6 +69,22 @@ export function anvilBinary(): string {
   if (!existsSync(bin)) throw new Error(`anvil binary not found at ${bin}: run npm install`);
   return bin;
 }
+
+/**
+ * Anvil exited at start-up because it refused its state file (`--state`): not a dump it can parse, or one it parsed
+ * but could not load. Only this failure is a reason to give the chain's state up; any other (the port taken, a slow
+ * start) leaves it for the next attempt.
+ */
+export class AnvilStateRejectedError extends Error {
+  override name = "AnvilStateRejectedError";
+}
+
+/**
+ * What anvil 1.7 prints when it refuses its state file: `error: invalid value '<file>' for '--state <PATH>': failed
+ * to parse json file: ...` (exit 2) for a truncated file or JSON that is not a state dump, `Error: failed to load
+ * init state` (exit 1) for a dump it parsed but cannot load (its best block missing).
+ */
+const STATE_REJECTED = /for '--state <PATH>'|failed to load init state/;
 
 export const DEFAULT_KEEP_BLOCKS = 10_000;
 /** Blocks whose full state anvil keeps by default (eth_call and nonces at a past block). */
@@ -152,15 +172,25 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
   }
   args.push(...(options.extraArgs ?? []));
 
-  const log = createWriteStream(path.join(dir, "anvil.log"), { flags: "a" });
+  const logFile = path.join(dir, "anvil.log");
+  const log = openLogFile(logFile, options.logger ?? createLogger({ component: "anvil" }));
   const child = spawn(anvilBinary(), args, {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, HOME: dir },
     detached: options.ownProcessGroup ?? false,
   });
   if (options.pidFile && child.pid) writeFileSync(options.pidFile, String(child.pid));
-  child.stdout?.pipe(log);
-  child.stderr?.pipe(log);
+  // What anvil said while starting, to tell why it exited if it does (its last few KB).
+  let starting = true;
+  let said = "";
+  const output = (chunk: Buffer) => {
+    log.write(chunk);
+    if (starting) said = (said + chunk.toString()).slice(-4_000);
+  };
+  child.stdout?.on("data", output);
+  child.stderr?.on("data", output);
+  // "close" comes once its output has all been read.
+  const closed = new Promise<void>((resolve) => child.once("close", () => (log.close(), resolve())));
   const rpcUrl = `http://127.0.0.1:${options.port}`;
 
   let exited = false;
@@ -168,13 +198,21 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
 
   const deadline = Date.now() + 20_000;
   while (!(await rpcReady(rpcUrl))) {
-    if (exited) throw new Error(`anvil exited during start-up (see ${path.join(dir, "anvil.log")})`);
+    if (exited) {
+      // Its last words may still be in the pipes when "exit" comes.
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 2_000).unref())]);
+      const reason = said.trim();
+      const message = `anvil exited during start-up${reason ? `: ${reason}` : ""} (see ${logFile})`;
+      throw STATE_REJECTED.test(reason) ? new AnvilStateRejectedError(message) : new Error(message);
+    }
     if (Date.now() > deadline) {
       child.kill("SIGKILL");
       throw new Error(`anvil did not answer on ${rpcUrl} within 20 s`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
+  starting = false;
+  said = "";
 
   const blocks = options.blockTime > 0 ? startBlockTimer(rpcUrl, options.blockTime) : undefined;
   child.once("exit", () => blocks?.stop());
@@ -191,7 +229,6 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
       const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
       await exitedPromise;
       clearTimeout(timer);
-      log.end();
     },
   };
 }

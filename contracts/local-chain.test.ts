@@ -1,6 +1,7 @@
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createPublicClient, getAddress, http, parseEther } from "viem";
@@ -49,6 +50,39 @@ async function sponsorOnce(chain: LocalChain, wallet: `0x${string}`) {
     args: [wallet, requestIdHash(crypto.randomUUID())],
   });
   expect((await clients.waitForTransactionReceipt({ hash })).status).toBe("success");
+}
+
+/**
+ * Holds `port` with a listener that answers no connection: a process that never accepts (here blocked for good),
+ * whose accept queue is full. The port check's connection then times out and the port looks free, while anvil cannot
+ * bind it: what a start sees when another process takes the port between the check and anvil binding it.
+ */
+async function holdPortUnanswered(port: number): Promise<{ release: () => void }> {
+  const holder = spawn(
+    process.execPath,
+    [
+      "-e",
+      `require("node:net").createServer().listen({ port: ${port}, host: "127.0.0.1", backlog: 1 }, () => {
+        console.log("listening");
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+      })`,
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  await new Promise((resolve) => holder.stdout.once("data", resolve));
+  // A backlog of 1 queues two connections (Linux); the kernel drops the handshake of any further one.
+  const fillers: Socket[] = [];
+  for (let i = 0; i < 2; i++) {
+    const socket = connect({ host: "127.0.0.1", port });
+    fillers.push(socket);
+    await new Promise((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+  }
+  return {
+    release: () => {
+      for (const socket of fillers) socket.destroy();
+      holder.kill("SIGKILL");
+    },
+  };
 }
 
 const freshWallet = () => privateKeyToAccount(generatePrivateKey()).address;
@@ -192,6 +226,53 @@ describe("ensureLocalChain", () => {
     expect(await client.readContract({ address: chain.treasuryAddress, abi: treasuryAbi, functionName: "isRelayer", args: [relayer] })).toBe(true);
     expect(await client.getBalance({ address: relayer })).toBeGreaterThan(0n);
     expect(await client.readContract({ address: chain.treasuryAddress, abi: treasuryAbi, functionName: "amount" })).toBe(12345n);
+  });
+
+  it("a start that fails for another reason than its saved state (the port taken after it was checked) keeps the state and fails", async () => {
+    const env = { DATA_DIR: path.join(dataDir, "port-taken"), LOCAL_CHAIN_PORT: String(await freePort()) };
+    const first = await start(env);
+    const wallet = freshWallet();
+    await sponsorOnce(first, wallet);
+    await stop(first);
+    const anvilDir = path.join(env.DATA_DIR, "anvil");
+    const state = path.join(anvilDir, "state.json");
+    const saved = readFileSync(state, "utf8");
+
+    const holder = await holdPortUnanswered(Number(env.LOCAL_CHAIN_PORT));
+    let error: unknown;
+    try {
+      error = await ensureLocalChain({ config: configFor(env), logger }).catch((e: unknown) => e);
+    } finally {
+      holder.release();
+    }
+    // Before: every failure was taken for a refused state file, moved aside, and a fresh chain tried.
+    expect(existsSync(state)).toBe(true);
+    expect(readFileSync(state, "utf8")).toBe(saved);
+    expect(readdirSync(anvilDir).filter((name) => name.startsWith("state.json."))).toEqual([]);
+    // It got past the port check: anvil itself could not bind.
+    expect(error).toBeInstanceOf(Error);
+    expect(error).not.toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toContain("Address already in use");
+
+    // The next attempt, the port free again, continues the same chain.
+    const again = await start(env);
+    expect(again.deployed).toBe(false);
+    expect(
+      await independentClient(again.rpcUrl).readContract({ address: again.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] }),
+    ).toBe(true);
+  });
+
+  it("a state file anvil refuses (JSON that is not a state dump) is moved aside and a fresh chain deployed", async () => {
+    const env = { DATA_DIR: path.join(dataDir, "refused-state"), LOCAL_CHAIN_PORT: String(await freePort()) };
+    const anvilDir = path.join(env.DATA_DIR, "anvil");
+    mkdirSync(anvilDir, { recursive: true });
+    writeFileSync(path.join(anvilDir, "state.json"), '{"accounts":{}}');
+
+    const chain = await start(env);
+    expect(chain.deployed).toBe(true);
+    const aside = readdirSync(anvilDir).filter((name) => name.startsWith("state.json.rejected-"));
+    expect(aside).toHaveLength(1);
+    expect(readFileSync(path.join(anvilDir, aside[0]!), "utf8")).toBe('{"accounts":{}}');
   });
 
   it("refuses with one line naming LOCAL_CHAIN_PORT when the port is taken by another process", async () => {

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs
 import { connect } from "node:net";
 import path from "node:path";
 import { createTestClient, http, parseEther, type Address } from "viem";
-import { anvilBinary, startAnvil, type Anvil } from "@/contracts/anvil";
+import { AnvilStateRejectedError, anvilBinary, startAnvil, type Anvil } from "@/contracts/anvil";
 import {
   TREASURY_INIT_CODE_HASH,
   addressOfKey,
@@ -131,13 +131,17 @@ async function launch(config: Config, logger: Logger): Promise<Anvil> {
     pidFile: pidFileOf(config.dataDir),
     // npm start stops the chain itself, after the web server and the worker.
     ownProcessGroup: true,
+    logger,
   };
   try {
     return await startAnvil(options);
   } catch (error) {
-    // A state file anvil refuses (written halfway by a crash) must not stop the service: start afresh.
+    // A state file anvil refuses (written halfway by a crash) must not stop the service: start afresh. Any other
+    // failure (the port taken since it was checked, a large dump not loaded within the start timeout) keeps the
+    // state for the caller's next attempt: a fresh chain would lose the chain's history, and the relayer nonces
+    // the database holds for it would belong to a chain that no longer exists.
     const state = path.join(dir, "state.json");
-    if (!existsSync(state)) throw error;
+    if (!(error instanceof AnvilStateRejectedError) || !existsSync(state)) throw error;
     const aside = `${state}.rejected-${Date.now()}`;
     renameSync(state, aside);
     logger.warn("anvil refused its saved state; starting a fresh chain", { movedTo: aside, error });

@@ -169,7 +169,12 @@ async function main(): Promise<void> {
   const processFile = path.join(config.dataDir, "processes.json");
   const recordPid = (name: string) => (pid: number) => {
     pids[name] = pid;
-    writeFileSync(processFile, JSON.stringify(pids, null, 2));
+    // Called when a child is restarted too: a full disk must not end the service (it would throw past the restart).
+    try {
+      writeFileSync(processFile, JSON.stringify(pids, null, 2));
+    } catch (error) {
+      logger.warn("could not record the process ids", { file: processFile, error });
+    }
   };
   cleanups.push(async () => rmSync(processFile, { force: true }));
 

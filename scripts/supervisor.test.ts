@@ -1,10 +1,11 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "@/lib/log";
 import { keptLog } from "@/test/kept-log";
 import { spawn } from "node:child_process";
+import { openLogFile } from "@/lib/log-file";
 import { describeExit, supervise, superviseService, type ServiceHandle } from "./supervisor";
 
 const logger = createLogger({ test: "supervisor" });
@@ -13,6 +14,19 @@ beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), "supervisor-test-"));
 });
 afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+/** A log file on a full disk: writes to /dev/full fail with ENOSPC, as on a disk with no space left. */
+async function fullDiskFile(name: string): Promise<string> {
+  const file = path.join(dir, name);
+  await symlink("/dev/full", file);
+  return file;
+}
+
+/** Space freed: the path names a writable file again (the link replaced at once, as `rename` does). */
+async function freeSpace(file: string): Promise<void> {
+  await writeFile(`${file}.new`, "");
+  await rename(`${file}.new`, file);
+}
 
 async function until<T>(probe: () => T | undefined | Promise<T | undefined>, ms = 15_000): Promise<T> {
   const deadline = Date.now() + ms;
@@ -110,9 +124,69 @@ describe("supervise", () => {
     expect(await readFile(logFile, "utf8")).toBe("early\nlate\n");
   });
 
+  it("keeps a child running while its log file cannot be written (a full disk), says so once, and writes its lines again once it can", async () => {
+    const logFile = await fullDiskFile("full-disk.log");
+    const { log: keep, lines: said } = keptLog();
+    const pids: number[] = [];
+    const child = supervise({
+      name: "chatty",
+      command: process.execPath,
+      args: ["-e", "let i = 0; setInterval(() => console.log('line ' + i++), 10)"],
+      env: process.env,
+      cwd: dir,
+      logger: keep,
+      logFile,
+      onStart: (pid) => pids.push(pid),
+    });
+    try {
+      await until(() => (said.some((line) => line.level === "warn") ? true : undefined));
+      await freeSpace(logFile);
+      // Before: the write stream's ENOSPC was an unhandled "error" event (the supervisor's crash handler then stopped it all).
+      const written = await until(async () => {
+        const text = await readFile(logFile, "utf8");
+        return text.split("\n").length > 3 ? text : undefined;
+      });
+      // What came after the outage is all there, in order.
+      const numbers = written
+        .trim()
+        .split("\n")
+        .map((line) => Number(/^line (\d+)$/.exec(line)?.[1]));
+      expect(numbers.slice(1)).toEqual(numbers.slice(0, -1).map((n) => n + 1));
+      expect(numbers[0]).toBeGreaterThan(0);
+    } finally {
+      await child.stop();
+    }
+    expect(said.filter((line) => line.level === "warn").map((line) => [line.msg, (line.fields?.error as NodeJS.ErrnoException).code])).toEqual([
+      ["cannot write the log file; its lines are dropped until it can be written again", "ENOSPC"],
+    ]);
+    expect(said.find((line) => line.msg === "writing the log file again")?.fields?.droppedBytes).toBeGreaterThan(0);
+    expect(child.restarts).toBe(0);
+    expect(pids).toHaveLength(1);
+  });
+
   it("describes how a process ended", () => {
     expect(describeExit(null, "SIGKILL")).toBe("killed by SIGKILL");
     expect(describeExit(2, null)).toBe("exited with code 2");
+  });
+});
+
+describe("openLogFile", () => {
+  it("drops what it cannot write (a full disk), warns once with the error, and appends again once it can", async () => {
+    const file = await fullDiskFile("dropped.log");
+    const { log: keep, lines: said } = keptLog();
+    const log = openLogFile(file, keep);
+    log.write("first\n");
+    log.write(Buffer.from("second\n"));
+    expect(said.map((line) => [line.level, line.msg])).toEqual([["warn", "cannot write the log file; its lines are dropped until it can be written again"]]);
+    expect((said[0]?.fields?.error as NodeJS.ErrnoException).code).toBe("ENOSPC");
+
+    await freeSpace(file);
+    log.write("third\n");
+    log.write("fourth\n");
+    log.close();
+    log.write("after close\n");
+    expect(await readFile(file, "utf8")).toBe("third\nfourth\n");
+    expect(said.slice(1)).toEqual([{ level: "info", msg: "writing the log file again", fields: { file, droppedBytes: 13 } }]);
   });
 });
 

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createWriteStream, type WriteStream } from "node:fs";
 import type { Logger } from "@/lib/log";
+import { openLogFile } from "@/lib/log-file";
 
 /**
  * Keeps a child process running: restarts it when it exits unexpectedly, with exponential backoff (reset once it
@@ -42,7 +42,7 @@ export function supervise(options: SupervisedOptions): Supervised {
   const maxBackoff = options.maxBackoffMs ?? 30_000;
   const stableAfter = options.stableAfterMs ?? 60_000;
   const log = options.logger.child({ process: options.name });
-  const file: WriteStream | undefined = options.logFile ? createWriteStream(options.logFile, { flags: "a" }) : undefined;
+  const file = options.logFile ? openLogFile(options.logFile, log) : undefined;
 
   let child: ChildProcess | undefined;
   let stopping = false;
@@ -67,11 +67,11 @@ export function supervise(options: SupervisedOptions): Supervised {
     child = proc;
     proc.stdout?.on("data", (chunk: Buffer) => {
       process.stdout.write(chunk);
-      if (file && !file.writableEnded) file.write(chunk);
+      file?.write(chunk);
     });
     proc.stderr?.on("data", (chunk: Buffer) => {
       process.stderr.write(chunk);
-      if (file && !file.writableEnded) file.write(chunk);
+      file?.write(chunk);
     });
     exited = new Promise<void>((resolve) => {
       // "exit" can come before the child's last output has been read from its pipes; "close" comes after. A
@@ -124,7 +124,7 @@ export function supervise(options: SupervisedOptions): Supervised {
       // its close is waited for (bounded, see above) before the log file ends.
       await exited;
       clearTimeout(killer);
-      await new Promise<void>((resolve) => (file ? file.end(resolve) : resolve()));
+      file?.close();
     },
   };
 }

@@ -1,0 +1,63 @@
+import { closeSync, openSync, writeSync } from "node:fs";
+import type { Logger } from "@/lib/log";
+
+export type LogFile = {
+  /** Appends the chunk, or drops it while the file cannot be written. */
+  write: (chunk: Buffer | string) => void;
+  /** Closes the file; later chunks are dropped. */
+  close: () => void;
+};
+
+/**
+ * A child's log file (the web server's, the worker's, anvil's) that a full disk cannot take down: a write stream's
+ * unhandled "error" (ENOSPC) would reach the supervisor's crash handler and stop the whole service. A chunk that cannot
+ * be written is dropped (the child's output still reaches the terminal), the first failure is logged once with its
+ * error, and every later chunk tries again on a freshly opened file: the first that is written ends the outage
+ * (logged with what was dropped). Writes are synchronous, as Node writes stdout to a file: in order, nothing held in
+ * memory, a failure known at once.
+ */
+export function openLogFile(file: string, logger: Logger): LogFile {
+  let fd: number | undefined;
+  let failing = false;
+  let droppedBytes = 0;
+  let closed = false;
+  const release = () => {
+    if (fd === undefined) return;
+    try {
+      closeSync(fd);
+    } catch {
+      // Closing a descriptor whose writes failed may fail too; it is released either way.
+    }
+    fd = undefined;
+  };
+  const write = (chunk: Buffer | string) => {
+    if (closed) return;
+    const data = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
+    let written = 0;
+    try {
+      fd ??= openSync(file, "a");
+      while (written < data.length) written += writeSync(fd, data, written);
+      if (failing) {
+        failing = false;
+        logger.info("writing the log file again", { file, droppedBytes });
+        droppedBytes = 0;
+      }
+    } catch (error) {
+      // Opened again with the next chunk: space freed, or the file replaced or recreated meanwhile.
+      release();
+      droppedBytes += data.length - written;
+      if (!failing) {
+        failing = true;
+        logger.warn("cannot write the log file; its lines are dropped until it can be written again", { file, error });
+      }
+    }
+  };
+  write(Buffer.alloc(0));
+  return {
+    write,
+    close: () => {
+      closed = true;
+      release();
+    },
+  };
+}
