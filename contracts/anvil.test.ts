@@ -1,7 +1,8 @@
-import { mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freeSpace, fullDiskFile, until } from "@/test/full-disk";
 import { keptLog } from "@/test/kept-log";
 import { freePort } from "@/test/ports";
 import { startAnvil } from "./anvil";
@@ -11,16 +12,6 @@ beforeAll(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), "sponsorship-anvil-"));
 });
 afterAll(async () => rm(dataDir, { recursive: true, force: true }));
-
-async function until<T>(probe: () => T | undefined | Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 async function chainId(rpcUrl: string): Promise<string> {
   const res = await fetch(rpcUrl, {
@@ -36,8 +27,7 @@ describe("startAnvil", () => {
     const dir = path.join(dataDir, "full-disk");
     await mkdir(dir);
     const logFile = path.join(dir, "anvil.log");
-    // Writes to /dev/full fail with ENOSPC, as on a disk with no space left.
-    await symlink("/dev/full", logFile);
+    await fullDiskFile(logFile);
     const { log: keep, lines: said } = keptLog();
     // Not quiet: anvil prints its banner and a line per RPC call.
     const anvil = await startAnvil({ port: await freePort(), blockTime: 0, dataDir: dir, quiet: false, logger: keep });
@@ -46,9 +36,7 @@ describe("startAnvil", () => {
       await until(() => (said.some((line) => line.level === "warn") ? true : undefined));
       expect(await chainId(anvil.rpcUrl)).toBe("0x7a69");
 
-      // Space freed: the path names a writable file again.
-      await writeFile(`${logFile}.new`, "");
-      await rename(`${logFile}.new`, logFile);
+      await freeSpace(logFile);
       await chainId(anvil.rpcUrl);
       await until(async () => ((await readFile(logFile, "utf8")).includes("eth_chainId") ? true : undefined));
       expect(anvil.process.exitCode).toBeNull();

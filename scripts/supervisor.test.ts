@@ -1,8 +1,9 @@
-import { mkdtemp, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "@/lib/log";
+import { freeSpace, fullDiskFile, until } from "@/test/full-disk";
 import { keptLog } from "@/test/kept-log";
 import { spawn } from "node:child_process";
 import { openLogFile } from "@/lib/log-file";
@@ -15,28 +16,8 @@ beforeAll(async () => {
 });
 afterAll(async () => rm(dir, { recursive: true, force: true }));
 
-/** A log file on a full disk: writes to /dev/full fail with ENOSPC, as on a disk with no space left. */
-async function fullDiskFile(name: string): Promise<string> {
-  const file = path.join(dir, name);
-  await symlink("/dev/full", file);
-  return file;
-}
-
-/** Space freed: the path names a writable file again (the link replaced at once, as `rename` does). */
-async function freeSpace(file: string): Promise<void> {
-  await writeFile(`${file}.new`, "");
-  await rename(`${file}.new`, file);
-}
-
-async function until<T>(probe: () => T | undefined | Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+/** A log file on a full disk (test/full-disk.ts). */
+const fullDiskLog = (name: string) => fullDiskFile(path.join(dir, name));
 
 describe("supervise", () => {
   it("restarts a child killed with SIGKILL and logs why", async () => {
@@ -125,7 +106,7 @@ describe("supervise", () => {
   });
 
   it("keeps a child running while its log file cannot be written (a full disk), says so once, and writes its lines again once it can", async () => {
-    const logFile = await fullDiskFile("full-disk.log");
+    const logFile = await fullDiskLog("full-disk.log");
     const { log: keep, lines: said } = keptLog();
     const pids: number[] = [];
     const child = supervise({
@@ -172,7 +153,7 @@ describe("supervise", () => {
 
 describe("openLogFile", () => {
   it("drops what it cannot write (a full disk), warns once with the error, and appends again once it can", async () => {
-    const file = await fullDiskFile("dropped.log");
+    const file = await fullDiskLog("dropped.log");
     const { log: keep, lines: said } = keptLog();
     const log = openLogFile(file, keep);
     log.write("first\n");
