@@ -541,7 +541,7 @@ export type WebhookDelivery = typeof webhookDeliveries.$inferSelect;
 
 /**
  * Alerts (treasury.low, fees.above_ceiling, ...): one row per alert key, so an alert is sent once when its condition
- * starts and again only after it ended, however many processes watch it (db/functions/webhooks.sql, webhook_alert).
+ * starts and again only after it ended, however many processes watch it (db/functions/webhooks.sql, webhook_report_alert).
  */
 export const alertState = pgTable("alert_state", {
   key: text("key").primaryKey(),

@@ -8,10 +8,11 @@ import { treasuryStatus, type WorkerContext } from "./context";
 /**
  * The worker's part of the webhooks (docs/webhooks.md): it registers WEBHOOK_URLS as the active endpoints, runs the
  * dispatcher (its own loops, beside the relay pipeline, never blocking it) and watches the alerts it can see:
- * `treasury.low`, `relayer.out_of_gas` (per relayer it holds), `fees.above_ceiling`, `budget.exhausted`. Each alert
- * goes through webhook_alert (db/functions/webhooks.sql): sent once when it starts, again only after it ended, however
- * many workers report it. `sponsorship.*` and `sponsorships.paused/resumed` are written by triggers; `worker.down`
- * by the web server (lib/webhooks/worker-watch.ts), since no worker can report its own absence.
+ * `treasury.low`, `relayer.out_of_gas` (per relayer it holds), `fees.above_ceiling`, `budget.exhausted`. Each
+ * alert goes through webhook_report_alert (db/functions/webhooks.sql) with the age of what it saw: sent once when it
+ * starts, again only after it ended, however many workers report it. `sponsorship.*` and
+ * `sponsorships.paused/resumed` are written by triggers; `worker.down` by the web server
+ * (lib/webhooks/worker-watch.ts), since no worker can report its own absence.
  */
 
 export const WEBHOOK_WAKEUP_CHANNEL = "webhook_events";
@@ -127,13 +128,20 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
       );
     }
     if (config.sponsorBudgetPerHour > 0 || config.sponsorBudgetPerDay > 0) {
+      const readAt = performance.now();
       const refusal = await readBudgetExhaustion(db, { perHour: config.sponsorBudgetPerHour, perDay: config.sponsorBudgetPerDay });
-      await report("budget.exhausted", "budget.exhausted", refusal !== null, {
-        window: refusal?.window ?? null,
-        retryAt: refusal ? new Date(refusal.retryAtMs).toISOString() : null,
-        budgetPerHour: config.sponsorBudgetPerHour,
-        budgetPerDay: config.sponsorBudgetPerDay,
-      });
+      await report(
+        "budget.exhausted",
+        "budget.exhausted",
+        refusal !== null,
+        {
+          window: refusal?.window ?? null,
+          retryAt: refusal ? new Date(refusal.retryAtMs).toISOString() : null,
+          budgetPerHour: config.sponsorBudgetPerHour,
+          budgetPerDay: config.sponsorBudgetPerDay,
+        },
+        readAt,
+      );
     }
     if (performance.now() - lastPrune >= PRUNE_INTERVAL_MS) {
       lastPrune = performance.now();

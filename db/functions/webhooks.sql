@@ -33,17 +33,20 @@ $$ LANGUAGE plpgsql;
 -- made after the alert started ends it, and only one made after it ended starts it again, so one process's older
 -- reading cannot end and restart another's episode (each restart a new event). It starts only when its event is
 -- written: with no active endpoint it stays unstarted, and is started (and sent) by the first report after an
--- endpoint is added. The row lock of the upsert orders concurrent callers: two workers never both start it.
--- Returns whether this call started it.
-DROP FUNCTION IF EXISTS webhook_alert(text, text, boolean, jsonb);
-CREATE OR REPLACE FUNCTION webhook_alert(p_key text, p_type text, p_active boolean, p_data jsonb, p_observed_age_ms bigint DEFAULT 0)
+-- endpoint is added (the endpoints read FOR SHARE: none can be deactivated between the check and the event). The row
+-- lock of the upsert orders concurrent callers: two workers never both start it. Returns whether this call started it.
+-- A five-argument webhook_alert with a default (a build of this revision before its release) would make the calls
+-- of the four-argument one below ambiguous.
+DROP FUNCTION IF EXISTS webhook_alert(text, text, boolean, jsonb, bigint);
+CREATE OR REPLACE FUNCTION webhook_report_alert(p_key text, p_type text, p_active boolean, p_data jsonb, p_observed_age_ms bigint)
 RETURNS boolean AS $$
 DECLARE
   v_started boolean := false;
   v_observed_at timestamptz := now() - make_interval(secs => greatest(coalesce(p_observed_age_ms, 0), 0) / 1000.0);
 BEGIN
   IF p_active THEN
-    IF NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE active) THEN
+    PERFORM 1 FROM webhook_endpoints WHERE active FOR SHARE;
+    IF NOT FOUND THEN
       RETURN false;
     END IF;
     INSERT INTO alert_state AS a (key, type, active, since, data, updated_at)
@@ -62,6 +65,13 @@ BEGIN
   RETURN false;
 END;
 $$ LANGUAGE plpgsql;
+
+-- The signature of the releases before webhook_report_alert, kept for them (during a rolling deploy, and after a
+-- rollback of these functions, which puts their own body back under this name): an observation of the moment.
+CREATE OR REPLACE FUNCTION webhook_alert(p_key text, p_type text, p_active boolean, p_data jsonb)
+RETURNS boolean AS $$
+  SELECT webhook_report_alert(p_key, p_type, p_active, p_data, 0);
+$$ LANGUAGE sql;
 
 -- The five request transitions are written by the audit trigger (db/functions/sponsorship_requests_audit.sql, which
 -- also drops the separate trigger of the first version): one trigger per statement does both, and looks for an

@@ -44,16 +44,16 @@ export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]
 }
 
 /**
- * Adds endpoints (or makes them active again), never removing any: the web server's registration of its own
- * WEBHOOK_URLS, so `worker.down` reaches them even when no worker ever started (only a worker's start-up removes
- * endpoints, syncWebhookEndpoints).
+ * Adds endpoints never seen before, and changes none: the web server's registration of its own WEBHOOK_URLS, so
+ * `worker.down` reaches them even when no worker ever started. A worker's start-up alone adds, removes and brings
+ * back endpoints (syncWebhookEndpoints): a web server still running with an old list does not undo a removal.
  */
 export async function registerWebhookEndpoints(db: Executor, urls: readonly string[]): Promise<void> {
   await run(
     db,
     sql`
     INSERT INTO webhook_endpoints (url, active) SELECT value, true FROM jsonb_array_elements_text(${JSON.stringify(urls)}::jsonb)
-    ON CONFLICT (url) DO UPDATE SET active = true, updated_at = now() WHERE webhook_endpoints.active = false`,
+    ON CONFLICT (url) DO NOTHING`,
   );
 }
 
@@ -94,7 +94,7 @@ export async function reportAlert(
   const age = Math.max(0, Math.round(input.observedAgeMs ?? 0));
   const rows = await run<{ started: boolean }>(
     db,
-    sql`SELECT webhook_alert(${input.key}, ${input.type}, ${input.active}, ${JSON.stringify(input.data ?? {})}::jsonb, ${age}::bigint) AS started`,
+    sql`SELECT webhook_report_alert(${input.key}, ${input.type}, ${input.active}, ${JSON.stringify(input.data ?? {})}::jsonb, ${age}::bigint) AS started`,
   );
   return rows[0]?.started === true;
 }

@@ -116,16 +116,17 @@ describe("worker.down", () => {
   it("is neither ended nor sent again by a watch that started after it and has seen no heartbeat (a web server restarted during the outage)", async () => {
     await t.db.execute(sql`DELETE FROM worker_heartbeats`);
     await t.db.execute(sql`DELETE FROM alert_state WHERE key = 'worker.down'`);
-    const before = r.ofType("worker.down").length;
+    const events = async () => (await t.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM webhook_events WHERE type = 'worker.down'`))[0]!.n;
+    const before = await events();
     const first = quickWatch();
     const second = quickWatch();
     try {
       await waitUntil("the first watch to call the workers down", () => first.check());
-      await waitUntil("its event delivered", async () => r.ofType("worker.down").length > before);
-      const delivered = r.ofType("worker.down").length;
-      // A watch started just now has seen no heartbeat and not watched for the limit: it knows nothing. Before, its
-      // "not down" ended the episode, and the first watch's next look started (and sent) a new one.
-      const restarted = quickWatch();
+      expect(await events()).toBe(before + 1);
+      // A watch started just now (the production limit, 60 s) has seen no heartbeat and not watched for the limit:
+      // it knows nothing. Before, its "not down" ended the episode, and the first watch's next look started (and sent)
+      // a new one.
+      const restarted = new WorkerWatch({ db: t.db, log: createLogger({ test: "worker-watch" }), endpoints: [r.url], secret: SECRET });
       try {
         expect(await restarted.check()).toBe(false);
         expect(await first.check()).toBe(true);
@@ -135,8 +136,7 @@ describe("worker.down", () => {
       }
       const [state] = await t.db.execute<{ active: boolean }>(sql`SELECT active FROM alert_state WHERE key = 'worker.down'`);
       expect(state!.active).toBe(true);
-      // A new episode's event would have been delivered by the first watch's look (it delivers while down).
-      expect(r.ofType("worker.down")).toHaveLength(delivered);
+      expect(await events()).toBe(before + 1);
     } finally {
       await first.stop();
       await second.stop();
@@ -147,7 +147,7 @@ describe("worker.down", () => {
     await t.db.execute(sql`DELETE FROM worker_heartbeats`);
     await t.db.execute(sql`DELETE FROM alert_state WHERE key = 'worker.down'`);
     // No worker started with WEBHOOK_URLS (the first deployment, a worker that never got past its start-up).
-    await t.db.execute(sql`UPDATE webhook_endpoints SET active = false`);
+    await t.db.execute(sql`DELETE FROM webhook_endpoints`);
     const before = r.ofType("worker.down").length;
     const watch = quickWatch();
     try {
@@ -183,5 +183,17 @@ describe("an alert several processes report, each from what it last saw", () => 
     // A fresh "low" after the end is a new episode.
     expect(await report(true, 0)).toBe(true);
     expect(await events()).toBe(before + 2);
+  });
+
+  it("is not started while no endpoint is active (its event could not be written), and is started and sent by the first report after one is added", async () => {
+    await syncWebhookEndpoints(t.db, []);
+    const report = () => reportAlert(t.db, { key: "budget.exhausted", type: "budget.exhausted", active: true, data: {} });
+    expect(await report()).toBe(false);
+    const [state] = await t.db.execute<{ active: boolean }>(sql`SELECT active FROM alert_state WHERE key = 'budget.exhausted'`);
+    expect(state?.active ?? false).toBe(false);
+    await syncWebhookEndpoints(t.db, [r.url]);
+    expect(await report()).toBe(true);
+    const [event] = await t.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM webhook_events WHERE type = 'budget.exhausted'`);
+    expect(event!.n).toBe(1);
   });
 });

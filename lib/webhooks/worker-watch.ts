@@ -8,10 +8,10 @@ import { WebhookDispatcher, type DispatcherSettings } from "./dispatcher";
  * own absence, and when the only worker is down no other is there to notice, so the web server watches
  * (server.ts, only when WEBHOOK_URLS is set): every `intervalMs` it reads the newest heartbeat; once none has been
  * written for `downAfterMs` (counting from this watch's start when there is none at all) the alert starts (once,
- * through webhook_alert, however many web servers watch), and it ends when a heartbeat written after it started is
- * seen. The web server registers its WEBHOOK_URLS too (registerWebhookEndpoints): with no worker yet, nobody else would. While no
- * worker lives, nobody else would deliver the outbox, so the watch delivers what is due itself (the same
- * dispatcher and claims as the workers: no delivery is sent twice at once).
+ * through webhook_report_alert, however many web servers watch), and it ends when a heartbeat written after it
+ * started is seen. The web server registers its WEBHOOK_URLS too (registerWebhookEndpoints): with no worker yet,
+ * nobody else would. While no worker lives, nobody else would deliver the outbox, so the watch delivers what is due
+ * itself (the same dispatcher and claims as the workers: no delivery is sent twice at once).
  */
 
 export const WORKER_DOWN_AFTER_MS = 60_000;
@@ -58,6 +58,7 @@ export class WorkerWatch {
         await registerWebhookEndpoints(db, this.options.endpoints);
         this.registered = true;
       }
+      const lookedAt = performance.now(); // what the read below says was so at least from here on
       const beat = await newestHeartbeat(db);
       // The silence is measured on a monotonic clock from the heartbeat's age, which the database gives: on the
       // wall clock, a step back of this server's (NTP, a restored VM) kept the last beat in the future, and no
@@ -80,7 +81,7 @@ export class WorkerWatch {
               type: "worker.down",
               active: down,
               data: { lastHeartbeatAt, silentForMs },
-              observedAgeMs: down ? 0 : silentForMs,
+              observedAgeMs: down ? performance.now() - lookedAt : silentForMs,
             })
           : false;
       if (started) log.error("alert: no live worker heartbeat", { silentForMs });
