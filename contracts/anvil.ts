@@ -176,7 +176,8 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
   const log = openLogFile(logFile, options.logger ?? createLogger({ component: "anvil" }));
   const child = spawn(anvilBinary(), args, {
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, HOME: dir },
+    // NO_COLOR: its words are matched (STATE_REJECTED), and a colour code inside them would hide a refusal.
+    env: { ...process.env, HOME: dir, NO_COLOR: "1" },
     detached: options.ownProcessGroup ?? false,
   });
   if (options.pidFile && child.pid) writeFileSync(options.pidFile, String(child.pid));
