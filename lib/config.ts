@@ -234,6 +234,7 @@ export type Config = Readonly<{
   localChainPort: number;
   localBlockTime: number;
   metricsPort: number | undefined;
+  /** EXPLORER_URL without trailing slashes: transactions are at `${explorerUrl}/tx/${hash}`. */
   explorerUrl: string | undefined;
   publicRpcUrl: string | undefined;
   networkName: string | undefined;
@@ -298,7 +299,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     localChainPort: e.LOCAL_CHAIN_PORT,
     localBlockTime: e.LOCAL_BLOCK_TIME,
     metricsPort: e.METRICS_PORT,
-    explorerUrl: e.EXPLORER_URL,
+    explorerUrl: e.EXPLORER_URL?.replace(/\/+$/, ""),
     publicRpcUrl: e.PUBLIC_RPC_URL,
     networkName: e.NETWORK_NAME,
     treasuryLowSponsorships: e.TREASURY_LOW_SPONSORSHIPS,

@@ -65,7 +65,7 @@ async function readFaucetStatus({ db, config }: Deps): Promise<FaucetStatusRespo
     chainId,
     ...describeNetwork(config, chainId),
     amountWei: amount.toString(),
-    explorerUrl: config.explorerUrl?.replace(/\/+$/, "") ?? null,
+    explorerUrl: config.explorerUrl ?? null,
     state,
     retryAfterSeconds,
     medianSecondsToComplete,

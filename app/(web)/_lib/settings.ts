@@ -39,7 +39,7 @@ async function chainIdOf(config: Config): Promise<number | null> {
 
 /** The block explorer's base URL (EXPLORER_URL) alone: no chain read for a page that needs only it. */
 export function publicExplorerUrl(config: Config = getConfig()): string | null {
-  return config.explorerUrl?.replace(/\/+$/, "") ?? null;
+  return config.explorerUrl ?? null;
 }
 
 export async function getPublicSettings(config: Config = getConfig()): Promise<PublicSettings> {
