@@ -20,7 +20,7 @@ export const FUNCTIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta
  * a new signature beside the old one), as a migration keeps the columns the release before it reads.
  */
 export const FUNCTIONS_REVISION = 2;
-export const FUNCTIONS_SHA256 = "637091ec589117c0e19eb1e77de79543764a3a81211c49208bc0816f9491b34c";
+export const FUNCTIONS_SHA256 = "09f6d6c1dcf6e63cce149b6b273dbfdce45a8d307ba66fe074e6c3d8a8cd4034";
 
 export type FunctionSource = { name: string; source: string };
 

@@ -26,6 +26,10 @@ BEGIN
 END;
 $$ LANGUAGE plpgsql;
 
+-- A five-argument webhook_alert with a default (a build of this revision before its release) would make the calls
+-- of the four-argument one below ambiguous.
+DROP FUNCTION IF EXISTS webhook_alert(text, text, boolean, jsonb, bigint);
+
 -- An alert (treasury.low, fees.above_ceiling, ...): p_active true while its condition holds, as observed
 -- p_observed_age_ms ago (a worker's treasury read can be a minute old; a web server's last heartbeat seen). The event
 -- is written only when the alert starts (no row, or the row is inactive); it starts again only after a call with
@@ -33,11 +37,9 @@ $$ LANGUAGE plpgsql;
 -- made after the alert started ends it, and only one made after it ended starts it again, so one process's older
 -- reading cannot end and restart another's episode (each restart a new event). It starts only when its event is
 -- written: with no active endpoint it stays unstarted, and is started (and sent) by the first report after an
--- endpoint is added (the endpoints read FOR SHARE: none can be deactivated between the check and the event). The row
--- lock of the upsert orders concurrent callers: two workers never both start it. Returns whether this call started it.
--- A five-argument webhook_alert with a default (a build of this revision before its release) would make the calls
--- of the four-argument one below ambiguous.
-DROP FUNCTION IF EXISTS webhook_alert(text, text, boolean, jsonb, bigint);
+-- endpoint is added (the endpoints read FOR SHARE: none can be deactivated between the check and the event). The
+-- row lock of the upsert orders concurrent callers: two workers never both start it. Returns whether this call
+-- started it.
 CREATE OR REPLACE FUNCTION webhook_report_alert(p_key text, p_type text, p_active boolean, p_data jsonb, p_observed_age_ms bigint)
 RETURNS boolean AS $$
 DECLARE
