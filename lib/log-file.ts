@@ -52,7 +52,7 @@ export function openLogFile(file: string, logger: Logger): LogFile {
       }
     }
   };
-  write(Buffer.alloc(0));
+  write(Buffer.alloc(0)); // opened (and created) now: a file that cannot be is said at once
   return {
     write,
     close: () => {

@@ -153,8 +153,9 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
 /**
  * Combines the answers of several endpoints to one broadcast: any acceptance wins, then a used nonce, then a refusal.
  * A refusal outweighs an endpoint that did not answer (down, or timed out): an attempt no node would take must not
- * wait for as long as one endpoint is down (a queued attempt is replaced only once the base fee is above its max fee). An endpoint that timed out
- * after taking it is the one case this misjudges (docs/worker.md, "Errors before broadcast").
+ * wait for as long as one endpoint is down (a queued attempt is replaced only once the base fee is above its max
+ * fee). An endpoint that timed out after taking it is the one case this misjudges (docs/worker.md, "Errors before
+ * broadcast").
  */
 export function combineBroadcastOutcomes(outcomes: readonly BroadcastOutcome[]): BroadcastOutcome {
   for (const kind of ["accepted", "nonce_used", "rejected"] as const) {

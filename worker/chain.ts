@@ -192,7 +192,8 @@ export class WorkerChain {
    * none does. "The nonce is used and none of our hashes has a receipt" must not be pieced together from an endpoint
    * ahead of another: the reads' failover moves each failed call on alone (a call refused inside a batch goes to
    * the next endpoint without the others), and a load-balanced provider can answer two requests from two nodes.
-   * Callers keep `hashes` and `relayers` together within BATCH_SIZE calls (lib/chain/clients.ts), so the batch is not split.
+   * Callers keep `hashes` and `relayers` together within BATCH_SIZE calls (lib/chain/clients.ts), so the batch is
+   * not split.
    */
   async receiptsWithNonces(
     hashes: readonly Hash[],

@@ -53,13 +53,15 @@ export type WorkerTotals = {
   failed: number;
 };
 
-/** The treasury as a stage or the alert evaluation last read it. */
-/** `readAt`: performance.now() of the read (how old it is, whatever the wall clock does). */
-export type TreasuryStatus = TreasuryState & { checkedAt: Date; readAt: number; underfunded: boolean };
+/**
+ * The treasury as a stage or the alert evaluation last read it; `checkedAtMs` is the same moment as `checkedAt` on
+ * performance.now() (how old the read is, whatever the wall clock does).
+ */
+export type TreasuryStatus = TreasuryState & { checkedAt: Date; checkedAtMs: number; underfunded: boolean };
 
 /** A treasury state just read, as the worker keeps it: underfunded when it cannot pay one sponsorship. */
 export function treasuryStatus(state: TreasuryState): TreasuryStatus {
-  return { ...state, checkedAt: new Date(), readAt: performance.now(), underfunded: state.balance < state.amount };
+  return { ...state, checkedAt: new Date(), checkedAtMs: performance.now(), underfunded: state.balance < state.amount };
 }
 
 export type WorkerStatus = {

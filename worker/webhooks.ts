@@ -104,7 +104,7 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
           sponsorshipsLeft: Number(left),
           threshold: config.treasuryLowSponsorships,
         },
-        treasury.readAt,
+        treasury.checkedAtMs,
       );
     }
     for (const relayer of ctx.pool.leased) {

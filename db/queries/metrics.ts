@@ -52,8 +52,8 @@ export async function countRelayTransactionsByStatus(db: Database): Promise<Reco
 }
 
 /**
- * A heartbeat row silent for longer than this belongs to a worker that is gone (a crash, SIGKILL, OOM or the stuck-stage
- * exit leaves its row behind, and every start has a new worker id): it is left out of
+ * A heartbeat row silent for longer than this belongs to a worker that is gone (a crash, SIGKILL, OOM or the
+ * stuck-stage exit leaves its row behind, and every start has a new worker id): it is left out of
  * `sponsorship_worker_heartbeat_age_seconds`, so a restarted worker's dead predecessor neither keeps an alert firing
  * nor adds a series per restart. deploy/prometheus/alerts.yml bounds its per-worker warning by the same 300 s.
  */

@@ -25,8 +25,8 @@ import { watch } from "./watch";
  *   treasury's Sponsored events, found by the hash of the request id they carry (was it this request, through a
  *   transaction hash we sent? then it is completed);
  * - a fill mined: the attempts at that nonce are cancelled; the request fails if that was its last attempt;
- * - no receipt for any of our hashes (seen twice by one endpoint asked for nonce and receipts together): the nonce
- * was used elsewhere, the attempts are dropped.
+ * - no receipt for any of our hashes (seen twice by one endpoint asked for nonce and receipts together): the
+ *   nonce was used elsewhere, the attempts are dropped.
  * Groups not settled yet are watched: a stored transaction the node does not hold (queued after a crash or an
  * outage, or lost: pending nonce below it) is broadcast again from its stored bytes; one unmined for
  * RELAY_TIMEOUT_MS (counted only while the chain was reachable; for one no node took yet, only when its max fee is

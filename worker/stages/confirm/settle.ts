@@ -31,8 +31,8 @@ import { isOpen, key, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "
  *   treasury's Sponsored events, found by the hash of the request id they carry (was it this request, through a
  *   transaction hash we sent? then it is completed);
  * - a fill mined: the attempts at that nonce are cancelled; the request fails if that was its last attempt;
- * - no receipt for any of our hashes (seen twice by one endpoint asked for nonce and receipts together): the nonce
- * was used elsewhere, the attempts are dropped.
+ * - no receipt for any of our hashes (seen twice by one endpoint asked for nonce and receipts together): the
+ *   nonce was used elsewhere, the attempts are dropped.
  * Every write runs in a pipelined transaction (db/sql/transaction.ts), like the other stages'.
  */
 
