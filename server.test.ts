@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { connect, type Socket } from "node:net";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -214,5 +215,59 @@ describe("/metrics bearer guesses (item 4)", () => {
     const audited = await t.db.$client<{ n: number }[]>`SELECT count(*)::int AS n FROM admin_actions
       WHERE action = 'sign_in_failed' AND details->>'channel' = 'metrics' AND ip_address = '127.0.0.1'`;
     expect(audited[0]!.n).toBe(5);
+  });
+});
+
+describe("methods Next.js cannot dispatch or would render a page for (decisions.md: 405 with Allow)", () => {
+  /** node:http, which sends any method (fetch refuses TRACE). */
+  const send = (method: string, pathname: string, headers: Record<string, string> = {}) =>
+    new Promise<{ status: number; headers: IncomingHttpHeaders; body: string }>((resolve, reject) => {
+      const req = httpRequest({ host: "127.0.0.1", port, method, path: pathname, headers }, (res) => {
+        let body = "";
+        res.on("data", (c: Buffer) => (body += c.toString()));
+        res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+
+  it("answers TRACE, PROPFIND and QUERY on an API route 405 problem+json with the route's own Allow", async () => {
+    for (const [method, pathname, allow] of [
+      ["TRACE", "/health", "GET, HEAD, OPTIONS"],
+      ["PROPFIND", "/sponsorship/request", "POST, OPTIONS"],
+      ["QUERY", `/wallets/0x${"ab".repeat(20)}`, "GET, HEAD, OPTIONS"],
+      ["TRACE", "/docs", "GET, HEAD, OPTIONS"],
+    ] as const) {
+      const answer = await send(method, pathname);
+      expect([method, pathname, answer.status, answer.headers.allow]).toEqual([method, pathname, 405, allow]);
+      expect(answer.headers["content-type"]).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(answer.body)).toMatchObject({ status: 405, code: "method_not_allowed", requestId: answer.headers["x-request-id"] });
+    }
+    // A path no route serves is 404 whatever the method; OPTIONS on a route is still its preflight (204).
+    expect((await send("TRACE", "/no/such/path")).status).toBe(404);
+    const options = await send("OPTIONS", "/sponsorship/request");
+    expect([options.status, options.headers.allow]).toEqual([204, "POST, OPTIONS"]);
+    // The marker is server.ts's alone: a client that sends it on an OPTIONS gets the preflight, not a 405.
+    expect((await send("OPTIONS", "/health", { "x-unrouted-method": "TRACE" })).status).toBe(204);
+  });
+
+  it("answers a method a page does not take 405 with Allow instead of rendering the page, and OPTIONS 204", async () => {
+    for (const [method, pathname, allow] of [
+      ["PUT", "/request", "GET, HEAD, OPTIONS"],
+      ["DELETE", "/", "GET, HEAD, OPTIONS"],
+      ["POST", "/request", "GET, HEAD, OPTIONS"],
+      ["TRACE", "/request", "GET, HEAD, OPTIONS"],
+      ["PATCH", "/dashboard", "GET, HEAD, POST, OPTIONS"],
+      ["PROPFIND", "/dashboard/requests/00000000-0000-0000-0000-000000000000", "GET, HEAD, POST, OPTIONS"],
+    ] as const) {
+      const answer = await send(method, pathname);
+      expect([method, pathname, answer.status, answer.headers.allow]).toEqual([method, pathname, 405, allow]);
+      expect(JSON.parse(answer.body)).toMatchObject({ status: 405, code: "method_not_allowed" });
+    }
+    const options = await send("OPTIONS", "/request");
+    expect([options.status, options.headers.allow]).toEqual([204, "GET, HEAD, OPTIONS"]);
+    // What the pages do take is still Next's: the page itself.
+    expect((await send("GET", "/request")).status).toBe(200);
+    expect((await send("HEAD", "/dashboard")).status).toBe(200);
   });
 });

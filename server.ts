@@ -11,6 +11,7 @@ import { verifyAdministratorToken } from "@/lib/admin/session";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, resolveClientIp, resolveClientProto } from "@/lib/http/client-ip";
 import { applySecurityHeaders, STATIC_HEADERS } from "@/lib/http/security-headers";
 import { checkCors } from "@/lib/http/cors";
+import { decideMethod, UNROUTED_METHOD_HEADER } from "@/lib/http/methods";
 import { renderProblem, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
 import { storedUserAgent } from "@/lib/http/user-agent";
@@ -147,8 +148,10 @@ async function main(): Promise<void> {
 
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     instrumentHttpRequest(req, res);
-    // A client may not choose its own address: whatever it sent in x-client-ip is replaced.
+    // A client may not choose its own address (whatever it sent in x-client-ip is replaced) nor pass a method off as
+    // one server.ts handed over (lib/http/methods.ts).
     delete req.headers[CLIENT_IP_HEADER];
+    delete req.headers[UNROUTED_METHOD_HEADER];
     req.headers[CLIENT_IP_HEADER] = resolveClientIp({
       peerAddress: req.socket.remoteAddress,
       forwardedFor: req.headers["x-forwarded-for"],
@@ -194,6 +197,21 @@ async function main(): Promise<void> {
         }),
       );
       return;
+    }
+    // 405 with Allow where Next would render a page or answer an empty 400 (lib/http/methods.ts).
+    const methods = decideMethod(req.method ?? "GET", (req.url ?? "/").split("?")[0]!);
+    if (methods.kind === "page-options") {
+      res.writeHead(204, { allow: methods.allow }).end();
+      return;
+    }
+    if (methods.kind === "not-allowed") {
+      res.setHeader("allow", methods.allow);
+      sendProblem(res, "method_not_allowed", `${req.method} is not supported here; use ${methods.allow}`, requestId);
+      return;
+    }
+    if (methods.kind === "unrouted") {
+      req.headers[UNROUTED_METHOD_HEADER] = req.method;
+      req.method = "OPTIONS";
     }
     handle(req, res).catch((error: unknown) => {
       log.error("request failed outside the route handlers", { requestId, url: req.url, error });

@@ -4,6 +4,7 @@ import { isSponsorshipError } from "@/lib/sponsorship/errors";
 import { appConfig } from "./app-context";
 import { clientIpOf } from "./client-ip";
 import { checkCors, preflightHeaders } from "./cors";
+import { UNROUTED_METHOD_HEADER } from "./methods";
 import { HttpProblem, problemResponse } from "./problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "./request-id";
 
@@ -97,7 +98,13 @@ function errorResponse(error: unknown, requestId: string, request: Request): Res
  * The seven method exports of a route.ts: `export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } =
  * defineRoute({ GET: handler })`. Exporting every method keeps 405, OPTIONS and HEAD in our hands.
  */
-export function defineRoute(handlers: Partial<Record<HandledMethod, Handler>>): Record<Method, NextRouteHandler> {
+export function defineRoute(
+  handlers: Partial<Record<HandledMethod, Handler>>,
+  options: {
+    /** Answers a method Next cannot dispatch (TRACE, PROPFIND, ...; lib/http/methods.ts) instead of 405. */
+    unrouted?: Handler;
+  } = {},
+): Record<Method, NextRouteHandler> {
   const allow = allowedMethods(handlers);
   const allowHeader = allow.join(", ");
 
@@ -111,18 +118,20 @@ export function defineRoute(handlers: Partial<Record<HandledMethod, Handler>>): 
       const admin = isAdminPath(request.url);
       const cors = checkCors(request.headers.get("origin"), request.headers.get("host"), admin ? [] : appConfig().corsOrigins);
       corsHeaders = cors.headers;
+      const unrouted = method === "OPTIONS" ? request.headers.get(UNROUTED_METHOD_HEADER) : null;
       if (cors.refused) {
         response = problemResponse("origin_not_allowed", "This origin may not call the API", requestId);
-      } else if (method === "OPTIONS") {
+      } else if (method === "OPTIONS" && !unrouted) {
         // A preflight, or a plain OPTIONS from a server: the methods of the route either way.
         response = new Response(null, {
           status: 204,
           headers: { allow: allowHeader, ...(cors.allowedOrigin ? preflightHeaders(cors.allowedOrigin, allow) : {}) },
         });
       } else {
-        const handler = method === "HEAD" ? handlers.GET : handlers[method as HandledMethod];
+        // A method Next cannot dispatch (TRACE, PROPFIND, ...) arrives from server.ts as a marked OPTIONS (methods.ts).
+        const handler = unrouted ? options.unrouted : method === "HEAD" ? handlers.GET : handlers[method as HandledMethod];
         if (!handler) {
-          response = problemResponse("method_not_allowed", `${method} is not supported here; use ${allowHeader}`, requestId, {
+          response = problemResponse("method_not_allowed", `${unrouted ?? method} is not supported here; use ${allowHeader}`, requestId, {
             headers: { allow: allowHeader },
           });
         } else {

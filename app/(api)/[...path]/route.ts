@@ -9,10 +9,7 @@ const notFound = () => {
   throw new HttpProblem("not_found", "No endpoint at this path; see /openapi.json");
 };
 
-export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
-  GET: notFound,
-  POST: notFound,
-  PUT: notFound,
-  PATCH: notFound,
-  DELETE: notFound,
-});
+export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute(
+  { GET: notFound, POST: notFound, PUT: notFound, PATCH: notFound, DELETE: notFound },
+  { unrouted: notFound },
+);

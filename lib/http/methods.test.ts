@@ -1,0 +1,43 @@
+import { readdirSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { apiRoutes } from "@/test/routes.generated";
+import { decideMethod } from "./methods";
+
+/** Every page.tsx under app/(web) as a path (route groups dropped, a dynamic segment filled in). */
+function pagePaths(dir: string, prefix = ""): string[] {
+  const found: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.isFile() && entry.name === "page.tsx") found.push(prefix || "/");
+    if (entry.isDirectory() && !entry.name.startsWith("_")) {
+      const segment = /^\(.*\)$/.test(entry.name) ? "" : `/${/^\[.*\]$/.test(entry.name) ? "x" : entry.name}`;
+      found.push(...pagePaths(path.join(dir, entry.name), prefix + segment));
+    }
+  }
+  return found;
+}
+
+describe("which methods a path answers (lib/http/methods.ts)", () => {
+  it("knows every page of app/(web): GET and HEAD go to Next, other methods are answered 405", () => {
+    const pages = pagePaths(path.resolve(import.meta.dirname, "../../app/(web)"));
+    expect(pages).toContain("/dashboard/requests/x");
+    for (const page of pages) {
+      expect([page, decideMethod("GET", page).kind, decideMethod("HEAD", page).kind]).toEqual([page, "next", "next"]);
+      expect([page, decideMethod("PUT", page).kind]).toEqual([page, "not-allowed"]);
+      expect([page, decideMethod("OPTIONS", page).kind]).toEqual([page, "page-options"]);
+    }
+  });
+
+  it("lets the dashboard's server actions POST to its pages, and no other page", () => {
+    expect(decideMethod("POST", "/dashboard/requests/x").kind).toBe("next");
+    expect(decideMethod("POST", "/request")).toEqual({ kind: "not-allowed", allow: "GET, HEAD, OPTIONS" });
+  });
+
+  it("leaves every API route to its handler, and hands it a method Next cannot dispatch as unrouted", () => {
+    for (const { route } of apiRoutes) {
+      const sample = route.replace(/\[\.\.\.[^\]]+\]/, "no/such/path").replace(/\[[^\]]+\]/g, "x");
+      for (const method of ["GET", "POST", "DELETE", "OPTIONS"]) expect([sample, decideMethod(method, sample).kind]).toEqual([sample, "next"]);
+      expect([sample, decideMethod("TRACE", sample).kind]).toEqual([sample, "unrouted"]);
+    }
+  });
+});
