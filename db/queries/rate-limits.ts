@@ -10,17 +10,26 @@ import { ts } from "@/db/sql/fragments";
  * the pruning.
  */
 
-/** Deletes hits older than `before` (at most `batch` rows a call); returns how many went. */
+/**
+ * Deletes every hit older than `before`, `batch` rows per statement (each its own short transaction, so no long lock
+ * or huge WAL record), until one deletes fewer; returns how many went. A flood from many addresses adds hits faster
+ * than one batch per pruning interval would remove them.
+ */
 export async function pruneRateLimitHits(db: Executor, before: Date, batch = 10_000): Promise<number> {
-  const rows = await run<{ n: number }>(
-    db,
-    sql`
-    WITH gone AS (
-      DELETE FROM rate_limit_hits WHERE id IN (
-        SELECT id FROM rate_limit_hits WHERE created_at < ${ts(before)} LIMIT ${batch}
-      ) RETURNING 1
-    )
-    SELECT count(*)::int AS n FROM gone`,
-  );
-  return rows[0]?.n ?? 0;
+  let total = 0;
+  for (;;) {
+    const rows = await run<{ n: number }>(
+      db,
+      sql`
+      WITH gone AS (
+        DELETE FROM rate_limit_hits WHERE id IN (
+          SELECT id FROM rate_limit_hits WHERE created_at < ${ts(before)} LIMIT ${batch}
+        ) RETURNING 1
+      )
+      SELECT count(*)::int AS n FROM gone`,
+    );
+    const n = rows[0]?.n ?? 0;
+    total += n;
+    if (n < batch) return total;
+  }
 }
