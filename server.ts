@@ -214,7 +214,8 @@ async function main(): Promise<void> {
       req.method = "OPTIONS";
     }
     handle(req, res).catch((error: unknown) => {
-      log.error("request failed outside the route handlers", { requestId, url: req.url, error });
+      // The path alone: a query may carry a request id (/request?id=...), which unlocks its requester's address.
+      log.error("request failed outside the route handlers", { requestId, method: req.method, path: (req.url ?? "/").split("?")[0], error });
       if (res.headersSent) res.destroy();
       else sendProblem(res, "internal_error", "The request could not be completed; it has been logged", requestId);
     });

@@ -1,4 +1,4 @@
-import { getConfig } from "./config";
+import { getConfig, type Config } from "./config";
 
 /** Structured logs: one JSON object a line on stdout (errors on stderr), with the fields each caller adds. */
 
@@ -23,6 +23,45 @@ function threshold(): number {
   }
 }
 
+/**
+ * The configured URLs' forms that may carry a credential (a provider's key in an RPC_URL's path or query, a token in
+ * a webhook URL's path, a password in DATABASE_URL), each with what a log line says instead: the origin. Errors
+ * quote them (viem's `URL: ...` line, without the user and password), and log files are read by more people than
+ * the configuration.
+ */
+function urlRedactions(config: Config): [string, string][] {
+  const pairs: [string, string][] = [];
+  for (const raw of [...config.rpcUrls, ...config.webhookUrls, config.databaseUrl ?? ""]) {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      continue;
+    }
+    const origin = `${url.protocol}//${url.host}`;
+    if (raw === origin || raw === `${origin}/`) continue;
+    url.username = "";
+    url.password = "";
+    for (const form of new Set([raw, url.toString()])) pairs.push([form, `${origin}/[redacted]`]);
+  }
+  // A URL that begins another is replaced after it.
+  return pairs.sort(([a], [b]) => b.length - a.length);
+}
+
+let redactions: { config: Config; pairs: [string, string][] } | undefined;
+
+function redact(line: string): string {
+  let config: Config;
+  try {
+    config = getConfig();
+  } catch {
+    return line;
+  }
+  if (redactions?.config !== config) redactions = { config, pairs: urlRedactions(config) };
+  for (const [secret, shown] of redactions.pairs) if (line.includes(secret)) line = line.split(secret).join(shown);
+  return line;
+}
+
 function serialise(value: unknown): unknown {
   if (value instanceof Error) {
     return { name: value.name, message: value.message, stack: value.stack, cause: value.cause ? serialise(value.cause) : undefined };
@@ -35,7 +74,7 @@ function write(level: Level, msg: string, base: LogFields, fields: LogFields | u
   if (rank[level] < threshold()) return;
   const entry: LogFields = { time: new Date().toISOString(), level, msg, ...base };
   if (fields) for (const [k, v] of Object.entries(fields)) entry[k] = serialise(v);
-  const line = JSON.stringify(entry, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n";
+  const line = redact(JSON.stringify(entry, (_k, v) => (typeof v === "bigint" ? v.toString() : v))) + "\n";
   if (level === "error" || level === "warn") process.stderr.write(line);
   else process.stdout.write(line);
 }
