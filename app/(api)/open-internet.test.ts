@@ -137,6 +137,16 @@ describe("identity by IPv6 prefix", () => {
     expectProblem(await post(web, "/wallets/register", { walletAddress: randomAddress() }, "2002:c633:64c8:ffff::9"), 403, "ip_blocked");
   });
 
+  it("blocks a tunnel's client when the administrator blocks the IPv6 address a request showed, as the IPv4 address it carries", async () => {
+    const cookie = await signIn(web);
+    const [wallet] = await registered(web, 1, "192.0.2.12");
+    // A request's ipAddress as the dashboard shows it: 6to4 for 198.51.100.201 (c633:64c9).
+    const block = await post(web, "/admin/ip-blocks", { cidr: "2002:c633:64c9:7::1", reason: "seen on the dashboard" }, "192.0.2.200", { cookie });
+    expect([block.status, block.body.cidr]).toEqual([201, "198.51.100.201/32"]);
+    expectProblem(await post(web, "/sponsorship/request", { walletAddress: wallet }, "2002:c633:64c9:8888::2"), 403, "ip_blocked");
+    expectProblem(await post(web, "/wallets/register", { walletAddress: randomAddress() }, "198.51.100.201"), 403, "ip_blocked");
+  });
+
   it("treats every IPv6 address on its own with IPV6_PREFIX_LENGTH=128", async () => {
     const wallets = await registered(web128, 11, "192.0.2.2");
     for (let i = 0; i < 11; i++) {

@@ -63,7 +63,11 @@ export async function resumeSponsorships(
 /** Blocks an address or prefix (422 invalid_value for text that is neither). */
 export async function blockIpAsAdministrator(db: Database, context: AdminContext, input: { cidr: string; reason: string }): Promise<IpBlock> {
   const cidr = parseCidr(input.cidr);
-  if (!cidr) throw new SponsorshipError("invalid_value", "cidr must be an IPv4 or IPv6 address, or a prefix such as 198.51.100.0/24 or 2001:db8::/48");
+  if (!cidr)
+    throw new SponsorshipError(
+      "invalid_value",
+      "cidr must be an IPv4 or IPv6 address, or a prefix such as 198.51.100.0/24 or 2001:db8::/48 (not /0; a Teredo prefix of /97 or longer, a 6to4 one longer than /16)",
+    );
   const reason = requireReason(input.reason);
   const now = context.now ?? new Date();
   const block = await db.transaction(async (tx) => {

@@ -71,7 +71,21 @@ describe("tunnelled IPv6 (6to4, Teredo) and IPv4-mapped ranges", () => {
     expect(parseCidr("::ffff:198.51.100.0/120")).toBe("198.51.100.0/24");
     expect(parseCidr("::ffff:198.51.100.7")).toBe("198.51.100.7/32");
     expect(parseCidr("::ffff:0:0/95")).toBeUndefined();
-    // A 6to4 range stays an IPv6 range (its clients are matched as their IPv4 address).
-    expect(parseCidr("2002:c633:644d::/48")).toBe("2002:c633:644d::/48");
+  });
+
+  it("reads a block of a tunnel's address or prefix as the IPv4 range it carries, which its clients are matched as", () => {
+    // What the dashboard shows as a request's ipAddress, blocked as it is.
+    expect(parseCidr("2002:c633:644d:1::1")).toBe("198.51.100.77/32");
+    expect(parseCidr("2002:c633:644d::/48")).toBe("198.51.100.77/32");
+    expect(parseCidr("2002:c633:6400::/40")).toBe("198.51.100.0/24");
+    expect(clientNetwork("2002:c633:644d:1::1", 64)).toBe(parseCidr("2002:c633:644d:1::1"));
+    expect(parseCidr("2001:0:4136:e378:8000:63bf:3fff:fdd2")).toBe("192.0.2.45/32");
+    expect(parseCidr("2001:0:4136:e378:8000:63bf:3fff:fd00/120")).toBe("192.0.2.0/24");
+    expect(clientNetwork("2001:0:4136:e378:8000:63bf:3fff:fdd2", 64)).toBe(parseCidr("2001:0:4136:e378:8000:63bf:3fff:fdd2"));
+    // A Teredo server's prefix covers clients of any IPv4 address; 6to4's /16 every one: refused.
+    expect(parseCidr("2001:0:4136:e378::/64")).toBeUndefined();
+    expect(parseCidr("2002::/16")).toBeUndefined();
+    // Wider prefixes are plain IPv6 ranges (they hold other addresses than tunnels).
+    expect(parseCidr("2001::/16")).toBe("2001::/16");
   });
 });

@@ -57,8 +57,11 @@ function ipv6Network(ip: string, prefixLength: number): string {
 /**
  * An administrator's block target as a normalised CIDR network: an IPv4 or IPv6 address (a /32 or /128) or a prefix
  * `address/length`; host bits below the prefix are cleared (`198.51.100.77/24` is `198.51.100.0/24`). An
- * IPv4-mapped range (`::ffff:198.51.100.0/120`) is the IPv4 range it maps (clients are recorded as IPv4). Undefined
- * for anything else, and for a /0 (it would block everyone: that is what the pause is for).
+ * IPv4-mapped range (`::ffff:198.51.100.0/120`) is the IPv4 range it maps (clients are recorded as IPv4), and a
+ * tunnel's the IPv4 range it carries (its clients are matched as that IPv4 address, clientNetwork): a 6to4
+ * `2002:c633:644d::/48` is `198.51.100.77/32`, a Teredo /97 or longer the range of its inverted last 32 bits.
+ * Undefined for anything else; for a /0 (it would block everyone: that is what the pause is for); for a Teredo
+ * prefix of /33-/96 (it names a Teredo server, whose clients are any IPv4 address) and 6to4's whole /16.
  */
 export function parseCidr(text: string): string | undefined {
   const match = /^([0-9A-Fa-f:.]+)(?:\/(\d{1,3}))?$/.exec(text.trim());
@@ -67,10 +70,22 @@ export function parseCidr(text: string): string | undefined {
   let version = isIP(address);
   if (version === 0) return undefined;
   let length = match[2] === undefined ? (version === 4 ? 32 : 128) : Number(match[2]);
-  const mapped = version === 6 ? expandIpv6(address.toLowerCase()) : undefined;
-  if (mapped && isIpv4Mapped(mapped)) {
+  const groups = version === 6 ? expandIpv6(address.toLowerCase()) : undefined;
+  if (groups && isIpv4Mapped(groups)) {
     if (length < 96) return undefined;
-    address = dottedIpv4(mapped[6]!, mapped[7]!);
+    address = dottedIpv4(groups[6]!, groups[7]!);
+    length -= 96;
+    version = 4;
+  } else if (groups?.[0] === 0x2002 && length >= 16) {
+    // 6to4: bits 16-47 are the IPv4 address, and its clients are matched as it (clientNetwork).
+    if (length === 16) return undefined;
+    address = dottedIpv4(groups[1]!, groups[2]!);
+    length = Math.min(32, length - 16);
+    version = 4;
+  } else if (groups?.[0] === 0x2001 && groups[1] === 0 && length >= 32) {
+    // Teredo: the client's IPv4 address inverted in the last 32 bits; a shorter prefix names a server, not clients.
+    if (length <= 96) return undefined;
+    address = dottedIpv4(groups[6]! ^ 0xffff, groups[7]! ^ 0xffff);
     length -= 96;
     version = 4;
   }
