@@ -5,6 +5,7 @@ import { treasuryAbi } from "@/contracts/generated/treasury";
 import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { pauseSponsorships, resumeSponsorships } from "@/lib/admin/controls";
+import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
 import { SponsorshipError } from "@/lib/sponsorship/errors";
 import { registerWallet } from "@/lib/sponsorship/wallets";
@@ -40,6 +41,8 @@ let proxy: RpcProxy;
 const sent: string[] = [];
 /** While set, every eth_call of `sponsor` (review's dry run, the replay of a revert) is answered 503 and counted here. */
 let refuseCalls: { refused: number } | undefined;
+/** While set, every eth_call of `sponsor` waits for `released` before it is passed on; `held` counts them. */
+let holdCalls: { held: number; released: Promise<void> } | undefined;
 const SPONSOR_SELECTOR = toFunctionSelector("sponsor(address,bytes32)");
 const deployer = relayerAddress(LOCAL_DEPLOYER_KEY);
 const refusing = compileTestContract("RefusingWallet.sol", "RefusingWallet");
@@ -58,6 +61,10 @@ beforeAll(async () => {
       refuseCalls.refused++;
       return { status: 503, contentType: "text/plain", body: "service unavailable" };
     }
+    if (holdCalls && calls.some(sponsorCall)) {
+      holdCalls.held++;
+      return holdCalls.released.then(() => undefined);
+    }
     for (const call of calls) {
       if (call.method === "eth_sendRawTransaction") sent.push(String(call.params[0]));
     }
@@ -69,6 +76,7 @@ afterEach(async () => {
   await worker?.stop();
   worker = undefined;
   refuseCalls = undefined;
+  holdCalls = undefined;
   await anvilRpc(fx, "evm_setAutomine", [true]);
   // A test that failed half-way does not leave the next one a paused treasury.
   if (await fx.clients.readContract({ address: fx.deployment.treasuryAddress, abi: treasuryAbi, functionName: "paused" })) {
@@ -265,6 +273,45 @@ describe("the pause", () => {
     await resumeSponsorships(fx.database.db, { session, ipAddress: null });
     await waitStatus(id, "completed");
     expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
+  });
+});
+
+describe("a wallet blocked after its request was reviewed", () => {
+  const admin = { session, ipAddress: null };
+
+  it("is not paid while the block lasts: its approved request waits, and completes once the block is lifted", async () => {
+    const { id, wallet } = await createRequest(fx);
+    await pauseSponsorships(fx.database.db, admin, { reason: "test: approved requests wait" });
+    worker = await startWorker();
+    await waitStatus(id, "approved");
+    await blockWalletAsAdministrator(fx.database.db, admin, { walletAddress: wallet, reason: "test: abuse seen after review" });
+    const sentBefore = sent.length;
+    await resumeSponsorships(fx.database.db, admin);
+    // A request created after it is relayed and completed: relay passes have run since the resume.
+    const later = await createRequest(fx);
+    await waitStatus(later.id, "completed");
+    expect(sent.length - sentBefore).toBe(1);
+    expect((await readRequest(fx, id)).status).toBe("approved");
+    expect(await readRelays(fx, id)).toEqual([]);
+
+    await unblockWalletAsAdministrator(fx.database.db, admin, { walletAddress: wallet, reason: "test: cleared" });
+    await waitStatus(id, "completed");
+    expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
+  });
+
+  it("is rejected wallet_blocked when the block lands while review is asking the chain, with nothing sent", async () => {
+    let release!: () => void;
+    holdCalls = { held: 0, released: new Promise<void>((resolve) => (release = resolve)) };
+    const { id, wallet } = await createRequest(fx);
+    const sentBefore = sent.length;
+    worker = await startWorker();
+    // Review has claimed the request (its row is locked) and waits for its dry run of `sponsor`.
+    await waitFor("review's dry run", async () => (holdCalls!.held > 0 ? true : undefined));
+    await blockWalletAsAdministrator(fx.database.db, admin, { walletAddress: wallet, reason: "test: blocked during review" });
+    release();
+    await waitStatus(id, "rejected");
+    expect((await readRequest(fx, id)).eligibilityReason).toBe("wallet_blocked");
+    expect(sent.length - sentBefore).toBe(0);
   });
 });
 

@@ -45,6 +45,17 @@ export const COUNTS_AS_BURNED = `NOT (status = 'failed' AND failure_reason LIKE 
  * before the lock was granted, so two workers can never create the same attempt (every transaction that creates
  * an attempt holds the request's row lock).
  */
+/**
+ * A block of the request's wallet, by an administrator or automatic, active now (SQL; `r` is the request): a blocked
+ * wallet cannot be sponsored (interface-spec section 1), so a request approved before its wallet was blocked waits
+ * (approved, or relayed with every attempt failed) until the block is lifted or expires. Review rejects one still
+ * pending (review-queue.ts).
+ */
+const WALLET_BLOCKED = `EXISTS (
+        SELECT 1 FROM blocks b
+        WHERE b.subject_type = 'wallet' AND b.subject = r.wallet_address AND b.lifted_at IS NULL
+          AND (b.expires_at IS NULL OR b.expires_at > statement_timestamp()))`;
+
 const LOCK_RELAY_CANDIDATES = `
     SELECT r.id FROM sponsorship_requests r
     WHERE r.available_at <= now()
@@ -52,6 +63,7 @@ const LOCK_RELAY_CANDIDATES = `
         OR (r.status = 'relayed' AND NOT EXISTS (
           SELECT 1 FROM relay_transactions t
           WHERE t.sponsorship_request_id = r.id AND t.status IN ('queued', 'submitted'))))
+      AND NOT ${WALLET_BLOCKED}
     ORDER BY r.status DESC, r.approved_at, r.id
     LIMIT $1::int
     FOR UPDATE OF r SKIP LOCKED`;
@@ -60,7 +72,8 @@ const READ_RELAY_CANDIDATES = `
     SELECT r.id, r.wallet_address, r.status,
       COALESCE((SELECT max(t.relay_attempt) FROM relay_transactions t WHERE t.sponsorship_request_id = r.id), 0)::int AS attempts,
       (SELECT count(*) FROM relay_transactions t WHERE t.sponsorship_request_id = r.id AND ${COUNTS_AS_BURNED})::int AS burned,
-      EXISTS (SELECT 1 FROM relay_transactions t WHERE t.sponsorship_request_id = r.id AND t.status IN ('queued', 'submitted')) AS open
+      EXISTS (SELECT 1 FROM relay_transactions t WHERE t.sponsorship_request_id = r.id AND t.status IN ('queued', 'submitted')) AS open,
+      ${WALLET_BLOCKED} AS blocked
     FROM sponsorship_requests r
     WHERE r.id = ANY($1::uuid[])
     ORDER BY r.approved_at, r.id`;
@@ -76,8 +89,8 @@ export function lockRelayCandidates(limit: number): Query<string[]> {
  */
 export function readRelayCandidates(lockedIds: readonly string[]): Query<RelayCandidate[]> {
   return query(READ_RELAY_CANDIDATES, [lockedIds], (rows) =>
-    (rows as { id: string; wallet_address: string; status: RequestStatus; attempts: number; burned: number; open: boolean }[])
-      .filter((r): r is typeof r & { status: "approved" | "relayed" } => !r.open && (r.status === "approved" || r.status === "relayed"))
+    (rows as { id: string; wallet_address: string; status: RequestStatus; attempts: number; burned: number; open: boolean; blocked: boolean }[])
+      .filter((r): r is typeof r & { status: "approved" | "relayed" } => !r.open && !r.blocked && (r.status === "approved" || r.status === "relayed"))
       .map((r) => ({ id: r.id, walletAddress: r.wallet_address as Address, status: r.status, attempts: r.attempts, burned: r.burned })),
   );
 }

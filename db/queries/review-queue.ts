@@ -45,17 +45,31 @@ export function claimPendingRequests(limit: number, now: Date): Query<PendingReq
 
 export type ReviewDecision = { id: string; status: "approved" | "rejected"; reason: EligibilityReason };
 
-/** pending -> approved | rejected, with the eligibility reason. Returns the requests moved. */
+/**
+ * pending -> approved | rejected, with the eligibility reason. Returns the requests moved. An approval whose wallet
+ * was blocked after the claim read it (review's chain calls run in between) is written as a `wallet_blocked`
+ * rejection: the block is read again here, under the claim's row locks.
+ */
 const APPLY_REVIEW = `
     UPDATE sponsorship_requests r SET
-      status = v.status::request_status,
-      eligibility_reason = v.reason::eligibility_reason,
-      approved_at = CASE WHEN v.status = 'approved' THEN now() ELSE r.approved_at END,
-      rejected_at = CASE WHEN v.status = 'rejected' THEN now() ELSE r.rejected_at END,
+      status = d.status::request_status,
+      eligibility_reason = d.reason::eligibility_reason,
+      approved_at = CASE WHEN d.status = 'approved' THEN now() ELSE r.approved_at END,
+      rejected_at = CASE WHEN d.status = 'rejected' THEN now() ELSE r.rejected_at END,
       status_actor = $4,
-      status_reason = v.reason
-    FROM unnest($1::uuid[], $2::text[], $3::text[]) AS v(id, status, reason)
-    WHERE r.id = v.id AND r.status = 'pending'
+      status_reason = d.reason
+    FROM (
+      SELECT v.id,
+        CASE WHEN blocked THEN 'rejected' ELSE v.status END AS status,
+        CASE WHEN blocked THEN 'wallet_blocked' ELSE v.reason END AS reason
+      FROM unnest($1::uuid[], $2::text[], $3::text[]) AS v(id, status, reason)
+      JOIN sponsorship_requests w ON w.id = v.id
+      CROSS JOIN LATERAL (SELECT v.status = 'approved' AND EXISTS (
+        SELECT 1 FROM blocks b
+        WHERE b.subject_type = 'wallet' AND b.subject = w.wallet_address AND b.lifted_at IS NULL
+          AND (b.expires_at IS NULL OR b.expires_at > statement_timestamp())) AS blocked) x
+    ) d
+    WHERE r.id = d.id AND r.status = 'pending'
     RETURNING ${TIMES}`;
 
 export function applyReviewDecisions(decisions: readonly ReviewDecision[], actor: string): Query<RequestTimes[]> {

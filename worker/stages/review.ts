@@ -81,14 +81,18 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
       }
     }
     const [moved] = decisions.length > 0 ? await tx.send([applyReviewDecisions(decisions, ctx.actor)], { commit: true }) : [[]];
-    const approved = decisions.filter((d) => d.status === "approved").length;
+    // What was written, not what was decided: an approval whose wallet was blocked meanwhile is written rejected.
+    const rejected = new Set(moved.filter((r) => r.status === "rejected").map((r) => r.id));
+    const approved = moved.length - rejected.size;
     metrics.finished(moved.filter((r) => r.status === "rejected"));
     ctx.status.totals.reviewed += moved.length;
     ctx.status.totals.approved += approved;
-    ctx.status.totals.rejected += decisions.length - approved;
+    ctx.status.totals.rejected += rejected.size;
     if (decisions.length > 0) {
-      ctx.log.debug("reviewed", { approved, rejected: decisions.length - approved, left: claims.length - decisions.length });
-      for (const d of decisions) if (d.status === "rejected") ctx.log.info("request rejected", { requestId: d.id, reason: d.reason });
+      ctx.log.debug("reviewed", { approved, rejected: rejected.size, left: claims.length - decisions.length });
+      for (const d of decisions) {
+        if (rejected.has(d.id)) ctx.log.info("request rejected", { requestId: d.id, reason: d.status === "rejected" ? d.reason : "wallet_blocked" });
+      }
     }
     return claims.length;
   });
