@@ -20,6 +20,8 @@ describe.skipIf(promtool.error !== undefined || promtool.status !== 0)("deploy/p
 
   // worker-heartbeat.yml: SponsorshipWorkerStale does not fire while a fresh worker beats beside a crashed one's
   // stale series, and fires when the freshest heartbeat is stale; SponsorshipWorkerSilent names the dead worker.
+  // treasury-low.yml: SponsorshipTreasuryLow fires at TREASURY_LOW_SPONSORSHIPS as exported (the `treasury.low`
+  // webhook's threshold), at its default 100 when it is not, and never with 0.
   it.each(suites)("%s: every expected alert fires, and no other", (suite) => {
     const run = spawnSync("promtool", ["test", "rules", suite], { cwd: TESTS, encoding: "utf8" });
     expect(run.stdout + run.stderr).toContain("SUCCESS");

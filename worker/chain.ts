@@ -291,10 +291,17 @@ export class WorkerChain {
   }
 
   async balances(addresses: readonly Address[]): Promise<Map<Address, bigint>> {
-    return this.reach("balances", async () => {
-      const values = await Promise.all(addresses.map((address) => this.client.getBalance({ address })));
-      return new Map(addresses.map((a, i) => [a, values[i]!]));
-    });
+    return this.reach("balances", () => this.readBalances(addresses));
+  }
+
+  /** The same, read beside the stages (the alert evaluation), not noted in `health`: see treasuryStateAside. */
+  async balancesAside(addresses: readonly Address[]): Promise<Map<Address, bigint>> {
+    return reach("balances", () => this.readBalances(addresses));
+  }
+
+  private async readBalances(addresses: readonly Address[]): Promise<Map<Address, bigint>> {
+    const values = await Promise.all(addresses.map((address) => this.client.getBalance({ address })));
+    return new Map(addresses.map((a, i) => [a, values[i]!]));
   }
 
   /**

@@ -18,6 +18,8 @@ export type WorkerSettings = {
   /** WORKER_BATCH_WINDOW_MS: the least time between two queue passes, unless the last batch was full. */
   batchWindowMs: number;
   heartbeatMs: number;
+  /** How often a beat also prunes the rows of workers gone for HEARTBEAT_RETENTION_MS (worker/heartbeat.ts). */
+  heartbeatPruneMs: number;
   leaseTtlMs: number;
   /** How often in-flight transactions are checked (a new block triggers the full check). */
   confirmPollMs: number;
@@ -64,6 +66,18 @@ export function treasuryStatus(state: TreasuryState): TreasuryStatus {
   return { ...state, checkedAt: new Date(), checkedAtMs: performance.now(), underfunded: state.balance < state.amount };
 }
 
+/**
+ * One observation of a relayer's gas money: a broadcast refused for want of it (without gas), one the node accepted or
+ * a balance read that covers the transaction refused before (with gas).
+ */
+export type RelayerGas = {
+  withoutGas: boolean;
+  /** performance.now() of the observation: its age is reported with it. */
+  seenAtMs: number;
+  /** The refused transaction's maximum cost (gas limit x max fee + value): a balance read must find that much. */
+  neededWei?: bigint;
+};
+
 export type WorkerStatus = {
   treasury: TreasuryStatus | undefined;
   /** Why the relay stage's last pass sent nothing although requests were waiting (undefined: it was not held back). */
@@ -78,8 +92,12 @@ export type WorkerStatus = {
   checkedAt: number | undefined;
   /** Relay transactions of this worker's relayers still open (queued or submitted). */
   inFlight: number;
-  /** Relayers whose last broadcast the node refused for want of gas money (until one of theirs is accepted). */
-  relayersWithoutGas: Set<string>;
+  /**
+   * What this worker last observed of each relayer's gas money while it held the relayer's lease (the heartbeat's
+   * `withoutGas` and the `relayer.out_of_gas` alert report nothing else): forgotten when a lease is taken or ends, so
+   * a worker that takes a relayer over knows nothing of it until it looks, and one that lost it keeps no stale view.
+   */
+  relayerGas: Map<string, RelayerGas>;
   totals: WorkerTotals;
 };
 

@@ -9,6 +9,13 @@ import { processSpace } from "./host";
 
 export const HEARTBEAT_DETAILS_VERSION = 1;
 
+/**
+ * Rows silent for this long are history, not liveness: pruned by every worker (WorkerSettings.heartbeatPruneMs), so a
+ * row a crash or SIGKILL left behind leaves the dashboard without waiting for a worker to start. A worker beats every
+ * 2 s, so a live one is never that silent; one frozen longer (SIGSTOP) writes its row again at its next beat.
+ */
+export const HEARTBEAT_RETENTION_MS = 3_600_000;
+
 export type HeartbeatDetails = {
   version: number;
   /** The PID namespace of `pid` (worker/host.ts): another worker probes the pid only from the same one. */
@@ -46,6 +53,7 @@ export class Heartbeat {
   private failingSince: number | undefined;
   // performance.now(), as failingSince: a step of the wall clock does not move them.
   private lastFailureLog = Number.NEGATIVE_INFINITY;
+  private lastPrune = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly ctx: WorkerContext) {}
 
@@ -65,7 +73,7 @@ export class Heartbeat {
       relayers: {
         configured: ctx.pool.configured,
         leased: ctx.pool.leased,
-        withoutGas: [...ctx.status.relayersWithoutGas].sort(),
+        withoutGas: ctx.pool.leased.filter((r) => ctx.status.relayerGas.get(r)?.withoutGas),
         notAuthorised: ctx.status.relayWaiting === "relayers_not_authorised" ? [...ctx.pool.leased].sort() : [],
       },
       queue,
@@ -134,6 +142,11 @@ export class Heartbeat {
         });
         if (this.failingSince !== undefined) ctx.log.info("heartbeat written again", { afterMs: Math.round(performance.now() - this.failingSince) });
         this.failingSince = undefined;
+        if (performance.now() - this.lastPrune >= ctx.settings.heartbeatPruneMs) {
+          this.lastPrune = performance.now();
+          const pruned = await pruneHeartbeats(ctx.db, HEARTBEAT_RETENTION_MS).catch(() => 0); // tried again next time
+          if (pruned > 0) ctx.log.info("heartbeat rows of gone workers pruned", { rows: pruned, silentForMs: HEARTBEAT_RETENTION_MS });
+        }
       } catch (error) {
         // Logged once, then every 30 s while it lasts (the loop logs the outage itself).
         const now = performance.now();
@@ -155,8 +168,6 @@ export class Heartbeat {
   start(): void {
     this.timer = setInterval(() => void this.beat(), this.ctx.settings.heartbeatMs);
     this.timer.unref();
-    // Rows of workers silent for an hour are history, not liveness.
-    void pruneHeartbeats(this.ctx.db, 3_600_000).catch(() => {});
   }
 
   async stop(): Promise<void> {

@@ -10,8 +10,9 @@ import { FatalWorkerError, startWorker, type RunningWorker } from "./worker";
  *
  * Exit codes, for the supervisor: 0 after a graceful stop (SIGTERM/SIGINT: the step in flight finishes, leases
  * are given back, the heartbeat row is removed); 1 on a fatal error (bad configuration, no contracts, wrong chain,
- * an unexpected crash of the loop, a stage left without any answer: worker/loop.ts STAGE_DEADLINE_MS), so
- * `npm start` restarts it with backoff and logs why.
+ * an unexpected crash of the loop, a stage left without any answer: worker/loop.ts STAGE_DEADLINE_MS, after which
+ * the heartbeat row is removed too but the leases are left to expire), so `npm start` restarts it with backoff and
+ * logs why.
  */
 
 const log = createLogger({ component: "worker" });
@@ -53,14 +54,14 @@ async function main(): Promise<void> {
   try {
     await running.worker.done;
   } catch (error) {
-    if (error instanceof StageDeadlineError) {
-      // A stage is still in flight, maybe inside a transaction that holds relayer rows: nothing more is done here
-      // (giving the leases back would race it). The leases expire and the server ends the transaction.
-      log.error("worker stage stuck: exiting so that it is restarted", { error, fatal: true });
-      process.exit(1);
-    }
-    // The loop gave up (WorkerStuckError): give the leases back if possible, then exit 1 for the supervisor.
-    log.error("worker loop stopped on a fatal error", { error, fatal: true });
+    // A stage still in flight (StageDeadlineError), maybe inside a transaction that holds relayer rows: stop() keeps
+    // the leases (giving them back would race it; they expire and the server ends the transaction), deletes the
+    // heartbeat row and closes the connections at once. Otherwise the loop gave up (WorkerStuckError): the leases are
+    // given back if possible. Either way exit 1 for the supervisor.
+    log.error(error instanceof StageDeadlineError ? "worker stage stuck: exiting so that it is restarted" : "worker loop stopped on a fatal error", {
+      error,
+      fatal: true,
+    });
     const limit = setTimeout(() => process.exit(1), SHUTDOWN_LIMIT_MS);
     limit.unref();
     await running.worker.stop().catch(() => {});

@@ -9,6 +9,7 @@ import {
   randomWallet,
   readRequest,
   spawnWorker,
+  startInProcessWorker,
   stopSpawned,
   waitFor,
   setUpPipelineFixture,
@@ -65,6 +66,26 @@ describe("the worker process", () => {
       lastError: null,
     });
     await stopSpawned(w);
+  });
+
+  it("prunes, while it runs, the heartbeat rows of workers silent for an hour, and keeps those of live workers", async () => {
+    const db = fx.database.db;
+    const w = await startInProcessWorker(fx, {}, { heartbeatPruneMs: 300 });
+    try {
+      // Written after it started (a worker SIGKILLed two hours ago elsewhere); before, rows were pruned only at a
+      // worker's start, and the dashboard showed the dead worker until the next one.
+      await db.execute(sql`
+        INSERT INTO worker_heartbeats (worker_id, hostname, pid, last_beat_at) VALUES
+          ('elsewhere:1:gone00', 'elsewhere', 1, now() - interval '2 hours'),
+          ('elsewhere:2:quiet0', 'elsewhere', 2, now() - interval '50 minutes'),
+          ('elsewhere:3:alive0', 'elsewhere', 3, now())`);
+      const ids = async () => (await db.execute<{ id: string }>(sql`SELECT worker_id AS id FROM worker_heartbeats ORDER BY worker_id`)).map((r) => r.id);
+      await waitFor("the gone worker's row to be pruned", async () => !(await ids()).includes("elsewhere:1:gone00"), 5_000);
+      expect(await ids()).toEqual(["elsewhere:2:quiet0", "elsewhere:3:alive0", w.workerId].sort());
+    } finally {
+      await w.stop();
+      await db.execute(sql`DELETE FROM worker_heartbeats WHERE hostname = 'elsewhere'`);
+    }
   });
 
   it("stops gracefully on SIGTERM: exit 0, leases given back, heartbeat removed", async () => {

@@ -40,9 +40,10 @@ export class WorkerStuckError extends Error {
  * connection whose packets are dropped without a reset, or a driver that lost a statement (scripts/
  * patch-postgres.mjs). Each call a stage makes is bounded or answered in seconds (a database connection 15 s, an RPC
  * call 5 s per endpoint), so a slow stage that still progresses (hundreds of replacements against a slow node) keeps
- * answering and is never cut. The loop then ends with StageDeadlineError and the process exits 1 at once, so its
- * supervisor restarts it: its leases expire, its open transaction ends with its connection, and what it stored is
- * taken up again, as after a crash. A fifth of the way (a minute) the worker logs the stage it waits in, once.
+ * answering and is never cut. The loop then ends with StageDeadlineError and the process exits 1 (once it has
+ * deleted its heartbeat row, within seconds: worker.ts `stop`), so its supervisor restarts it: its leases expire, its
+ * open transaction ends with its connection, and what it stored is taken up again, as after a crash. A fifth of the
+ * way (a minute) the worker logs the stage it waits in, once.
  */
 export const STAGE_DEADLINE_MS = 300_000;
 

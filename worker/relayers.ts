@@ -38,6 +38,8 @@ export type RelayerPoolOptions = {
   workerId: string;
   keys: readonly Hex[];
   leaseTtlMs: number;
+  /** Called when a lease of this worker is taken or ends: what it knew of the relayer belongs to another tenure. */
+  onLeaseChange?: (address: Address) => void;
 };
 
 export class RelayerPool {
@@ -94,7 +96,14 @@ export class RelayerPool {
 
   /** Forgets a relayer whose lease turned out to be lost (fenced write refused). */
   drop(address: Address, why: string): void {
-    if (this.held.delete(address)) this.options.log.warn("relayer lease lost", { relayer: address, why });
+    if (!this.forget(address)) return;
+    this.options.log.warn("relayer lease lost", { relayer: address, why });
+  }
+
+  private forget(address: Address): boolean {
+    if (!this.held.delete(address)) return false;
+    this.options.onLeaseChange?.(address);
+    return true;
   }
 
   /** Extends the leases (with the heartbeat); forgets the ones another worker took. */
@@ -134,7 +143,7 @@ export class RelayerPool {
     if (this.held.size > share) {
       const extra = this.leased.slice(share);
       await releaseRelayerLeases(db, workerId, extra);
-      for (const address of extra) this.held.delete(address);
+      for (const address of extra) this.forget(address);
       log.info("relayer leases released for another worker", { relayers: extra, share, workers: live.size });
       return;
     }
@@ -150,6 +159,7 @@ export class RelayerPool {
       if (!acquired) continue;
       try {
         await this.reconcile(lease.address, acquired.nextNonce);
+        this.options.onLeaseChange?.(lease.address);
         this.held.add(lease.address);
         log.info("relayer lease acquired", { relayer: lease.address, previousOwner: acquired.previousOwner, share, workers: live.size });
       } catch (error) {
@@ -192,7 +202,7 @@ export class RelayerPool {
   /** Gives every lease back (graceful shutdown): another worker can take over at once. */
   async releaseAll(): Promise<void> {
     const mine = this.leased;
-    this.held.clear();
+    for (const address of mine) this.forget(address);
     await releaseRelayerLeases(this.options.db, this.options.workerId, mine);
   }
 }

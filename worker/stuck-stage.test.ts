@@ -12,8 +12,9 @@ import type { RunningWorker } from "./worker";
  * packet without closing anything, as a partition or a frozen peer does. By default the worker's pool gives such a
  * statement up after 60 s (databaseAnswerTimeoutMs: an outage, retried, the same process goes on once the network is
  * back). Whatever still waits with no answer at all (worker/loop.ts STAGE_DEADLINE_MS, 5 min; here set below the
- * answer timeout to reach it) ends the loop with StageDeadlineError (the process exits 1 and is restarted) without
- * giving its lease back, and a worker started afresh takes the relayer over once the lease expired.
+ * answer timeout to reach it) ends the loop with StageDeadlineError (the process deletes its heartbeat row, exits 1 and
+ * is restarted) without giving its lease back, and a worker started afresh takes the relayer over once the lease
+ * expired.
  */
 
 let fx: PipelineFixture;
@@ -69,13 +70,19 @@ describe("a stage waiting on a database that never answers", () => {
     const warned = said.slice(saidBefore).filter((l) => l.msg === "worker stage waiting: no answer from the database or the chain");
     expect(warned.map((l) => l.fields?.stage)).toEqual([stage]);
 
-    // What the supervisor does: the stuck process is gone (here: its connections dropped, its loop ended), a new one
-    // starts, takes the relayer over once the old lease expired, and completes what waited.
+    // What the supervisor does: the stuck process exits (worker/index.ts: stop(), then exit 1), a new one starts,
+    // takes the relayer over once the old lease expired, and completes what waited. Here the stuck stage's connection
+    // is dropped and new ones reach the database again, as when one connection lost a statement.
     await relay.cut();
+    await relay.restore();
     await stuck.stop();
     // Stopped with a stage in flight, it did not give its lease back (the stage may have held the relayer's row).
     const leases = await fx.database.db.execute<{ owner: string | null }>(sql`SELECT lease_owner AS owner FROM relayer_accounts`);
     expect(leases.map((l) => l.owner)).toEqual([stuck.workerId]);
+    // Its heartbeat row is gone: the dashboard shows no dead worker. Before, the pool was closed first and the row
+    // could not be deleted (it stayed until a worker started an hour later).
+    const beats = await fx.database.db.execute<{ id: string }>(sql`SELECT worker_id AS id FROM worker_heartbeats WHERE worker_id = ${stuck.workerId}`);
+    expect(beats).toHaveLength(0);
     const fresh = await startInProcessWorker(fx, {}, { heartbeatMs: 200 });
     workers.push(fresh);
     expect(

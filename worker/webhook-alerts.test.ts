@@ -190,7 +190,7 @@ describe("alerts", () => {
     r = await startWebhookReceiver();
     const w = await worker({ RELAYER_PRIVATE_KEYS: poorKey });
     const { id } = await createRequest(fx);
-    await waitFor("the worker to see its relayer without gas", async () => w.ctx.status.relayersWithoutGas.size > 0);
+    await waitFor("the worker to see its relayer without gas", async () => w.ctx.status.relayerGas.get(poor)?.withoutGas);
     await w.webhooks.evaluateAlerts();
     await waitFor("relayer.out_of_gas delivered", async () => received("relayer.out_of_gas").length >= 1);
     expect(received("relayer.out_of_gas")[0]!.data).toEqual({ relayerAddress: poor });

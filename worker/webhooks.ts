@@ -1,5 +1,5 @@
 import { readBudgetExhaustion } from "@/db/queries/controls";
-import { giveUpRemovedEndpointDeliveries, pruneWebhookEvents, reportAlert, syncWebhookEndpoints } from "@/db/queries/webhooks";
+import { endRetiredRelayerAlerts, giveUpRemovedEndpointDeliveries, pruneWebhookEvents, reportAlert, syncWebhookEndpoints } from "@/db/queries/webhooks";
 import type { Config } from "@/lib/config";
 import { WebhookDispatcher, type DispatcherSettings } from "@/lib/webhooks/dispatcher";
 import type { AlertEventType } from "@/lib/webhooks/events";
@@ -10,7 +10,8 @@ import { treasuryStatus, type WorkerContext } from "./context";
  * dispatcher (its own loops, beside the relay pipeline, never blocking it) and watches the alerts it can see:
  * `treasury.low`, `relayer.out_of_gas` (per relayer it holds), `fees.above_ceiling`, `budget.exhausted`. Each
  * alert goes through webhook_report_alert (db/functions/webhooks.sql) with the age of what it saw: sent once when it
- * starts, again only after it ended, however many workers report it. `sponsorship.*` and
+ * starts, again only after it ended, however many workers report it. A process reports only what it observed itself,
+ * so its silence (nothing seen yet) never ends another's episode. `sponsorship.*` and
  * `sponsorships.paused/resumed` are written by triggers; `worker.down` by the web server
  * (lib/webhooks/worker-watch.ts), since no worker can report its own absence.
  */
@@ -26,6 +27,12 @@ const PRUNE_INTERVAL_MS = 3_600_000;
  * JSON-RPC request a minute at most (three calls), within the idle worker's budget (worker/rpc-cost.test.ts).
  */
 const TREASURY_REFRESH_MS = 60_000;
+/**
+ * A relayer last seen without gas money has its balance read here at most this often, so its alert ends when it is
+ * funded although nothing of it is broadcast meanwhile (its transactions are sent again by the confirm stage, which
+ * usually notices first). Only those relayers are read: an idle worker with funded relayers makes no call for it.
+ */
+const RELAYER_GAS_REFRESH_MS = 60_000;
 
 export type WorkerWebhookOptions = {
   dispatcher?: Partial<DispatcherSettings>;
@@ -33,6 +40,8 @@ export type WorkerWebhookOptions = {
   alertIntervalMs?: number;
   /** How old the treasury's state may be before an evaluation reads it itself (default 60 s). */
   treasuryRefreshMs?: number;
+  /** How old the view of a relayer without gas money may be before an evaluation reads its balance (default 60 s). */
+  relayerGasRefreshMs?: number;
 };
 
 export type WorkerWebhooks = { evaluateAlerts: () => Promise<void>; stop: () => Promise<void> };
@@ -89,6 +98,25 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
     }
     return ctx.status.treasury;
   };
+  const relayerGasRefreshMs = options.relayerGasRefreshMs ?? RELAYER_GAS_REFRESH_MS;
+  // Relayers held and last seen without gas money, for a while: their balance against the transaction refused.
+  const refreshRelayerGas = async () => {
+    const gas = ctx.status.relayerGas;
+    const due = ctx.pool.leased.filter((r) => {
+      const seen = gas.get(r);
+      return seen?.withoutGas && seen.neededWei !== undefined && performance.now() - seen.seenAtMs >= relayerGasRefreshMs;
+    });
+    if (due.length === 0) return;
+    const before = new Map(due.map((r) => [r, gas.get(r)!]));
+    const readAt = performance.now();
+    const balances = await ctx.chain.balancesAside(due).catch(() => undefined); // unreachable: the last view stands
+    for (const [relayer, seen] of before) {
+      const balance = balances?.get(relayer);
+      // Unless a broadcast (newer) or a change of lease replaced the view meanwhile.
+      if (balance === undefined || gas.get(relayer) !== seen) continue;
+      gas.set(relayer, { ...seen, withoutGas: balance < seen.neededWei!, seenAtMs: readAt });
+    }
+  };
   const evaluate = async () => {
     const treasury = await freshTreasury();
     if (treasury) {
@@ -107,12 +135,16 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
         treasury.checkedAtMs,
       );
     }
+    await refreshRelayerGas();
+    // Only relayers this worker holds, from what it observed of each while holding it, as old as that is: one taken
+    // over a moment ago has not been seen yet, and its silence must not end the episode its last holder reported.
     for (const relayer of ctx.pool.leased) {
-      const key = relayer.toLowerCase();
-      await report(`relayer.out_of_gas:${key}`, "relayer.out_of_gas", ctx.status.relayersWithoutGas.has(key) || ctx.status.relayersWithoutGas.has(relayer), {
-        relayerAddress: key,
-      });
+      const seen = ctx.status.relayerGas.get(relayer);
+      if (seen) await report(`relayer.out_of_gas:${relayer}`, "relayer.out_of_gas", seen.withoutGas, { relayerAddress: relayer }, seen.seenAtMs);
     }
+    // A relayer whose key no running worker has any more is held by none, so none would end its alert.
+    const retired = await endRetiredRelayerAlerts(db);
+    if (retired.length > 0) log.info("relayer.out_of_gas ended for relayers retired from every worker", { relayers: retired });
     const fees = ctx.feeCeiling?.state;
     if (fees?.checkedAt) {
       await report(

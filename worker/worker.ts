@@ -57,6 +57,9 @@ const DATABASE_ANSWER_TIMEOUT_MS = 60_000;
 /** How long setting up LISTEN may take before the worker polls instead (worker.ts `listen`). */
 const LISTEN_SETUP_MS = 15_000;
 
+/** How long the stuck-stage exit waits to delete its heartbeat row (worker.ts `stop`), well within index.ts's limit. */
+const STUCK_EXIT_ROW_MS = 5_000;
+
 export function workerSettings(config: Config, overrides: Partial<WorkerSettings> = {}): WorkerSettings {
   return {
     batchSize: config.workerBatchSize,
@@ -66,6 +69,7 @@ export function workerSettings(config: Config, overrides: Partial<WorkerSettings
     intervalMs: config.workerIntervalMs,
     batchWindowMs: config.workerBatchWindowMs,
     heartbeatMs: 2_000,
+    heartbeatPruneMs: 300_000,
     leaseTtlMs: 15_000,
     confirmPollMs: 50,
     stageDeadlineMs: STAGE_DEADLINE_MS,
@@ -185,7 +189,15 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     idleInTransactionTimeoutMs: 15_000,
     answerTimeoutMs: settings.databaseAnswerTimeoutMs,
   });
-  const pool = new RelayerPool({ db, chain, log, workerId, keys: config.relayerPrivateKeys, leaseTtlMs: settings.leaseTtlMs });
+  const pool = new RelayerPool({
+    db,
+    chain,
+    log,
+    workerId,
+    keys: config.relayerPrivateKeys,
+    leaseTtlMs: settings.leaseTtlMs,
+    onLeaseChange: (address) => ctx.status.relayerGas.delete(address),
+  });
   const ctx: WorkerContext = {
     workerId,
     actor: `worker:${workerId}`,
@@ -203,7 +215,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
       checkedBlock: undefined,
       checkedAt: undefined,
       inFlight: 0,
-      relayersWithoutGas: new Set(),
+      relayerGas: new Map(),
       totals: emptyTotals(),
     },
     fees: undefined,
@@ -319,17 +331,22 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
       stopped = true;
       log.info("worker stopping: finishing the step in flight");
       await loop.stop();
-      await webhooks.stop().catch(() => {});
       heartbeat.setState("stopping");
+      if (loop.stuck) {
+        // A stage is still in flight (StageDeadlineError) and may hold the relayer rows: its connections are closed
+        // before anything else is done, so nothing of it is written after, and the leases are left to expire. The
+        // heartbeat row goes just before (it could not after), or the dashboard shows a dead worker until it is
+        // pruned: bounded, as a database that does not answer leaves the row to the prune.
+        await withTimeout(heartbeat.stop(), STUCK_EXIT_ROW_MS, () => new Error(`no answer within ${STUCK_EXIT_ROW_MS} ms`)).catch((error: unknown) =>
+          log.warn("heartbeat row left behind (pruned later)", { error: error instanceof Error ? error.message : String(error) }),
+        );
+        await closeDatabase(db).catch(() => {});
+      }
+      await webhooks.stop().catch(() => {});
       try {
         // Ends a set-up under way too (it then closes its client itself).
         await Promise.all([listening, candidate].map((client) => client && closeDatabase(client).catch(() => {})));
-        if (loop.stuck) {
-          // A stage is still in flight (StageDeadlineError) and may hold the relayer rows: its connections are closed
-          // first, so nothing of it is written after, and the leases are left to expire.
-          await closeDatabase(db).catch(() => {});
-          await heartbeat.stop().catch(() => {});
-        } else {
+        if (!loop.stuck) {
           await pool.releaseAll();
           await heartbeat.stop();
         }

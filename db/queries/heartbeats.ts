@@ -8,6 +8,15 @@ import { run, type Executor } from "@/db/sql/run";
  * recent; a graceful stop deletes the row.
  */
 
+/**
+ * A heartbeat row silent for longer than this belongs to a worker that is gone (a crash, SIGKILL, OOM or the
+ * stuck-stage exit can leave its row behind until it is pruned): it is left out of
+ * `sponsorship_worker_heartbeat_age_seconds` (db/queries/metrics.ts), and the relayers only it held keys for are
+ * retired (db/queries/relayers.ts relayerInService). deploy/prometheus/alerts.yml bounds its per-worker warning by the
+ * same 300 s.
+ */
+export const GONE_WORKER_AFTER_SECONDS = 300;
+
 export type HeartbeatInput = {
   workerId: string;
   hostname: string;

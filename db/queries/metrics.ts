@@ -2,6 +2,8 @@ import { sql } from "drizzle-orm";
 import type { Address } from "viem";
 import type { Database } from "@/db/client";
 import { run } from "@/db/sql/run";
+import { GONE_WORKER_AFTER_SECONDS } from "./heartbeats";
+import { relayerInService } from "./relayers";
 import { relayStatus, requestStatus, type RelayStatus, type RequestStatus } from "@/db/schema";
 
 /**
@@ -52,15 +54,9 @@ export async function countRelayTransactionsByStatus(db: Database): Promise<Reco
 }
 
 /**
- * A heartbeat row silent for longer than this belongs to a worker that is gone (a crash, SIGKILL, OOM or the
- * stuck-stage exit leaves its row behind, and every start has a new worker id): it is left out of
- * `sponsorship_worker_heartbeat_age_seconds`, so a restarted worker's dead predecessor neither keeps an alert firing
- * nor adds a series per restart. deploy/prometheus/alerts.yml bounds its per-worker warning by the same 300 s.
- */
-export const GONE_WORKER_AFTER_SECONDS = 300;
-
-/**
- * Each worker's heartbeat age: the workers that beat within GONE_WORKER_AFTER_SECONDS, and always the newest row
+ * Each worker's heartbeat age: the workers that beat within GONE_WORKER_AFTER_SECONDS (a row silent for longer is a
+ * dead worker's, and every start has a new worker id: a restarted worker's dead predecessor neither keeps an alert
+ * firing nor adds a series per restart), and always the newest row
  * whatever its age, so that while no worker lives the freshest age keeps growing (SponsorshipWorkerStale) instead of
  * vanishing. Rows are only read here: the worker prunes old ones (worker/heartbeat.ts).
  */
@@ -77,7 +73,11 @@ export async function listWorkerHeartbeatAges(db: Database): Promise<ServiceSnap
   return rows.map((r) => ({ workerId: r.worker_id, ageSeconds: Math.max(0, Number(r.age)) }));
 }
 
+/** The relayers in service (relayerInService: a retired one leaves the relayer series) and their next nonces. */
 export async function listRelayerNextNonces(db: Database): Promise<ServiceSnapshot["relayers"]> {
-  const rows = await run<{ address: Address; next_nonce: number | string }>(db, sql`SELECT address, next_nonce FROM relayer_accounts ORDER BY address`);
+  const rows = await run<{ address: Address; next_nonce: number | string }>(
+    db,
+    sql`SELECT a.address, a.next_nonce FROM relayer_accounts a WHERE ${relayerInService(sql`a.address`)} ORDER BY a.address`,
+  );
   return rows.map((r) => ({ address: r.address, nextNonce: Number(r.next_nonce) }));
 }

@@ -1,6 +1,7 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { Address } from "viem";
 import { query, run, type Executor, type Query } from "@/db/sql/run";
+import { GONE_WORKER_AFTER_SECONDS } from "./heartbeats";
 
 /**
  * Relayer accounts and their nonce leases. A relayer's nonce sequence is owned by exactly one worker at a time:
@@ -15,6 +16,25 @@ const list = (items: readonly string[]) =>
     items.map((i) => sql`${i}`),
     sql`, `,
   )})`;
+
+/**
+ * Whether the relayer `address` (an SQL expression) is still in service: a worker that beat within
+ * GONE_WORKER_AFTER_SECONDS has its key (or does not say which keys it has), or a transaction of it is still open
+ * (queued or submitted, relay or fill: it waits for a worker with the key, docs/worker.md "Known limits"). While no
+ * worker has beaten that recently (all stopped or down) every relayer is, as nothing then says which were retired.
+ * A retired relayer (its key in no running worker's RELAYER_PRIVATE_KEYS, nothing of it open) leaves the relayer
+ * metrics (db/queries/metrics.ts) and its `relayer.out_of_gas` alert ends (db/queries/webhooks.ts); both come back
+ * with the first worker started with its key again.
+ */
+export function relayerInService(address: SQL): SQL {
+  const live = sql`h.last_beat_at > now() - ${GONE_WORKER_AFTER_SECONDS} * interval '1 second'`;
+  const configured = sql`h.details -> 'relayers' -> 'configured'`;
+  return sql`(NOT EXISTS (SELECT 1 FROM worker_heartbeats h WHERE ${live})
+    OR EXISTS (SELECT 1 FROM worker_heartbeats h
+      WHERE ${live} AND (jsonb_typeof(${configured}) IS DISTINCT FROM 'array' OR ${configured} @> jsonb_build_array(${address})))
+    OR EXISTS (SELECT 1 FROM relay_transactions t WHERE t.status IN ('queued', 'submitted') AND t.relayer_address = ${address})
+    OR EXISTS (SELECT 1 FROM relayer_nonce_fills f WHERE f.status IN ('queued', 'submitted') AND f.relayer_address = ${address}))`;
+}
 
 export type RelayerLease = {
   address: Address;

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import type { WebhookDeliveryStatus } from "@/db/schema";
 import { run, type Executor } from "@/db/sql/run";
 import { isoUtc } from "@/db/sql/fragments";
+import { relayerInService } from "./relayers";
 
 /**
  * The webhooks' outbox (decisions.md "Operators are told"): endpoints, events, deliveries and alert state. Events
@@ -97,6 +98,24 @@ export async function reportAlert(
     sql`SELECT webhook_report_alert(${input.key}, ${input.type}, ${input.active}, ${JSON.stringify(input.data ?? {})}::jsonb, ${age}::bigint) AS started`,
   );
   return rows[0]?.started === true;
+}
+
+/**
+ * Ends the `relayer.out_of_gas` alerts of relayers no longer in service (relayerInService: their key in no running
+ * worker's RELAYER_PRIVATE_KEYS, nothing of theirs open): no worker holds them, so none would ever report the end.
+ * Through webhook_report_alert, as an observation of now; a relayer put back in service starts a new episode when its
+ * worker sees it without gas money. Returns the relayers whose alert this ended.
+ */
+export async function endRetiredRelayerAlerts(db: Executor): Promise<string[]> {
+  const rows = await run<{ relayer: string }>(
+    db,
+    sql`
+    WITH retired AS MATERIALIZED (
+      SELECT a.key, a.type, split_part(a.key, ':', 2) AS relayer FROM alert_state a
+      WHERE a.type = 'relayer.out_of_gas' AND a.active AND NOT ${relayerInService(sql`split_part(a.key, ':', 2)`)})
+    SELECT r.relayer, webhook_report_alert(r.key, r.type, false, '{}'::jsonb, 0) AS started FROM retired r ORDER BY r.relayer`,
+  );
+  return rows.map((r) => r.relayer);
 }
 
 export type ClaimedDelivery = {

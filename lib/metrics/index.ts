@@ -49,6 +49,7 @@ function defaultSources(config: Config = getConfig()): ServiceSources {
       treasuryAddress: resolveDeployment(config)?.treasuryAddress,
       sponsorAmountWei: config.sponsorAmountWei,
       budget: { perHour: config.sponsorBudgetPerHour, perDay: config.sponsorBudgetPerDay },
+      treasuryLowSponsorships: config.treasuryLowSponsorships,
     };
   }
   return state.sources;

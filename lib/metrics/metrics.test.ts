@@ -172,7 +172,7 @@ describe("service-wide metrics from the database and the chain", () => {
     const registry = createMetricsRegistry("web", { defaultMetrics: false });
     const reader = createViemChainReader(chain.rpcUrl);
     registerServiceMetrics(registry, {
-      sources: () => ({ db: testDb.db, chain: reader, treasuryAddress: treasury, sponsorAmountWei: 10n ** 16n }),
+      sources: () => ({ db: testDb.db, chain: reader, treasuryAddress: treasury, sponsorAmountWei: 10n ** 16n, treasuryLowSponsorships: 250 }),
       cacheMs: 0,
     });
     expect(await value(registry, "sponsorship_requests", { status: "pending" })).toBe(2);
@@ -187,6 +187,8 @@ describe("service-wide metrics from the database and the chain", () => {
     expect(await value(registry, "sponsorship_treasury_balance_wei")).toBe(funded);
     // Not a treasury contract: amount() fails and the configured amount is used.
     expect(await value(registry, "sponsorship_treasury_sponsorships_left")).toBe(Math.floor(funded / 1e16));
+    // TREASURY_LOW_SPONSORSHIPS, which SponsorshipTreasuryLow compares with (the `treasury.low` webhook's threshold).
+    expect(await value(registry, "sponsorship_treasury_low_threshold")).toBe(250);
     expect(await value(registry, "sponsorship_relayer_balance_wei", { relayer })).toBe(Number(await reader.getBalance(relayer)));
   });
 

@@ -37,6 +37,8 @@ export type ServiceSources = {
   sponsorAmountWei?: bigint;
   /** SPONSOR_BUDGET_PER_HOUR / _PER_DAY (0: none). */
   budget?: { perHour: number; perDay: number };
+  /** TREASURY_LOW_SPONSORSHIPS: exported, so the Prometheus rule and the `treasury.low` webhook share one threshold. */
+  treasuryLowSponsorships?: number;
 };
 
 export type ServiceMetricsOptions = {
@@ -243,6 +245,22 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
       if (chain?.treasuryBalance !== undefined && chain.sponsorAmount && chain.sponsorAmount > 0n) {
         this.set(Number(chain.treasuryBalance / chain.sponsorAmount));
       }
+    },
+  });
+
+  new Gauge({
+    name: "sponsorship_treasury_low_threshold",
+    help: "TREASURY_LOW_SPONSORSHIPS: the treasury is low (treasury.low webhook, SponsorshipTreasuryLow) while it covers fewer sponsorships than this",
+    registers,
+    collect() {
+      this.reset();
+      let threshold: number | undefined;
+      try {
+        threshold = options.sources().treasuryLowSponsorships;
+      } catch {
+        return; // no sources yet (counted by the snapshot's collectors)
+      }
+      if (threshold !== undefined) this.set(threshold);
     },
   });
 

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Registry } from "prom-client";
 import { upsertHeartbeat } from "@/db/queries/heartbeats";
-import { GONE_WORKER_AFTER_SECONDS } from "@/db/queries/metrics";
+import { GONE_WORKER_AFTER_SECONDS } from "@/db/queries/heartbeats";
 import { workerHeartbeats } from "@/db/schema";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { createMetricsRegistry } from "./registry";

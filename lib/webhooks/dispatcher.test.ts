@@ -102,3 +102,48 @@ describe("webhook retries and the wall clock", () => {
     }
   });
 });
+
+describe("a delivery that fails before anything is sent", () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase();
+  });
+  afterAll(async () => t?.drop());
+
+  it("is a failed attempt: retried on the schedule, given up after the retry window, the others delivered meanwhile", async () => {
+    const endpoint = `${url}/ok`;
+    await syncWebhookEndpoints(t.db, [endpoint]);
+    // A sponsorship event whose snapshot has no request: its body cannot be rendered (webhookBody throws).
+    await enqueueWebhookEvent(t.db, "sponsorship.completed", { broken: true });
+    await enqueueWebhookEvent(t.db, "treasury.low", { test: true });
+    const dispatcher = new WebhookDispatcher({
+      db: t.db,
+      endpoints: [endpoint],
+      secret: `whsec_${randomBytes(32).toString("base64")}`,
+      log: createLogger({ test: "dispatcher" }),
+      settings: { baseDelayMs: 60_000, maxDelayMs: 60_000 },
+    });
+    const deliveries = () =>
+      t.db.execute<{ type: string; status: string; attempts: number; error: string | null; wait: number }>(sql`
+        SELECT e.type, d.status, d.attempts, d.last_error AS error, extract(epoch FROM d.next_attempt_at - now())::float8 AS wait
+        FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id ORDER BY e.type`);
+    try {
+      // Before, the throw rejected the whole pass and left the claim to run out: claimed again every 30 s, for ever.
+      expect(await dispatcher.deliverDue(endpoint)).toBe(2);
+      const [broken, low] = await deliveries();
+      expect(low).toMatchObject({ type: "treasury.low", status: "delivered" });
+      expect(broken).toMatchObject({ type: "sponsorship.completed", status: "pending", attempts: 1 });
+      expect(broken!.error).toMatch(/^not sent: /);
+      expect(broken!.wait).toBeGreaterThan(25); // the backoff (30-60 s), not the claim's lease
+      expect(broken!.wait).toBeLessThanOrEqual(60);
+
+      // Due again once the retry window (24 h) has passed: this failed attempt gives it up.
+      await t.db.execute(sql`UPDATE webhook_deliveries SET created_at = now() - interval '25 hours', next_attempt_at = now() WHERE status = 'pending'`);
+      expect(await dispatcher.deliverDue(endpoint)).toBe(1);
+      expect((await deliveries())[0]).toMatchObject({ status: "failed", attempts: 2 });
+      expect(await dispatcher.deliverDue(endpoint)).toBe(0);
+    } finally {
+      await dispatcher.stop();
+    }
+  });
+});

@@ -113,10 +113,17 @@ export class WebhookDispatcher {
     const claimed = await claimDueDeliveries(db, { endpoint, limit: s.batchSize, leaseMs: s.timeoutMs + 20_000 });
     await Promise.all(
       claimed.map(async (d) => {
-        const body = webhookBody(d);
-        const headers = signWebhook(secret, { id: d.eventId, body, at: new Date() });
         const started = performance.now();
-        const outcome = await postWebhook(endpoint, headers, body, s.timeoutMs, this.halt.signal);
+        let outcome: Outcome;
+        try {
+          const body = webhookBody(d);
+          const headers = signWebhook(secret, { id: d.eventId, body, at: new Date() });
+          outcome = await postWebhook(endpoint, headers, body, s.timeoutMs, this.halt.signal);
+        } catch (error) {
+          // Nothing was sent (an event whose body cannot be rendered): a failed attempt like any other, retried and
+          // given up on the schedule. Left unsettled, its claim would run out and it would be claimed again for ever.
+          outcome = { delivered: false, statusCode: null, error: `not sent: ${error instanceof Error ? error.message : String(error)}`.slice(0, 500) };
+        }
         // The age at the claim, plus the attempt's own time.
         const retryIn = outcome.delivered ? undefined : retryInMs({ attempts: d.attempts, ageMs: d.ageMs + (performance.now() - started) }, s);
         await settleDelivery(db, { id: d.id, attempts: d.attempts, ...outcome, retryInMs: retryIn });

@@ -20,6 +20,8 @@ import { metrics } from "../metrics";
  *   wants a higher fee now) may still be mined elsewhere: it stays open, and the stuck timer replaces it;
  * - refused while the relayer cannot pay the transaction's own maximum cost (gas limit x max fee + value), whatever
  *   the node's words: no gas money, which is waited out like an unavailable node (the relayer is reported).
+ * Each outcome that says whether the relayer can pay (accepted; refused for want of funds; a balance read that covers
+ * the transaction) is recorded with its time in `ctx.status.relayerGas`, what `relayer.out_of_gas` reports.
  */
 
 /** The most the transaction can cost its sender: gas limit x (max) fee per gas + value; undefined if unreadable. */
@@ -36,19 +38,25 @@ function maxCost(raw: Hex): bigint | undefined {
 
 /**
  * Refusals the node did not word as "insufficient funds": checked against the relayer's balance, so a node with
- * other words for it (or none) cannot make the worker burn attempts of a relayer that merely needs funding.
+ * other words for it (or none) cannot make the worker burn attempts of a relayer that merely needs funding. A balance
+ * that covers the transaction is an observation too: the relayer has gas money, the refusal was for something else.
  */
 async function recheckRefusals(ctx: WorkerContext, txs: readonly StoredTransaction[], outcomes: BroadcastOutcome[]): Promise<Set<string>> {
   const unfunded = new Set<string>();
   const refused = txs.map((tx, i) => ({ tx, i })).filter(({ i }) => outcomes[i]!.kind === "rejected");
   if (refused.length === 0) return unfunded;
+  const readAt = performance.now();
   const balances = await ctx.chain.balances([...new Set(refused.map(({ tx }) => tx.relayer as Address))]).catch(() => undefined);
   if (!balances) return unfunded;
   for (const { tx, i } of refused) {
     const outcome = outcomes[i]!;
     const cost = maxCost(tx.raw);
     const balance = balances.get(tx.relayer as Address);
-    if (outcome.kind !== "rejected" || cost === undefined || balance === undefined || balance >= cost) continue;
+    if (outcome.kind !== "rejected" || cost === undefined || balance === undefined) continue;
+    if (balance >= cost) {
+      ctx.status.relayerGas.set(tx.relayer, { withoutGas: false, seenAtMs: readAt });
+      continue;
+    }
     outcomes[i] = { kind: "unavailable", message: `relayer balance ${balance} wei is below the transaction's maximum cost ${cost} wei (${outcome.message})` };
     unfunded.add(tx.relayer);
   }
@@ -75,6 +83,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
   if (txs.length === 0) return summary;
   // Nonce order within each relayer, so the node never sees a gap it could drop.
   const ordered = [...txs].sort((a, b) => (a.relayer === b.relayer ? a.nonce - b.nonce : a.relayer < b.relayer ? -1 : 1));
+  const sentAt = performance.now();
   const outcomes = await ctx.chain.broadcast(ordered.map((t) => t.raw));
   const unfunded = await recheckRefusals(ctx, ordered, outcomes);
 
@@ -87,7 +96,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
     const outcome = outcomes[i]!;
     switch (outcome.kind) {
       case "accepted":
-        ctx.status.relayersWithoutGas.delete(tx.relayer);
+        ctx.status.relayerGas.set(tx.relayer, { withoutGas: false, seenAtMs: sentAt });
         accepted.push(tx.hash);
         if (tx.kind === "fill") acceptedFills.push(tx.hash);
         break;
@@ -98,7 +107,9 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
         summary.unavailable++;
         unavailableMessage = outcome.message;
         // Shown in the heartbeat and by /health (worker "degraded") until the relayer is funded.
-        if (unfunded.has(tx.relayer) || INSUFFICIENT_FUNDS.test(outcome.message)) ctx.status.relayersWithoutGas.add(tx.relayer);
+        if (unfunded.has(tx.relayer) || INSUFFICIENT_FUNDS.test(outcome.message)) {
+          ctx.status.relayerGas.set(tx.relayer, { withoutGas: true, seenAtMs: sentAt, neededWei: maxCost(tx.raw) });
+        }
         break;
       case "rejected": {
         const reason = `${REFUSED_BEFORE_BROADCAST} ${outcome.message.slice(0, 300)}`;
