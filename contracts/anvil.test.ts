@@ -1,3 +1,5 @@
+import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -7,11 +9,28 @@ import { keptLog } from "@/test/kept-log";
 import { freePort } from "@/test/ports";
 import { startAnvil } from "./anvil";
 
+const ROOT = path.resolve(import.meta.dirname, "..");
+
 let dataDir: string;
 beforeAll(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), "sponsorship-anvil-"));
 });
 afterAll(async () => rm(dataDir, { recursive: true, force: true }));
+
+/** The pids of the anvils whose cache is under `dir` (read from /proc: found however they were started). */
+function anvilsUnder(dir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+      if (path.basename(argv[0] ?? "") === "anvil" && argv.includes(path.join(dir, "cache"))) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}
 
 async function chainId(rpcUrl: string): Promise<string> {
   const res = await fetch(rpcUrl, {
@@ -47,5 +66,48 @@ describe("startAnvil", () => {
       "cannot write the log file; its lines are dropped until it can be written again",
     ]);
     expect(said.some((line) => line.msg === "writing the log file again")).toBe(true);
+  });
+
+  it("fails the start and leaves no anvil running when its pid file cannot be written (a full disk)", async () => {
+    const dir = path.join(dataDir, "pid-file-full");
+    await mkdir(dir);
+    const pidFile = await fullDiskFile(path.join(dir, "anvil.pid"));
+    try {
+      const error = await startAnvil({ port: await freePort(), blockTime: 0, dataDir: dir, pidFile }).catch((e: unknown) => e);
+      expect((error as Error).message).toMatch(/^anvil's pid file .* could not be written: ENOSPC/);
+      // Before: the start failed with the write's error and anvil ran on, recorded nowhere.
+      await until(() => (anvilsUnder(dir).length === 0 ? true : undefined), 5_000);
+    } finally {
+      for (const pid of anvilsUnder(dir)) process.kill(pid, "SIGKILL");
+    }
+  });
+
+  it("fails the start with the spawn's error when anvil cannot be spawned (no descriptor left: EMFILE), instead of ending the process", async () => {
+    const dir = path.join(dataDir, "no-descriptors");
+    await mkdir(dir);
+    // In a process of its own whose file descriptors are all taken: the spawn fails with EMFILE, which comes as an
+    // "error" event (npm start's supervisor would have ended on it unhandled).
+    const script = `
+      import { openSync } from "node:fs";
+      const { anvilBinary, startAnvil } = await import(${JSON.stringify(path.join(ROOT, "contracts", "anvil.ts"))});
+      anvilBinary(); // resolved while files can still be opened
+      try {
+        for (;;) openSync("/dev/null", "r");
+      } catch {}
+      const outcome = await startAnvil({ port: ${await freePort()}, blockTime: 0, dataDir: ${JSON.stringify(dir)} }).then(
+        () => "started",
+        (error) => error.message,
+      );
+      process.stdout.write("outcome: " + outcome + "\\n", () => process.exit(0));`;
+    const child = spawn("bash", ["-c", 'ulimit -n 256 && exec "$0" "$@"', process.execPath, "--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (c: Buffer) => (output += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (output += c.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    expect(code, output).toBe(0);
+    expect(output).toMatch(/outcome: anvil could not be started: spawn \S+ EMFILE/);
   });
 });

@@ -180,7 +180,20 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
     env: { ...process.env, HOME: dir, NO_COLOR: "1" },
     detached: options.ownProcessGroup ?? false,
   });
-  if (options.pidFile && child.pid) writeFileSync(options.pidFile, String(child.pid));
+  // A failed spawn (EAGAIN, ENOENT, EMFILE...) comes as an "error" event, which unhandled would end the whole
+  // process (npm start's supervisor); it fails this start instead, as anvil exiting would.
+  let spawnError: Error | undefined;
+  child.on("error", (error) => (spawnError ??= error));
+  if (options.pidFile && child.pid) {
+    try {
+      writeFileSync(options.pidFile, String(child.pid));
+    } catch (error) {
+      // Unrecorded, an anvil outlives a crash of ours with nothing to find it by (its port then refused for good).
+      child.kill("SIGKILL");
+      log.close();
+      throw new Error(`anvil's pid file ${options.pidFile} could not be written: ${(error as Error).message}`, { cause: error });
+    }
+  }
   // What anvil said while starting, to tell why it exited if it does (its last few KB).
   let starting = true;
   let said = "";
@@ -199,6 +212,10 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
 
   const deadline = Date.now() + 20_000;
   while (!(await rpcReady(rpcUrl))) {
+    if (spawnError) {
+      log.close();
+      throw new Error(`anvil could not be started: ${spawnError.message}`, { cause: spawnError });
+    }
     if (exited) {
       // Its last words may still be in the pipes when "exit" comes.
       await Promise.race([closed, new Promise((r) => setTimeout(r, 2_000).unref())]);

@@ -15,6 +15,7 @@ import { requestIdHash } from "@/lib/chain/ids";
 import { ConfigError, LOCAL_RELAYER_KEYS, parseConfig } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { freePort } from "@/test/ports";
+import { startAnvil } from "./anvil";
 import { ensureLocalChain, historyStatesFor, type LocalChain } from "./local-chain";
 
 const logger = createLogger();
@@ -54,8 +55,7 @@ async function sponsorOnce(chain: LocalChain, wallet: `0x${string}`) {
 
 /**
  * Holds `port` with a listener that answers no connection: a process that never accepts (here blocked for good),
- * whose accept queue is full. The port check's connection then times out and the port looks free, while anvil cannot
- * bind it: what a start sees when another process takes the port between the check and anvil binding it.
+ * whose accept queue is full. A connection to the port then times out.
  */
 async function holdPortUnanswered(port: number): Promise<{ release: () => void }> {
   const holder = spawn(
@@ -83,6 +83,35 @@ async function holdPortUnanswered(port: number): Promise<{ release: () => void }
       holder.kill("SIGKILL");
     },
   };
+}
+
+/**
+ * Holds a free port bound but not listening, as a server between its bind and its listen: a connection is refused, so
+ * the port check finds the port free, while anvil cannot bind it: what a start sees when another process takes the
+ * port between the check and anvil binding it. Perl (Debian's perl-base is essential) binds without SO_REUSEADDR,
+ * which Node always sets and which would let anvil bind beside it; without it, a port some connection left in
+ * TIME_WAIT cannot be bound either, so the next free port is tried.
+ */
+async function holdPortBound(): Promise<{ port: number; release: () => void }> {
+  for (let tries = 0; tries < 10; tries++) {
+    const port = await freePort();
+    const holder = spawn(
+      "perl",
+      [
+        "-MSocket",
+        "-e",
+        `socket(my $s, PF_INET, SOCK_STREAM, 0) or die $!; bind($s, pack_sockaddr_in(${port}, inet_aton("127.0.0.1"))) or exit 1;
+         $| = 1; print "bound\n"; sleep 600`,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const bound = await new Promise<boolean>((resolve) => {
+      holder.stdout.once("data", () => resolve(true));
+      holder.once("exit", () => resolve(false));
+    });
+    if (bound) return { port, release: () => holder.kill("SIGKILL") };
+  }
+  throw new Error("no port could be held");
 }
 
 const freshWallet = () => privateKeyToAccount(generatePrivateKey()).address;
@@ -238,10 +267,12 @@ describe("ensureLocalChain", () => {
     const state = path.join(anvilDir, "state.json");
     const saved = readFileSync(state, "utf8");
 
-    const holder = await holdPortUnanswered(Number(env.LOCAL_CHAIN_PORT));
+    const holder = await holdPortBound();
     let error: unknown;
     try {
-      error = await ensureLocalChain({ config: configFor(env), logger }).catch((e: unknown) => e);
+      // The state does not depend on the port: this start is on the held one.
+      const config = configFor({ ...env, LOCAL_CHAIN_PORT: String(holder.port) });
+      error = await ensureLocalChain({ config, logger }).catch((e: unknown) => e);
     } finally {
       holder.release();
     }
@@ -254,7 +285,7 @@ describe("ensureLocalChain", () => {
     expect(error).not.toBeInstanceOf(ConfigError);
     expect((error as Error).message).toContain("Address already in use");
 
-    // The next attempt, the port free again, continues the same chain.
+    // The next attempt, on a free port, continues the same chain.
     const again = await start(env);
     expect(again.deployed).toBe(false);
     expect(
@@ -273,6 +304,36 @@ describe("ensureLocalChain", () => {
     const aside = readdirSync(anvilDir).filter((name) => name.startsWith("state.json.rejected-"));
     expect(aside).toHaveLength(1);
     expect(readFileSync(path.join(anvilDir, aside[0]!), "utf8")).toBe('{"accounts":{}}');
+  });
+
+  it("refuses with one line naming LOCAL_CHAIN_PORT when the port's holder answers no connection (the check's connect times out)", async () => {
+    const busyPort = await freePort();
+    const holder = await holdPortUnanswered(busyPort);
+    try {
+      const config = configFor({ LOCAL_CHAIN_PORT: String(busyPort), DATA_DIR: path.join(dataDir, "unanswered") });
+      const error = await ensureLocalChain({ config, logger }).catch((e: unknown) => e);
+      // Before: the timeout was read as a free port, and the start failed later, on anvil's own bind error.
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toMatch(/^Invalid configuration: LOCAL_CHAIN_PORT \d+ is already in use/);
+    } finally {
+      holder.release();
+    }
+  });
+
+  it("leaves alone a live anvil that anvil.pid names when it is not this data directory's (another chain's, its pid reused)", async () => {
+    const other = await startAnvil({ port: await freePort(), blockTime: 0, dataDir: path.join(dataDir, "other-chain") });
+    try {
+      const env = { DATA_DIR: path.join(dataDir, "reused-pid"), LOCAL_CHAIN_PORT: String(await freePort()) };
+      mkdirSync(path.join(env.DATA_DIR, "anvil"), { recursive: true });
+      writeFileSync(path.join(env.DATA_DIR, "anvil", "anvil.pid"), String(other.pid));
+      const chain = await start(env);
+      expect(chain.pid).not.toBe(other.pid);
+      // Before: any anvil was taken for ours and stopped.
+      expect(other.process.exitCode === null && other.process.signalCode === null).toBe(true);
+      expect(await independentClient(other.rpcUrl).getChainId()).toBe(31337);
+    } finally {
+      await other.stop();
+    }
   });
 
   it("refuses with one line naming LOCAL_CHAIN_PORT when the port is taken by another process", async () => {

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs
 import { connect } from "node:net";
 import path from "node:path";
 import { createTestClient, http, parseEther, type Address } from "viem";
-import { AnvilStateRejectedError, anvilBinary, startAnvil, type Anvil } from "@/contracts/anvil";
+import { AnvilStateRejectedError, startAnvil, type Anvil } from "@/contracts/anvil";
 import {
   TREASURY_INIT_CODE_HASH,
   addressOfKey,
@@ -17,7 +17,7 @@ import { createChainClients, type ChainClients } from "@/lib/chain/clients";
 import { readLocalDeployment, writeLocalDeployment, type LocalDeploymentRecord } from "@/lib/chain/deployment";
 import { ConfigError, LOCAL_DEPLOYER_KEY, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
-import { processAlive } from "@/lib/process-alive";
+import { commandLineOf, processAlive } from "@/lib/process-alive";
 
 /**
  * The embedded chain of `npm start` when RPC_URL is unset: anvil under `<DATA_DIR>/anvil` (its state persisted,
@@ -63,14 +63,15 @@ function pidFileOf(dataDir: string): string {
   return path.join(anvilDir(dataDir), "anvil.pid");
 }
 
-/** The pid is an anvil (its command line names the anvil binary), not a process that reused the number. */
-function isAnvil(pid: number): boolean {
-  try {
-    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-    return cmdline[0] === anvilBinary() || path.basename(cmdline[0] ?? "") === "anvil";
-  } catch {
-    return false;
-  }
+/**
+ * The pid is the anvil of this data directory (its command line runs anvil with our cache path), not a process that
+ * reused the number, nor another chain's anvil (another checkout's, or one the user runs). Where the command line
+ * cannot be read (no /proc: not Linux) it is not signalled: a live anvil still holding the port then makes the port
+ * check refuse the start, with the port named.
+ */
+function isOurAnvil(pid: number, dataDir: string): boolean {
+  const argv = commandLineOf(pid);
+  return !!argv && path.basename(argv[0] ?? "") === "anvil" && argv.includes(path.join(path.resolve(anvilDir(dataDir)), "cache"));
 }
 
 async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
@@ -90,7 +91,7 @@ export async function stopStaleAnvil(dataDir: string, logger: Logger): Promise<v
   const pidFile = pidFileOf(dataDir);
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, "utf8").trim());
-  if (Number.isInteger(pid) && pid > 0 && processAlive(pid) && isAnvil(pid)) {
+  if (Number.isInteger(pid) && pid > 0 && processAlive(pid) && isOurAnvil(pid, dataDir)) {
     logger.warn("stopping the anvil left running by a previous start", { pid });
     process.kill(pid, "SIGTERM");
     if (!(await waitUntil(() => !processAlive(pid), 10_000))) {
@@ -101,12 +102,18 @@ export async function stopStaleAnvil(dataDir: string, logger: Logger): Promise<v
   rmSync(pidFile, { force: true });
 }
 
+/**
+ * Whether something holds `port` on 127.0.0.1. A connection that times out counts as in use: a free loopback port
+ * refuses at once, so one that does not answer has a listener that does not accept (stopped, or its queue full) or a
+ * firewall dropping its packets, and anvil could not serve there either. Read as free, the start went on and failed
+ * later with anvil's own bind error instead of this check's line naming LOCAL_CHAIN_PORT.
+ */
 async function portInUse(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect({ host: "127.0.0.1", port });
     socket.once("connect", () => (socket.destroy(), resolve(true)));
     socket.once("error", () => resolve(false));
-    socket.setTimeout(1_000, () => (socket.destroy(), resolve(false)));
+    socket.setTimeout(1_000, () => (socket.destroy(), resolve(true)));
   });
 }
 

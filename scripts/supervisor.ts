@@ -73,26 +73,35 @@ export function supervise(options: SupervisedOptions): Supervised {
       process.stderr.write(chunk);
       file?.write(chunk);
     });
+    const ended = (exit: string) => {
+      if (child === proc) child = undefined;
+      if (stopping) {
+        log.info("stopped", { exit });
+        return;
+      }
+      const upMs = Math.round(performance.now() - startedAt);
+      if (upMs >= stableAfter) backoff = minBackoff;
+      restarts += 1;
+      log.error("exited unexpectedly; restarting", { exit, upMs, restartInMs: backoff, restarts });
+      timer = setTimeout(start, backoff);
+      backoff = Math.min(backoff * 2, maxBackoff);
+    };
     exited = new Promise<void>((resolve) => {
       // "exit" can come before the child's last output has been read from its pipes; "close" comes after. A
       // grandchild still holding the pipes would delay "close" for ever, so the wait for it is bounded.
       proc.once("close", () => resolve());
       proc.once("exit", (code, signal) => {
         setTimeout(resolve, 2_000).unref();
-        if (child === proc) child = undefined;
-        if (stopping) {
-          log.info("stopped", { exit: describeExit(code, signal) });
-          return;
-        }
-        const upMs = Math.round(performance.now() - startedAt);
-        if (upMs >= stableAfter) backoff = minBackoff;
-        restarts += 1;
-        log.error("exited unexpectedly; restarting", { exit: describeExit(code, signal), upMs, restartInMs: backoff, restarts });
-        timer = setTimeout(start, backoff);
-        backoff = Math.min(backoff * 2, maxBackoff);
+        ended(describeExit(code, signal));
       });
     });
-    proc.once("error", (error) => log.error("could not start", { error }));
+    // A spawn that failed (EAGAIN, ENOENT...) comes as "error" and never as "exit": it is retried with the same
+    // backoff as a child that died at once. Later errors (a failed kill) are only logged.
+    proc.on("error", (error) => {
+      if (proc.pid !== undefined) return log.error("child process error", { error });
+      log.error("could not start", { error });
+      ended("not started");
+    });
     if (proc.pid) {
       log.info("started", { pid: proc.pid });
       options.onStart?.(proc.pid);
