@@ -19,8 +19,10 @@ const list = (items: readonly string[]) =>
 
 /**
  * Whether the relayer `address` (an SQL expression) is still in service: a worker that beat within
- * GONE_WORKER_AFTER_SECONDS has its key (or does not say which keys it has), or a transaction of it is still open
- * (queued or submitted, relay or fill: it waits for a worker with the key, docs/worker.md "Known limits"). While no
+ * GONE_WORKER_AFTER_SECONDS has its key (or does not say which keys it has), a transaction of it is still open
+ * (queued or submitted, relay or fill: it waits for a worker with the key, docs/worker.md "Known limits"), or it was
+ * leased within GONE_WORKER_AFTER_SECONDS (a worker restarted with its own keys deletes its heartbeat at its stop:
+ * its relayers must not leave the metrics, nor their alerts end, for the seconds it takes to come back). While no
  * worker has beaten that recently (all stopped or down) every relayer is, as nothing then says which were retired.
  * A retired relayer (its key in no running worker's RELAYER_PRIVATE_KEYS, nothing of it open) leaves the relayer
  * metrics (db/queries/metrics.ts) and its `relayer.out_of_gas` alert ends (db/queries/webhooks.ts); both come back
@@ -33,7 +35,9 @@ export function relayerInService(address: SQL): SQL {
     OR EXISTS (SELECT 1 FROM worker_heartbeats h
       WHERE ${live} AND (jsonb_typeof(${configured}) IS DISTINCT FROM 'array' OR ${configured} @> jsonb_build_array(${address})))
     OR EXISTS (SELECT 1 FROM relay_transactions t WHERE t.status IN ('queued', 'submitted') AND t.relayer_address = ${address})
-    OR EXISTS (SELECT 1 FROM relayer_nonce_fills f WHERE f.status IN ('queued', 'submitted') AND f.relayer_address = ${address}))`;
+    OR EXISTS (SELECT 1 FROM relayer_nonce_fills f WHERE f.status IN ('queued', 'submitted') AND f.relayer_address = ${address})
+    OR EXISTS (SELECT 1 FROM relayer_accounts l
+      WHERE l.address = ${address} AND greatest(l.lease_expires_at, l.updated_at) > now() - ${GONE_WORKER_AFTER_SECONDS} * interval '1 second'))`;
 }
 
 export type RelayerLease = {
