@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { toFunctionSelector, type Abi } from "viem";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { compileTestContract } from "@/contracts/test-helpers";
@@ -42,7 +43,7 @@ const sent: string[] = [];
 /** While set, every eth_call of `sponsor` (review's dry run, the replay of a revert) is answered 503 and counted here. */
 let refuseCalls: { refused: number } | undefined;
 /** While set, every eth_call of `sponsor` waits for `released` before it is passed on; `held` counts them. */
-let holdCalls: { held: number; released: Promise<void> } | undefined;
+let holdCalls: { held: number; released: Promise<void>; release: () => void } | undefined;
 const SPONSOR_SELECTOR = toFunctionSelector("sponsor(address,bytes32)");
 const deployer = relayerAddress(LOCAL_DEPLOYER_KEY);
 const refusing = compileTestContract("RefusingWallet.sol", "RefusingWallet");
@@ -73,10 +74,12 @@ beforeAll(async () => {
 });
 
 afterEach(async () => {
+  // A test that failed before it released them does not leave the worker's stop waiting on held calls.
+  holdCalls?.release();
+  holdCalls = undefined;
   await worker?.stop();
   worker = undefined;
   refuseCalls = undefined;
-  holdCalls = undefined;
   await anvilRpc(fx, "evm_setAutomine", [true]);
   // A test that failed half-way does not leave the next one a paused treasury.
   if (await fx.clients.readContract({ address: fx.deployment.treasuryAddress, abi: treasuryAbi, functionName: "paused" })) {
@@ -299,9 +302,22 @@ describe("a wallet blocked after its request was reviewed", () => {
     expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
   });
 
+  it("is paid despite an automatic block (anyone can set one off for any wallet), once approved", async () => {
+    const { id, wallet } = await createRequest(fx);
+    await pauseSponsorships(fx.database.db, admin, { reason: "test: approved requests wait" });
+    worker = await startWorker();
+    await waitStatus(id, "approved");
+    await fx.database.db.execute(
+      sql`INSERT INTO blocks (subject_type, subject, kind, reason, created_by, expires_at) VALUES ('wallet', ${wallet}, 'automatic', 'test: wallet limit', 'rate_limiter', now() + interval '15 minutes')`,
+    );
+    await resumeSponsorships(fx.database.db, admin);
+    await waitStatus(id, "completed");
+  });
+
   it("is rejected wallet_blocked when the block lands while review is asking the chain, with nothing sent", async () => {
     let release!: () => void;
-    holdCalls = { held: 0, released: new Promise<void>((resolve) => (release = resolve)) };
+    const released = new Promise<void>((resolve) => (release = resolve));
+    holdCalls = { held: 0, released, release };
     const { id, wallet } = await createRequest(fx);
     const sentBefore = sent.length;
     worker = await startWorker();

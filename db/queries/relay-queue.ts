@@ -39,23 +39,25 @@ export const COUNTS_AS_BURNED = `NOT (status = 'failed' AND failure_reason LIKE 
       AND NOT (submitted_at IS NULL AND (status = 'queued' OR (status = 'failed' AND failure_reason NOT LIKE '${REFUSED_BEFORE_BROADCAST}%')))`;
 
 /**
+ * An administrator's block of the request's wallet, not lifted (SQL; `r` is the request): a blocked wallet cannot be
+ * sponsored (interface-spec section 1), so a request approved before its wallet was blocked waits (approved, or
+ * relayed with every attempt failed) until the block is lifted. An automatic block does not hold it: anyone can set
+ * one off for any wallet (its requests, refused or not, count against the wallet limit) and renew it every 15
+ * minutes, which would hold a paid-for approval for as long as they liked. Review rejects one still pending on
+ * either kind (review-queue.ts), as decisions.md says.
+ */
+const WALLET_BLOCKED = `EXISTS (
+        SELECT 1 FROM blocks b
+        WHERE b.subject_type = 'wallet' AND b.subject = r.wallet_address AND b.kind = 'admin' AND b.lifted_at IS NULL
+          AND (b.expires_at IS NULL OR b.expires_at > statement_timestamp()))`;
+
+/**
  * Claims requests that need a relay attempt: approved ones (first attempt) and relayed ones whose every attempt
  * has failed (the next attempt, e.g. after a revert or once an underfunded treasury is refilled). Locked with
  * SKIP LOCKED, then re-read in a second statement: in READ COMMITTED that statement sees every attempt committed
  * before the lock was granted, so two workers can never create the same attempt (every transaction that creates
  * an attempt holds the request's row lock).
  */
-/**
- * A block of the request's wallet, by an administrator or automatic, active now (SQL; `r` is the request): a blocked
- * wallet cannot be sponsored (interface-spec section 1), so a request approved before its wallet was blocked waits
- * (approved, or relayed with every attempt failed) until the block is lifted or expires. Review rejects one still
- * pending (review-queue.ts).
- */
-const WALLET_BLOCKED = `EXISTS (
-        SELECT 1 FROM blocks b
-        WHERE b.subject_type = 'wallet' AND b.subject = r.wallet_address AND b.lifted_at IS NULL
-          AND (b.expires_at IS NULL OR b.expires_at > statement_timestamp()))`;
-
 const LOCK_RELAY_CANDIDATES = `
     SELECT r.id FROM sponsorship_requests r
     WHERE r.available_at <= now()
