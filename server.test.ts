@@ -259,6 +259,9 @@ describe("methods Next.js cannot dispatch or would render a page for (decisions.
       ["TRACE", "/request", "GET, HEAD, OPTIONS"],
       ["PATCH", "/dashboard", "GET, HEAD, POST, OPTIONS"],
       ["PROPFIND", "/dashboard/requests/00000000-0000-0000-0000-000000000000", "GET, HEAD, POST, OPTIONS"],
+      // As Next routes them: a trailing slash, an escaped letter.
+      ["PUT", "/request/", "GET, HEAD, OPTIONS"],
+      ["DELETE", "/%72equest", "GET, HEAD, OPTIONS"],
     ] as const) {
       const answer = await send(method, pathname);
       expect([method, pathname, answer.status, answer.headers.allow]).toEqual([method, pathname, 405, allow]);

@@ -199,7 +199,7 @@ async function main(): Promise<void> {
       return;
     }
     // 405 with Allow where Next would render a page or answer an empty 400 (lib/http/methods.ts).
-    const methods = decideMethod(req.method ?? "GET", (req.url ?? "/").split("?")[0]!);
+    const methods = decideMethod(req.method ?? "GET", req.url ?? "/");
     if (methods.kind === "page-options") {
       res.writeHead(204, { allow: methods.allow }).end();
       return;
@@ -215,7 +215,12 @@ async function main(): Promise<void> {
     }
     handle(req, res).catch((error: unknown) => {
       // The path alone: a query may carry a request id (/request?id=...), which unlocks its requester's address.
-      log.error("request failed outside the route handlers", { requestId, method: req.method, path: (req.url ?? "/").split("?")[0], error });
+      log.error("request failed outside the route handlers", {
+        requestId,
+        method: req.headers[UNROUTED_METHOD_HEADER] ?? req.method,
+        path: (req.url ?? "/").split("?")[0],
+        error,
+      });
       if (res.headersSent) res.destroy();
       else sendProblem(res, "internal_error", "The request could not be completed; it has been logged", requestId);
     });

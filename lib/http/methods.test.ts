@@ -28,6 +28,13 @@ describe("which methods a path answers (lib/http/methods.ts)", () => {
     }
   });
 
+  it("judges a page's path as Next routes it: a trailing slash, percent-escapes, an absolute-form target, a query", () => {
+    for (const url of ["/request/", "/%72equest", "http://faucet.example/request", "/request?id=1", "/dashboard/controls/"]) {
+      expect([url, decideMethod("PUT", url).kind]).toEqual([url, "not-allowed"]);
+    }
+    expect(decideMethod("OPTIONS", "/request/").kind).toBe("page-options");
+  });
+
   it("lets the dashboard's server actions POST to its pages, and no other page", () => {
     expect(decideMethod("POST", "/dashboard/requests/x").kind).toBe("next");
     expect(decideMethod("POST", "/request")).toEqual({ kind: "not-allowed", allow: "GET, HEAD, OPTIONS" });

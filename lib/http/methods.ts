@@ -36,8 +36,24 @@ export type MethodDecision =
   | { kind: "page-options"; allow: string }
   | { kind: "not-allowed"; allow: string };
 
-export function decideMethod(method: string, pathname: string): MethodDecision {
-  const page = pageMethods(pathname);
+/**
+ * The path as Next routes it: the path of an absolute-form target too, percent-escapes decoded (Next also tries the
+ * decoded path: `/%72equest` is the page), a trailing slash dropped (`skipTrailingSlashRedirect` serves `/request/`
+ * as `/request`). server.ts has already answered a path whose escapes do not decode.
+ */
+function routedPath(url: string): string {
+  let pathname = new URL(url, "http://localhost").pathname;
+  try {
+    pathname = decodeURIComponent(pathname);
+  } catch {
+    // Judged as written.
+  }
+  return pathname.length > 1 ? pathname.replace(/\/+$/, "") || "/" : pathname;
+}
+
+/** `url` is the request target as Node hands it over (`req.url`). */
+export function decideMethod(method: string, url: string): MethodDecision {
+  const page = pageMethods(routedPath(url));
   if (!page) return NEXT_METHODS.has(method) ? { kind: "next" } : { kind: "unrouted" };
   if (page.includes(method)) return { kind: "next" };
   const allow = [...page, "OPTIONS"].join(", ");

@@ -84,13 +84,15 @@ export function routeLabel(pathOrUrl: string): string {
  */
 export function instrumentHttpExchange(metrics: HttpMetrics, req: IncomingMessage, res: ServerResponse): void {
   const started = process.hrtime.bigint();
+  // As the client sent it: server.ts hands Next a method it cannot dispatch as OPTIONS (lib/http/methods.ts).
+  const method = req.method ?? "GET";
   let done = false;
   const finish = () => {
     if (done) return;
     done = true;
     metrics.observe({
       route: routeLabel(req.url ?? "/"),
-      method: req.method ?? "GET",
+      method,
       // A client that hung up before the response ended: 499, as nginx counts it.
       status: res.writableFinished ? res.statusCode : 499,
       seconds: Number(process.hrtime.bigint() - started) / 1e9,

@@ -85,6 +85,7 @@ describe("tunnelled IPv6 (6to4, Teredo) and IPv4-mapped ranges", () => {
     // A Teredo server's prefix covers clients of any IPv4 address; 6to4's /16 every one: refused.
     expect(parseCidr("2001:0:4136:e378::/64")).toBeUndefined();
     expect(parseCidr("2002::/16")).toBeUndefined();
+    expect(parseCidr("2002:c633:644d::/200")).toBeUndefined();
     // Wider prefixes are plain IPv6 ranges (they hold other addresses than tunnels).
     expect(parseCidr("2001::/16")).toBe("2001::/16");
   });

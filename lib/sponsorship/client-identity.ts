@@ -70,6 +70,7 @@ export function parseCidr(text: string): string | undefined {
   let version = isIP(address);
   if (version === 0) return undefined;
   let length = match[2] === undefined ? (version === 4 ? 32 : 128) : Number(match[2]);
+  if (length > (version === 4 ? 32 : 128)) return undefined;
   const groups = version === 6 ? expandIpv6(address.toLowerCase()) : undefined;
   if (groups && isIpv4Mapped(groups)) {
     if (length < 96) return undefined;
