@@ -228,13 +228,16 @@ async function main(): Promise<void> {
 
   // Old counter rows are useless after their window (an hour for the limits, a day for the budget); any instance
   // may prune them.
-  const prune = () =>
-    Promise.all([pruneRateLimitHits(appDb(), new Date(Date.now() - RATE_LIMIT_WINDOW_MS - 60_000)), pruneBudgetCounts(appDb())]).catch((error: unknown) =>
-      log.warn("pruning rate-limit hits or budget counters failed", { error }),
-    );
+  // One pruning at a time: a large backlog can take longer than the interval.
+  let pruning: Promise<unknown> | undefined;
+  const prune = () => {
+    pruning ??= Promise.all([pruneRateLimitHits(appDb(), new Date(Date.now() - RATE_LIMIT_WINDOW_MS - 60_000)), pruneBudgetCounts(appDb())])
+      .catch((error: unknown) => log.warn("pruning rate-limit hits or budget counters failed", { error }))
+      .finally(() => (pruning = undefined));
+  };
   const pruneTimer = setInterval(prune, PRUNE_INTERVAL_MS);
   pruneTimer.unref();
-  void prune();
+  prune();
   // worker.down: no worker can report its own absence (lib/webhooks/worker-watch.ts). Only with webhooks configured.
   const workerWatch =
     config.webhookUrls.length > 0 && config.webhookSecret
