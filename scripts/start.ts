@@ -41,6 +41,9 @@ function fail(message: string): never {
 function claimDataDir(dataDir: string): void {
   // The owner's alone: it holds the logs (requesters' IPs), the credentials and the chain's state. Tightened too when
   // an older version created it 0755; as root, db/embedded.ts lets the `postgres` user traverse it (0711).
+  // Its parents with the default mode: a recursive mkdir would give each one it creates 0700 too, and as root the
+  // `postgres` user could not reach the cluster through them (`.data/e2e`).
+  mkdirSync(path.dirname(path.resolve(dataDir)), { recursive: true });
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   chmodSync(dataDir, 0o700);
   const pidFile = path.join(dataDir, "supervisor.pid");
