@@ -39,9 +39,9 @@ export type MethodDecision =
 /**
  * The path as Next routes it: the path of an absolute-form target too, percent-escapes decoded (Next also tries the
  * decoded path: `/%72equest` is the page), a trailing slash dropped (`skipTrailingSlashRedirect` serves `/request/`
- * as `/request`). server.ts has already answered a path whose escapes do not decode.
+ * as `/request`). server.ts has already answered a path whose escapes do not decode; one is judged as written.
  */
-function routedPath(url: string): string {
+export function routedPath(url: string): string {
   let pathname = new URL(url, "http://localhost").pathname;
   try {
     pathname = decodeURIComponent(pathname);

@@ -4,7 +4,7 @@ import { isSponsorshipError } from "@/lib/sponsorship/errors";
 import { appConfig } from "./app-context";
 import { clientIpOf } from "./client-ip";
 import { checkCors, preflightHeaders } from "./cors";
-import { UNROUTED_METHOD_HEADER } from "./methods";
+import { routedPath, UNROUTED_METHOD_HEADER } from "./methods";
 import { HttpProblem, problemResponse } from "./problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "./request-id";
 
@@ -66,17 +66,11 @@ export function unavailableResponse(error: unknown, requestId: string, request: 
 }
 
 /**
- * Whether a request is for the administrator's routes, judged on the path Next routes by: decoded (Next also
- * matches `/%61dmin/resume` to admin/resume), repeated slashes and case aside.
+ * Whether a request is for the administrator's routes, judged on the path Next routes by (methods.ts routedPath:
+ * Next also matches `/%61dmin/resume` to admin/resume), repeated slashes and case aside.
  */
 function isAdminPath(url: string): boolean {
-  let pathname = new URL(url).pathname;
-  try {
-    pathname = decodeURIComponent(pathname);
-  } catch {
-    // A malformed escape: server.ts answers it 400 before Next; judged as written.
-  }
-  return /^\/+admin(\/|$)/i.test(pathname);
+  return /^\/+admin(\/|$)/i.test(routedPath(url));
 }
 
 function errorResponse(error: unknown, requestId: string, request: Request): Response {

@@ -72,23 +72,23 @@ export function parseCidr(text: string): string | undefined {
   let length = match[2] === undefined ? (version === 4 ? 32 : 128) : Number(match[2]);
   if (length > (version === 4 ? 32 : 128)) return undefined;
   const groups = version === 6 ? expandIpv6(address.toLowerCase()) : undefined;
+  const carried = groups ? embeddedIpv4(address) : undefined;
   if (groups && isIpv4Mapped(groups)) {
     if (length < 96) return undefined;
     address = dottedIpv4(groups[6]!, groups[7]!);
     length -= 96;
     version = 4;
-  } else if (groups?.[0] === 0x2002 && length >= 16) {
-    // 6to4: bits 16-47 are the IPv4 address, and its clients are matched as it (clientNetwork).
-    if (length === 16) return undefined;
-    address = dottedIpv4(groups[1]!, groups[2]!);
-    length = Math.min(32, length - 16);
-    version = 4;
-  } else if (groups?.[0] === 0x2001 && groups[1] === 0 && length >= 32) {
-    // Teredo: the client's IPv4 address inverted in the last 32 bits; a shorter prefix names a server, not clients.
-    if (length <= 96) return undefined;
-    address = dottedIpv4(groups[6]! ^ 0xffff, groups[7]! ^ 0xffff);
-    length -= 96;
-    version = 4;
+  } else if (groups && carried) {
+    // A tunnel: its clients are matched as the IPv4 address it carries (clientNetwork), 6to4's in bits 16-47,
+    // Teredo's (inverted) in the last 32. A Teredo prefix shorter than /97 names a server, not clients; one shorter
+    // than /32 (or than /16 for 6to4) is a plain IPv6 range that merely holds tunnel addresses.
+    const [from, to, least] = groups[0] === 0x2002 ? [16, 48, 16] : [96, 128, 32];
+    if (length >= least) {
+      if (length <= from) return undefined;
+      address = carried;
+      length = Math.min(to, length) - from;
+      version = 4;
+    }
   }
   const max = version === 4 ? 32 : 128;
   if (!Number.isInteger(length) || length < 1 || length > max) return undefined;
