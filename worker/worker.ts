@@ -333,10 +333,10 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
       await loop.stop();
       heartbeat.setState("stopping");
       if (loop.stuck) {
-        // A stage is still in flight (StageDeadlineError) and may hold the relayer rows: its connections are closed
-        // before anything else is done, so nothing of it is written after, and the leases are left to expire. The
-        // heartbeat row goes just before (it could not after), or the dashboard shows a dead worker until it is
-        // pruned: bounded, as a database that does not answer leaves the row to the prune.
+        // A stage is still in flight (StageDeadlineError) and may hold the relayer rows: the heartbeat row is deleted
+        // first (it could not be after, and left it shows a dead worker until it is pruned), within a bound, as a
+        // database that does not answer leaves the row to the prune; then the connections are closed, so nothing of
+        // the stage is written after, and the leases are left to expire.
         await withTimeout(heartbeat.stop(), STUCK_EXIT_ROW_MS, () => new Error(`no answer within ${STUCK_EXIT_ROW_MS} ms`)).catch((error: unknown) =>
           log.warn("heartbeat row left behind (pruned later)", { error: error instanceof Error ? error.message : String(error) }),
         );

@@ -68,6 +68,17 @@ describe("webhook delivery: what production runs with", () => {
   });
 });
 
+/** A dispatcher for `endpoint` on `t` that retries a failed attempt after a minute (never within a test). */
+function minuteRetries(t: TestDatabase, endpoint: string): WebhookDispatcher {
+  return new WebhookDispatcher({
+    db: t.db,
+    endpoints: [endpoint],
+    secret: `whsec_${randomBytes(32).toString("base64")}`,
+    log: createLogger({ test: "dispatcher" }),
+    settings: { baseDelayMs: 60_000, maxDelayMs: 60_000 },
+  });
+}
+
 describe("webhook retries and the wall clock", () => {
   let t: TestDatabase;
   beforeAll(async () => {
@@ -79,13 +90,7 @@ describe("webhook retries and the wall clock", () => {
     const endpoint = `${url}/error`;
     await syncWebhookEndpoints(t.db, [endpoint]);
     await enqueueWebhookEvent(t.db, "treasury.low", { test: true });
-    const dispatcher = new WebhookDispatcher({
-      db: t.db,
-      endpoints: [endpoint],
-      secret: `whsec_${randomBytes(32).toString("base64")}`,
-      log: createLogger({ test: "dispatcher" }),
-      settings: { baseDelayMs: 60_000, maxDelayMs: 60_000 },
-    });
+    const dispatcher = minuteRetries(t, endpoint);
     // Date an hour behind (NTP correcting a fast clock, a restored VM); the database's clock is not.
     vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - HOUR });
     try {
@@ -116,13 +121,7 @@ describe("a delivery that fails before anything is sent", () => {
     // A sponsorship event whose snapshot has no request: its body cannot be rendered (webhookBody throws).
     await enqueueWebhookEvent(t.db, "sponsorship.completed", { broken: true });
     await enqueueWebhookEvent(t.db, "treasury.low", { test: true });
-    const dispatcher = new WebhookDispatcher({
-      db: t.db,
-      endpoints: [endpoint],
-      secret: `whsec_${randomBytes(32).toString("base64")}`,
-      log: createLogger({ test: "dispatcher" }),
-      settings: { baseDelayMs: 60_000, maxDelayMs: 60_000 },
-    });
+    const dispatcher = minuteRetries(t, endpoint);
     const deliveries = () =>
       t.db.execute<{ type: string; status: string; attempts: number; error: string | null; wait: number }>(sql`
         SELECT e.type, d.status, d.attempts, d.last_error AS error, extract(epoch FROM d.next_attempt_at - now())::float8 AS wait
