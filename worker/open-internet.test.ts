@@ -42,9 +42,14 @@ let proxy: RpcProxy;
 const sent: string[] = [];
 /** While set, every eth_call of `sponsor` (review's dry run, the replay of a revert) is answered 503 and counted here. */
 let refuseCalls: { refused: number } | undefined;
-/** While set, every eth_call of `sponsor` waits for `released` before it is passed on; `held` counts them. */
-let holdCalls: { held: number; released: Promise<void>; release: () => void } | undefined;
+/**
+ * While set, every eth_call of `selector` (default `sponsor`: review's dry run) waits for `released` before it is
+ * passed on; `held` counts them.
+ */
+let holdCalls: { selector?: string; held: number; released: Promise<void>; release: () => void } | undefined;
 const SPONSOR_SELECTOR = toFunctionSelector("sponsor(address,bytes32)");
+/** The relay stage's check of its relayers (relayChainState), asked while its batch's requests are locked. */
+const IS_RELAYER_SELECTOR = toFunctionSelector("isRelayer(address)");
 const deployer = relayerAddress(LOCAL_DEPLOYER_KEY);
 const refusing = compileTestContract("RefusingWallet.sol", "RefusingWallet");
 const session = { id: "00000000-0000-4000-8000-00000000ad01" } as AdminSession;
@@ -55,14 +60,15 @@ beforeAll(async () => {
   // Every raw transaction the worker hands to the chain passes here.
   proxy = await startRpcProxy(fx.anvil.rpcUrl, (body) => {
     const calls = [JSON.parse(body)].flat() as { method: string; params: unknown[] }[];
-    const sponsorCall = (call: { method: string; params: unknown[] }) =>
+    const callOf = (selector: string) => (call: { method: string; params: unknown[] }) =>
       call.method === "eth_call" &&
-      String((call.params[0] as { data?: string; input?: string }).data ?? (call.params[0] as { input?: string }).input).startsWith(SPONSOR_SELECTOR);
+      String((call.params[0] as { data?: string; input?: string }).data ?? (call.params[0] as { input?: string }).input).startsWith(selector);
+    const sponsorCall = callOf(SPONSOR_SELECTOR);
     if (refuseCalls && calls.some(sponsorCall)) {
       refuseCalls.refused++;
       return { status: 503, contentType: "text/plain", body: "service unavailable" };
     }
-    if (holdCalls && calls.some(sponsorCall)) {
+    if (holdCalls && calls.some(callOf(holdCalls.selector ?? SPONSOR_SELECTOR))) {
       holdCalls.held++;
       return holdCalls.released.then(() => undefined);
     }
@@ -81,7 +87,8 @@ afterEach(async () => {
   worker = undefined;
   refuseCalls = undefined;
   await anvilRpc(fx, "evm_setAutomine", [true]);
-  // A test that failed half-way does not leave the next one a paused treasury.
+  // A test that failed half-way does not leave the next one paused, nor a paused treasury.
+  await resumeSponsorships(fx.database.db, { session, ipAddress: null });
   if (await fx.clients.readContract({ address: fx.deployment.treasuryAddress, abi: treasuryAbi, functionName: "paused" })) {
     await fx.clients.waitForTransactionReceipt({ hash: await treasuryCall("unpause") });
   }
@@ -276,6 +283,56 @@ describe("the pause", () => {
     await resumeSponsorships(fx.database.db, { session, ipAddress: null });
     await waitStatus(id, "completed");
     expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
+  });
+});
+
+/** Holds the relay stage's chain reads (its batch's requests are locked meanwhile); answers the release. */
+function holdRelayChainReads(): () => void {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  holdCalls = { selector: IS_RELAYER_SELECTOR, held: 0, released, release };
+  return release;
+}
+
+describe("a pause or a block answered while the relay asks the chain", () => {
+  const admin = { session, ipAddress: null };
+
+  it("withdraws the batch on a pause: nothing stored or sent, the request waits approved and completes after resume", async () => {
+    const release = holdRelayChainReads();
+    const { id, wallet } = await createRequest(fx);
+    const sentBefore = sent.length;
+    worker = await startWorker();
+    await waitFor("the relay's chain reads", async () => (holdCalls!.held > 0 ? true : undefined));
+    expect((await readRequest(fx, id)).status).toBe("approved");
+    // The administrator is answered while the relay batch is open: from then on nothing new may be sent.
+    await pauseSponsorships(fx.database.db, admin, { reason: "test: paused while the relay reads the chain" });
+    release();
+    await waitFor("the worker to report the pause", async () => (worker!.ctx.status.pause ? true : undefined));
+    expect(await readRelays(fx, id)).toEqual([]);
+    expect(sent.length - sentBefore).toBe(0);
+    expect((await readRequest(fx, id)).status).toBe("approved");
+
+    await resumeSponsorships(fx.database.db, admin);
+    await waitStatus(id, "completed");
+    expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toHaveLength(1);
+  });
+
+  it("withdraws the batch on an administrator's wallet block: that wallet is not paid, the others are in the next batch", async () => {
+    const release = holdRelayChainReads();
+    const { id, wallet } = await createRequest(fx);
+    const other = await createRequest(fx);
+    worker = await startWorker();
+    await waitFor("the relay's chain reads", async () => (holdCalls!.held > 0 ? true : undefined));
+    await blockWalletAsAdministrator(fx.database.db, admin, { walletAddress: wallet, reason: "test: blocked while the relay reads the chain" });
+    release();
+    // Relay passes have run since: the other wallet's request, in the same batch or the next, is paid.
+    await waitStatus(other.id, "completed");
+    expect((await readRequest(fx, id)).status).toBe("approved");
+    expect(await readRelays(fx, id)).toEqual([]);
+    expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toEqual([]);
+
+    await unblockWalletAsAdministrator(fx.database.db, admin, { walletAddress: wallet, reason: "test: cleared" });
+    await waitStatus(id, "completed");
   });
 });
 

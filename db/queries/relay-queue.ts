@@ -151,9 +151,43 @@ export function markRequestsRelayed(ids: readonly string[], actor: string, reaso
 
 const PAUSE_STATE = `SELECT paused, pause_reason FROM service_state WHERE id = 1`;
 
+export type PauseState = { paused: boolean; reason: string | null };
+
+const toPauseState = (rows: Record<string, unknown>[]): PauseState => ({
+  paused: rows[0]?.paused === true,
+  reason: (rows[0]?.pause_reason as string | null | undefined) ?? null,
+});
+
 /** The administrator's pause (decisions.md, "Pause"): while set, the relay stage sends no new relay transaction. */
-export function pauseState(): Query<{ paused: boolean; reason: string | null }> {
-  return query(PAUSE_STATE, [], (rows) => ({ paused: rows[0]?.paused === true, reason: (rows[0]?.pause_reason as string | null | undefined) ?? null }));
+export function pauseState(): Query<PauseState> {
+  return query(PAUSE_STATE, [], toPauseState);
+}
+
+/**
+ * The relay's last look before it commits (relay.ts): the batch was decided on a pause and wallet blocks read
+ * before the chain was asked, which can take seconds; an administrator who paused or blocked meanwhile was answered
+ * before the relay's attempts were stored, and they must not be sent. Three statements, sent with the writes:
+ * - the batch's wallets under their advisory keys (`wallet:<address>`, lib/sponsorship/lock-keys.ts), shared:
+ *   blockWallet takes the same key exclusively, so a block in progress is waited for and one that starts now waits
+ *   for this commit;
+ * - the pause row FOR SHARE (the pause's upsert waits for this commit likewise; one in progress is waited for and
+ *   its new value read);
+ * - the requests of the batch whose wallet has an administrator's block, read after both locks are held.
+ * A pause or a block that commits after them was answered after the attempts were stored: those attempts were
+ * decided before it, as ones already sent (decisions.md "Pause": sent relays are still confirmed).
+ */
+const LOCK_BATCH_WALLETS = `SELECT count(pg_advisory_xact_lock_shared(hashtextextended('wallet:' || a, 0)))::int AS n FROM unnest($1::text[]) AS a`;
+const LOCK_PAUSE_STATE = `${PAUSE_STATE} FOR SHARE`;
+const BLOCKED_REQUESTS = `SELECT r.id FROM sponsorship_requests r WHERE r.id = ANY($1::uuid[]) AND ${WALLET_BLOCKED}`;
+
+export function relayRulesAtCommit(batch: readonly { requestId: string; walletAddress: string }[]): [Query<number>, Query<PauseState>, Query<string[]>] {
+  // Sorted and distinct, like lockKeys (db/sql/advisory-locks.ts).
+  const wallets = [...new Set(batch.map((b) => b.walletAddress))].sort();
+  return [
+    query(LOCK_BATCH_WALLETS, [wallets], (rows) => (rows[0]?.n as number | undefined) ?? 0),
+    query(LOCK_PAUSE_STATE, [], toPauseState),
+    query(BLOCKED_REQUESTS, [batch.map((b) => b.requestId)], (rows) => rows.map((r) => r.id as string)),
+  ];
 }
 
 const COUNT_OPEN_RELAYS = `SELECT count(DISTINCT sponsorship_request_id)::int AS n FROM relay_transactions WHERE status IN ('queued', 'submitted')`;

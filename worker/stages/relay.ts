@@ -7,7 +7,9 @@ import {
   markRequestsRelayed,
   pauseState,
   readRelayCandidates,
+  relayRulesAtCommit,
   type NewRelayAttempt,
+  type PauseState,
 } from "@/db/queries/relay-queue";
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import { lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
@@ -35,7 +37,9 @@ export type RelayOutcome = {
  * advance the nonces. Then broadcast everything at once, without waiting for any receipt.
  *
  * The administrator's pause is read with the locks: while it is set no relay transaction is signed or sent
- * (approved requests wait; attempts already sent are still confirmed or replaced by the confirm stage).
+ * (approved requests wait; attempts already sent are still confirmed or replaced by the confirm stage). It and the
+ * administrator's wallet blocks are read again with the writes, under locks held to the commit (relayRulesAtCommit):
+ * a pause or a block answered while the chain was being asked withdraws the batch.
  * The treasury is checked first: paused, or not enough balance for the amounts already in flight plus one more,
  * leaves requests where they are (no attempt is created, none is burned) and health shows it. So does a base fee
  * above MAX_FEE_PER_GAS_GWEI (worker/fee-ceiling.ts); otherwise the fees offered are capped at the ceiling.
@@ -67,7 +71,33 @@ function noteUnauthorised(ctx: WorkerContext, relayers: string[]): void {
   }
 }
 
+/** Thrown inside the relay's transaction to roll its batch back: paused or a wallet blocked while the chain was asked. */
+class BatchWithdrawn extends Error {
+  constructor(
+    readonly pause: PauseState,
+    readonly blocked: number,
+    readonly claimed: number,
+  ) {
+    super("relay batch withdrawn before commit");
+  }
+}
+
 export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
+  try {
+    return await relayBatchOnce(ctx);
+  } catch (error) {
+    if (!(error instanceof BatchWithdrawn)) throw error;
+    ctx.status.pause = error.pause.paused ? { reason: error.pause.reason } : undefined;
+    ctx.log.info("relay batch withdrawn before commit: nothing stored or sent", {
+      paused: error.pause.paused,
+      walletsBlocked: error.blocked,
+      claimed: error.claimed,
+    });
+    return { sent: 0, claimed: error.claimed, ...(error.pause.paused ? { waiting: "sponsorships_paused" as const } : {}) };
+  }
+}
+
+async function relayBatchOnce(ctx: WorkerContext): Promise<RelayOutcome> {
   const relayers = ctx.pool.leased;
   if (relayers.length === 0) return { sent: 0, claimed: 0, waiting: "no_relayers" };
   const max = ctx.settings.maxRelayAttempts;
@@ -130,11 +160,16 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
     if (attempts.length === 0) return { stored: [], claimed: candidates.length };
 
     const used = new Map([...nonces].filter(([address]) => attempts.some((a) => a.relayerAddress === address)));
-    const [ids, , updated] = await tx.send([
+    const wallets = new Map(candidates.map((c) => [c.id, c.walletAddress]));
+    // The pause and the administrator's wallet blocks looked at again, under locks held to the commit
+    // (relayRulesAtCommit): one set while the chain was asked withdraws the whole batch (rolled back, nothing sent).
+    const [, pauseNow, blocked, ids, , updated] = await tx.send([
+      ...relayRulesAtCommit(attempts.map((a) => ({ requestId: a.sponsorshipRequestId, walletAddress: wallets.get(a.sponsorshipRequestId)! }))),
       insertRelayAttempts(attempts),
       markRequestsRelayed(firstAttempts, ctx.actor, "relay transaction signed, stored and handed to the chain"),
       setRelayerNextNonces(ctx.workerId, used),
     ]);
+    if (pauseNow.paused || blocked.length > 0) throw new BatchWithdrawn(pauseNow, blocked.length, candidates.length);
     if (updated !== used.size) throw new LeaseLostError("a relayer lease was lost during the relay batch");
     await tx.commit();
     return {
