@@ -1,7 +1,8 @@
 import { eq, sql } from "drizzle-orm";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
 import { readIsSponsored } from "@/lib/chain/registry";
-import { relayerAccounts, relayerNonceFills } from "@/db/schema";
+import { relayerAccounts, relayerNonceFills, type AdminSession } from "@/db/schema";
 import type { RunningWorker } from "./worker";
 import {
   SPONSOR_AMOUNT,
@@ -108,6 +109,42 @@ describe("nonce management", () => {
     expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toEqual([]);
     const [settled] = await fx.database.db.select().from(relayerNonceFills).where(eq(relayerNonceFills.id, fill.id));
     expect(settled!.status).toBe("confirmed");
+  });
+
+  it("cancels a stuck attempt whose wallet an administrator blocked after it was sent, rather than pay it again; the request waits until the block is lifted", async () => {
+    const admin = { session: { id: "00000000-0000-4000-8000-00000000ad02" } as AdminSession, ipAddress: null };
+    await pauseMining();
+    const { id, wallet } = await createRequest(fx);
+    worker = await startInProcessWorker(fx, { RELAY_TIMEOUT_MS: "1000" });
+    await waitFor("attempt 1 to be submitted", async () => ((await readRelays(fx, id))[0]?.status === "submitted" ? true : undefined));
+    await blockWalletAsAdministrator(fx.database.db, admin, { walletAddress: wallet, reason: "test: abuse seen after the relay was sent" });
+
+    // Not mined within RELAY_TIMEOUT_MS: its nonce is cancelled by a fill, not replaced by a second payment.
+    const fill = await waitFor("a cancelling fill", async () => {
+      const [row] = await fx.database.db.select().from(relayerNonceFills).where(eq(relayerNonceFills.sponsorshipRequestId, id));
+      return row?.status === "submitted" ? row : undefined;
+    });
+    expect(fill.reason).toMatch(/its wallet is blocked by an administrator/);
+    expect((await readRelays(fx, id)).map((r) => r.relayAttempt)).toEqual([1]);
+
+    await resumeMining();
+    await waitFor("the cancel to be settled", async () => ((await readRelays(fx, id))[0]?.status === "failed" ? true : undefined));
+    expect((await readRelays(fx, id))[0]!.failureReason).toMatch(/^cancelled: nonce \d+ was filled by 0x/);
+    expect((await readRequest(fx, id)).status).toBe("relayed");
+    expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toEqual([]);
+    // Confirm passes go by (one more block): while the block lasts the relay stage makes no next attempt.
+    await anvilRpc(fx, "evm_mine");
+    const later = await createRequest(fx);
+    await waitStatus(later.id, "completed");
+    expect(await readRelays(fx, id)).toHaveLength(1);
+
+    await unblockWalletAsAdministrator(fx.database.db, admin, { walletAddress: wallet, reason: "test: cleared" });
+    await waitStatus(id, "completed");
+    expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([
+      [1, "failed"],
+      [2, "confirmed"],
+    ]);
+    expect((await readSponsoredEvents(fx)).filter((e) => e.requestId === id)).toHaveLength(1);
   });
 
   it("re-broadcasts a stored transaction the node lost (nonce gap) from its stored bytes", async () => {

@@ -180,12 +180,23 @@ const LOCK_BATCH_WALLETS = `SELECT count(pg_advisory_xact_lock_shared(hashtextex
 const LOCK_PAUSE_STATE = `${PAUSE_STATE} FOR SHARE`;
 const BLOCKED_REQUESTS = `SELECT r.id FROM sponsorship_requests r WHERE r.id = ANY($1::uuid[]) AND ${WALLET_BLOCKED}`;
 
-export function relayRulesAtCommit(batch: readonly { requestId: string; walletAddress: string }[]): [Query<number>, Query<PauseState>, Query<string[]>] {
+type BatchEntry = { requestId: string; walletAddress: string };
+
+export function relayRulesAtCommit(batch: readonly BatchEntry[]): [Query<number>, Query<PauseState>, Query<string[]>] {
+  const [lockWallets, blocked] = walletBlocksAtCommit(batch);
+  return [lockWallets, query(LOCK_PAUSE_STATE, [], toPauseState), blocked];
+}
+
+/**
+ * The wallet half of relayRulesAtCommit, alone (the confirm stage's replacement of a stuck attempt: the pause does
+ * not stop it, decisions.md): the wallets' advisory keys, shared, then the requests whose wallet has an
+ * administrator's block. Send them together, before the writes they guard.
+ */
+export function walletBlocksAtCommit(batch: readonly BatchEntry[]): [Query<number>, Query<string[]>] {
   // Sorted and distinct, like lockKeys (db/sql/advisory-locks.ts).
   const wallets = [...new Set(batch.map((b) => b.walletAddress))].sort();
   return [
     query(LOCK_BATCH_WALLETS, [wallets], (rows) => (rows[0]?.n as number | undefined) ?? 0),
-    query(LOCK_PAUSE_STATE, [], toPauseState),
     query(BLOCKED_REQUESTS, [batch.map((b) => b.requestId)], (rows) => rows.map((r) => r.id as string)),
   ];
 }

@@ -1,6 +1,6 @@
 import { insertNonceFill } from "@/db/queries/nonce-fills";
 import { lockIfOpen, lockRequest } from "@/db/queries/relay-outcomes";
-import { insertRelayAttempts } from "@/db/queries/relay-queue";
+import { insertRelayAttempts, walletBlocksAtCommit } from "@/db/queries/relay-queue";
 import { lockLeasedRelayers } from "@/db/queries/relayers";
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import { currentFees, type WorkerContext } from "../../context";
@@ -14,8 +14,9 @@ import { isOpen, type ConfirmState, type Group } from "./state";
 
 /**
  * Replacing a group unmined for RELAY_TIMEOUT_MS: the request's next attempt at the same nonce with fees >= +12.5%
- * (./transactions.ts prices the bump), or, after the last attempt (or when the stuck one is itself a fill), a fill
- * that cancels the nonce so the request can fail for good. A replaced transaction stays open until its nonce is
+ * (./transactions.ts prices the bump), or, after the last attempt, when the request's wallet has been blocked by an
+ * administrator since, or when the stuck one is itself a fill, a fill that cancels the nonce (the request can then
+ * fail for good, or wait for the block to be lifted). A replaced transaction stays open until its nonce is
  * settled (it may still be the one mined: then it completes its request); a replacement refused for good fails
  * alone, and the newest open transaction is watched again (replaced a timeout later, outbidding everything stored at
  * the nonce). Signed and stored by ../attempts.ts, as the relay stage's first attempts are.
@@ -46,6 +47,7 @@ export async function replace(ctx: WorkerContext, state: ConfirmState, group: Gr
   }
   const timeout = ctx.settings.relayTimeoutMs;
 
+  let walletBlocked = false;
   const stored = await pipelinedTransaction(ctx.db, async (tx): Promise<StoredTransaction | undefined> => {
     const [fence, stillOpen] = await tx.send([lockLeasedRelayers(ctx.workerId, [group.relayer]), lockIfOpen(current.kind, current.id)]);
     if (!fence.has(group.relayer)) throw new LeaseLostError(`lease of ${group.relayer} lost before replacing nonce ${group.nonce}`);
@@ -54,11 +56,18 @@ export async function replace(ctx: WorkerContext, state: ConfirmState, group: Gr
 
     if (current.kind === "relay") {
       const requestId = current.sponsorshipRequestId!;
-      const [status, { burned, latest }] = await tx.send(lockRequest(requestId));
+      // The wallet's administrator block is read under its advisory key, held to the commit (as the relay stage
+      // does): a wallet blocked since its attempt was sent is not paid by a replacement; the nonce is cancelled below,
+      // and the request waits, relayed, until the block is lifted (the relay stage's next attempt) or fails as usual.
+      const [status, { burned, latest }, , blocked] = await tx.send([
+        ...lockRequest(requestId),
+        ...walletBlocksAtCommit([{ requestId, walletAddress: current.walletAddress! }]),
+      ]);
+      walletBlocked = blocked.length > 0;
       // The request's latest attempt is at this nonce (a refused replacement counts: it used its number). Attempts
       // are numbered by `latest`, limited by `burned`: a service-caused revert used a number and burned none.
       const latestHere = Math.max(...group.rows.filter((r) => r.kind === "relay" && r.sponsorshipRequestId === requestId).map((r) => r.relayAttempt ?? 0));
-      if (status === "relayed" && burned < ctx.settings.maxRelayAttempts && latest === latestHere) {
+      if (status === "relayed" && !walletBlocked && burned < ctx.settings.maxRelayAttempts && latest === latestHere) {
         const attempt = await signAttempt(ctx, {
           requestId,
           attempt: latest + 1,
@@ -85,15 +94,18 @@ export async function replace(ctx: WorkerContext, state: ConfirmState, group: Gr
       }
     }
 
-    // No attempt left (or the stuck one is itself a fill): cancel the nonce with a zero-value transfer to self. What
-    // is open at the nonce stays open until one of them is mined (the others fail as superseded or cancelled then).
+    // No attempt left, the wallet blocked, or the stuck one is itself a fill: cancel the nonce with a zero-value
+    // transfer to self. What is open at the nonce stays open until one of them is mined (the others fail as
+    // superseded or cancelled then).
     const previousFill = current.kind === "fill" ? current : undefined;
     const requestId = current.sponsorshipRequestId;
     const why = previousFill
       ? previousFill.relayAttempt === null && previousFill.sponsorshipRequestId === null
         ? `fill of nonce ${group.nonce}, fees raised`
         : `cancel of nonce ${group.nonce} for request ${requestId}, fees raised`
-      : `cancel: attempt ${current.relayAttempt} of request ${requestId} not mined within ${timeout} ms and no attempt left`;
+      : walletBlocked
+        ? `cancel: attempt ${current.relayAttempt} of request ${requestId} not mined within ${timeout} ms and its wallet is blocked by an administrator`
+        : `cancel: attempt ${current.relayAttempt} of request ${requestId} not mined within ${timeout} ms and no attempt left`;
     const fill = await signFill(ctx, { relayer: group.relayer, nonce: group.nonce, fees, requestId, reason: why });
     const [id] = await tx.send([insertNonceFill(fill)]);
     ctx.status.totals.fills++;
