@@ -13,14 +13,14 @@ import type { FaucetState, FaucetStatusResponse } from "@/lib/sponsorship/schema
  * most one database query a second per process, never one per request. The chain part is /health's own cached
  * reads (lib/health.ts), not a second set.
  *
- * State, first match wins: the administrator's gates (faucetGateState: paused, budget_exhausted); the chain or
- * the treasury cannot be read, or there is no treasury: chain_unreachable; the treasury paused on-chain: paused;
+ * State, first match wins: the administrator's gates (faucetGateState: paused, budget_exhausted); the chain (no
+ * endpoint answers) or the treasury cannot be read, or there is no treasury: chain_unreachable; the treasury paused on-chain: paused;
  * less than one sponsorship in it: empty; fewer than TREASURY_LOW_SPONSORSHIPS: low_funds (still serving);
  * else operating.
  */
 
 export const FAUCET_SNAPSHOT_MS = 1_000;
-/** While the faucet cannot serve for a reason no clock ends (empty, unreachable, paused on-chain): look again in a minute. */
+/** While the faucet cannot serve for a reason no clock ends (empty, unreachable, paused on-chain), or serves on low funds: look again in a minute. */
 export const FAUCET_RETRY_SECONDS = 60;
 
 const LOCAL_CHAIN_ID = 31337;
@@ -42,9 +42,10 @@ async function readFaucetStatus({ db, config }: Deps): Promise<FaucetStatusRespo
     chainChecks(config),
     readMedianSecondsToComplete(db),
   ]);
-  // While the RPC does not answer: what is known without it (an outage does not change a chain's id); the local
-  // chain's only when nothing ever told it.
-  const chainId = chain.status === "ok" && chain.chainId !== undefined ? chain.chainId : (knownChainId(config) ?? LOCAL_CHAIN_ID);
+  // The chain was reached when some endpoint answered its id: `ok`, or `degraded` while only some of several
+  // RPC endpoints answer (the others serve, decisions.md "Several RPC endpoints"). While none does: what is known
+  // without it (an outage does not change a chain's id); the local chain's only when nothing ever told it.
+  const chainId = chain.chainId ?? knownChainId(config) ?? LOCAL_CHAIN_ID;
 
   let state: FaucetState;
   let retryAfterSeconds: number | null = FAUCET_RETRY_SECONDS;
@@ -53,11 +54,13 @@ async function readFaucetStatus({ db, config }: Deps): Promise<FaucetStatusRespo
   // changed it on-chain since the deployment), as /health's treasury check and the worker judge it.
   const amount = treasury.requiredWei === undefined ? config.sponsorAmountWei : BigInt(treasury.requiredWei);
   if (gate) ({ state, retryAfterSeconds } = gate);
-  else if (chain.status !== "ok" || balance === undefined) state = "chain_unreachable";
+  else if (chain.chainId === undefined || balance === undefined) state = "chain_unreachable";
   else if (treasury.paused) state = "paused";
   else if (balance < amount) state = "empty";
+  // low_funds still serves, but is not `operating`: decisions.md gives every other state a time to look again.
+  else if (balance < amount * BigInt(config.treasuryLowSponsorships)) state = "low_funds";
   else {
-    state = balance < amount * BigInt(config.treasuryLowSponsorships) ? "low_funds" : "operating";
+    state = "operating";
     retryAfterSeconds = null;
   }
 

@@ -250,7 +250,7 @@ export function buildOpenApiDocument(): Record<string, unknown> {
             summary: "What the faucet gives, on which network, whether it is serving, how long it usually takes",
             description:
               "Public and cheap: served from a snapshot at most a second old. `state` is, first match wins: `paused` or " +
-              "`budget_exhausted` (an administrator's gate), `chain_unreachable` (the chain or the treasury cannot be read), " +
+              "`budget_exhausted` (an administrator's gate), `chain_unreachable` (no RPC endpoint answers, or the treasury cannot be read), " +
               "`paused` (the treasury is paused on-chain), `empty` (less than one sponsorship left), `low_funds` (fewer than " +
               "TREASURY_LOW_SPONSORSHIPS left; still serving), `operating`.",
             responses: { "200": success("The faucet's status", "FaucetStatus"), ...errorResponses([]) },

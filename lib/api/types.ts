@@ -152,7 +152,7 @@ export interface paths {
         };
         /**
          * What the faucet gives, on which network, whether it is serving, how long it usually takes
-         * @description Public and cheap: served from a snapshot at most a second old. `state` is, first match wins: `paused` or `budget_exhausted` (an administrator's gate), `chain_unreachable` (the chain or the treasury cannot be read), `paused` (the treasury is paused on-chain), `empty` (less than one sponsorship left), `low_funds` (fewer than TREASURY_LOW_SPONSORSHIPS left; still serving), `operating`.
+         * @description Public and cheap: served from a snapshot at most a second old. `state` is, first match wins: `paused` or `budget_exhausted` (an administrator's gate), `chain_unreachable` (no RPC endpoint answers, or the treasury cannot be read), `paused` (the treasury is paused on-chain), `empty` (less than one sponsorship left), `low_funds` (fewer than TREASURY_LOW_SPONSORSHIPS left; still serving), `operating`.
          */
         get: operations["getFaucetStatus"];
         put?: never;
@@ -524,7 +524,7 @@ export interface components {
             /** @description Block explorer base URL (transactions at `{explorerUrl}/tx/{hash}`), or null */
             explorerUrl: string | null;
             state: components["schemas"]["FaucetState"];
-            /** @description While the faucet does not serve requests, the seconds after which to look again; null while it does (operating, low_funds) */
+            /** @description The seconds after which to look again (for low_funds, 60: it still serves); null only while operating */
             retryAfterSeconds: number | null;
             /** @description Median seconds from requestedAt to completedAt of the requests completed in the last hour; null with none */
             medianSecondsToComplete: number | null;

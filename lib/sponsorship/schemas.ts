@@ -302,7 +302,7 @@ export const faucetStatusResponse = named(
       .int()
       .min(1)
       .nullable()
-      .meta({ description: "While the faucet does not serve requests, the seconds after which to look again; null while it does (operating, low_funds)" }),
+      .meta({ description: "The seconds after which to look again (for low_funds, 60: it still serves); null only while operating" }),
     medianSecondsToComplete: z
       .number()
       .nonnegative()

@@ -106,7 +106,8 @@ describe("GET /faucet", () => {
 
   it("is low_funds (still serving) below TREASURY_LOW_SPONSORSHIPS sponsorships, and operating when the threshold is lower", async () => {
     onChain(treasuries.low);
-    expect(await getFaucet()).toMatchObject({ state: "low_funds", retryAfterSeconds: null });
+    // Not `operating`, so it says when to look again (decisions.md), although it still serves.
+    expect(await getFaucet()).toMatchObject({ state: "low_funds", retryAfterSeconds: FAUCET_RETRY_SECONDS });
     onChain(treasuries.low, { TREASURY_LOW_SPONSORSHIPS: "10" });
     expect(await getFaucet()).toMatchObject({ state: "operating", retryAfterSeconds: null });
   });
@@ -178,6 +179,13 @@ describe("GET /faucet", () => {
     });
     reconfigure(ctx, {});
     expect(await getFaucet()).toMatchObject({ state: "chain_unreachable", chainId: 31337 });
+  });
+
+  it("is operating while one of several RPC endpoints does not answer (the others serve), with the chain's own id", async () => {
+    onChain(treasuries.operating, { RPC_URL: `http://127.0.0.1:${await freePort()},${chain.rpcUrl}`, CHAIN_ID: "31337" });
+    expect(await getFaucet()).toMatchObject({ state: "operating", retryAfterSeconds: null, chainId: 31337 });
+    onChain(treasuries.paused, { RPC_URL: `${chain.rpcUrl},http://127.0.0.1:${await freePort()}` });
+    expect(await getFaucet()).toMatchObject({ state: "paused", retryAfterSeconds: FAUCET_RETRY_SECONDS });
   });
 
   it("reports the median seconds from requested to completed over the requests completed in the last hour", async () => {

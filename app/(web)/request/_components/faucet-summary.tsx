@@ -14,7 +14,7 @@ export const FAUCET_QUERY_KEY = ["faucet"] as const;
 /**
  * The faucet's status (GET /faucet) on react-query, read when the page opens and polled after: every 15 s while it
  * serves or cannot be read, and exactly when it says to look again (`retryAfterSeconds`, where the form's countdown
- * ends) while it does not. Every component that asks shares the one query. `status` is null until the first answer;
+ * ends) while it does not serve. Every component that asks shares the one query. `status` is null until the first answer;
  * `answer` changes with each answer (a countdown keyed on it restarts); `unavailable` is true while the latest read
  * failed (`status` is then the last answer that came, if any, and no longer to be trusted).
  */
@@ -29,7 +29,9 @@ export function useFaucetStatus(): { status: FaucetStatusView | null; answer: nu
     retry: false,
     refetchInterval: (q) => {
       if (q.state.status === "error") return FAUCET_POLL_MS;
-      const retryAfter = q.state.data?.retryAfterSeconds;
+      const data = q.state.data;
+      // low_funds serves and has a retry time too (decisions.md): polled like operating.
+      const retryAfter = data && !describeFaucet(data).serving ? data.retryAfterSeconds : null;
       return typeof retryAfter === "number" ? retryAfter * 1000 : FAUCET_POLL_MS;
     },
     refetchOnWindowFocus: false,
