@@ -43,6 +43,12 @@ const sent: string[] = [];
 /** While set, every eth_call of `sponsor` (review's dry run, the replay of a revert) is answered 503 and counted here. */
 let refuseCalls: { refused: number } | undefined;
 /**
+ * While set, raw transactions are handled as `"lost"` (passed on to the node, then answered 503: the node took them,
+ * the worker hears an outage) or `"refused"` (answered "transaction underpriced", a refusal for good; `onRefusal`
+ * runs first). Either way `seen` counts them.
+ */
+let sends: { mode: "lost" | "refused"; seen: number; onRefusal?: () => Promise<void> } | undefined;
+/**
  * While set, every eth_call of `selector` (default `sponsor`: review's dry run) waits for `released` before it is
  * passed on; `held` counts them.
  */
@@ -58,7 +64,7 @@ setUpPipelineFixture({ blockTime: 0, relayers: 1, extraRelayers: [deployer] }, (
 
 beforeAll(async () => {
   // Every raw transaction the worker hands to the chain passes here.
-  proxy = await startRpcProxy(fx.anvil.rpcUrl, (body) => {
+  proxy = await startRpcProxy(fx.anvil.rpcUrl, async (body) => {
     const calls = [JSON.parse(body)].flat() as { method: string; params: unknown[] }[];
     const callOf = (selector: string) => (call: { method: string; params: unknown[] }) =>
       call.method === "eth_call" &&
@@ -67,6 +73,17 @@ beforeAll(async () => {
     if (refuseCalls && calls.some(sponsorCall)) {
       refuseCalls.refused++;
       return { status: 503, contentType: "text/plain", body: "service unavailable" };
+    }
+    if (sends && calls.some((call) => call.method === "eth_sendRawTransaction")) {
+      sends.seen++;
+      if (sends.mode === "lost") {
+        await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
+        return { status: 503, contentType: "text/plain", body: "service unavailable" };
+      }
+      await sends.onRefusal?.();
+      const refusal = (call: { id?: unknown }) => ({ jsonrpc: "2.0", id: call.id, error: { code: -32000, message: "transaction underpriced" } });
+      const parsed = JSON.parse(body) as { id?: unknown } | { id?: unknown }[];
+      return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? parsed.map(refusal) : refusal(parsed)) };
     }
     if (holdCalls && calls.some(callOf(holdCalls.selector ?? SPONSOR_SELECTOR))) {
       holdCalls.held++;
@@ -83,6 +100,7 @@ afterEach(async () => {
   // A test that failed before it released them does not leave the worker's stop waiting on held calls.
   holdCalls?.release();
   holdCalls = undefined;
+  sends = undefined;
   await worker?.stop();
   worker = undefined;
   refuseCalls = undefined;
@@ -245,6 +263,25 @@ describe("a revert of the service's own making", () => {
     expect((await waitStatus(id, "failed")).failureReason).toMatch(/^relay failed after 1 attempts; last: reverted on-chain \(reason not available/);
   });
 
+  it("burns the attempt of a revert whose broadcast answer was lost: mined, so a node took it (MAX_RELAY_ATTEMPTS=1)", async () => {
+    const { id } = await createRequest(fx);
+    await anvilRpc(fx, "evm_setAutomine", [false]);
+    const lost = (sends = { mode: "lost", seen: 0 });
+    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "1" }, { replayPatienceMs: 1_000 });
+    await waitFor("attempt 1 to reach the node", async () => (lost.seen > 0 ? true : undefined));
+    expect((await readRelays(fx, id)).map((r) => r.status)).toEqual(["queued"]);
+    // The owner's pause comes first in the block, attempt 1 reverts; its replay is refused, so its cause is unknown:
+    // a revert that burns the attempt.
+    await treasuryCall("pause", { maxPriorityFeePerGas: 50_000_000_000n, maxFeePerGas: 200_000_000_000n });
+    refuseCalls = { refused: 0 };
+    await anvilRpc(fx, "evm_mine");
+    const failed = await waitFor("attempt 1 to be settled", async () => (await readRelays(fx, id)).find((r) => r.status === "failed"), 20_000);
+    expect(failed.failureReason).toMatch(/^reverted on-chain \(reason not available/);
+    expect(failed.submittedAt).not.toBeNull();
+    // Before, the attempt still counted as never broadcast: the request stayed relayed for another attempt.
+    expect((await waitStatus(id, "failed")).failureReason).toMatch(/^relay failed after 1 attempts; last: reverted on-chain/);
+  });
+
   it("leaves a later stuck attempt to be replaced at its nonce, numbered after the reverted one, not cancelled as if none were left", async () => {
     const { id, wallet } = await firstAttemptMeetsThePause({ MAX_RELAY_ATTEMPTS: "2", RELAY_TIMEOUT_MS: "1500" });
     await anvilRpc(fx, "evm_mine");
@@ -296,6 +333,21 @@ function holdRelayChainReads(): () => void {
 
 describe("a pause or a block answered while the relay asks the chain", () => {
   const admin = { session, ipAddress: null };
+
+  it("fails a request whose last attempt the node refused at once, even while a pause holds the relay stage back (MAX_RELAY_ATTEMPTS=1)", async () => {
+    const { id } = await createRequest(fx);
+    // The pause lands between the relay's commit and the node's refusal: no relay pass runs after it.
+    const refused = (sends = {
+      mode: "refused",
+      seen: 0,
+      onRefusal: async () => void (await pauseSponsorships(fx.database.db, admin, { reason: "test: paused" })),
+    });
+    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "1" });
+    await waitFor("the broadcast to be refused", async () => (refused.seen > 0 ? true : undefined));
+    const row = await waitStatus(id, "failed", 10_000);
+    expect(row.failureReason).toMatch(/^relay failed after 1 attempts; last: rejected by the node before broadcast: transaction underpriced/);
+    expect((await readRelays(fx, id)).map((r) => r.status)).toEqual(["failed"]);
+  });
 
   it("withdraws the batch on a pause: nothing stored or sent, the request waits approved and completes after resume", async () => {
     const release = holdRelayChainReads();

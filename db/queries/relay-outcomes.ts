@@ -90,6 +90,16 @@ export function confirmRelays(mined: readonly MinedRelay[]): [Query<undefined>, 
   ];
 }
 
+/**
+ * Mined attempts that a pass is about to fail (a revert) recorded as broadcast first, as confirmRelays does for a
+ * success: a node took them. Left queued (the node's answer to the broadcast timed out or was lost, the worker died
+ * before writing it), a reverted attempt counted as never taken by a node (COUNTS_AS_BURNED) and burned nothing, so
+ * a request whose attempts all reverted so was tried without end.
+ */
+export function markRelaysMined(ids: readonly string[]): Query<undefined> {
+  return query(RELAYS_SUBMITTED_BY_ID, [ids], none);
+}
+
 export type RelayFailure = { id: string; reason: string };
 
 /** queued/submitted -> failed with a readable reason. */
@@ -112,6 +122,31 @@ const FAIL_UNSENT_RELAYS = failRelaysIn("'queued'");
  */
 export function failUnsentRelays(failures: readonly RelayFailure[]): Query<Set<string>> {
   return query(FAIL_UNSENT_RELAYS, [failures.map((f) => f.id), failures.map((f) => f.reason)], (rows) => new Set(rows.map((r) => r.id as string)));
+}
+
+/**
+ * Requests whose last attempt a node has just refused (failUnsentRelays, in the same transaction): relayed -> failed
+ * when nothing of theirs is open any more and their burned attempts (COUNTS_AS_BURNED) reached `max`. Before, the
+ * relay stage failed them on its next pass, and none came while anything held it back (a pause, a paused or short
+ * treasury, fees above the ceiling): the request stayed relayed, the wallet unable to ask again. `reason` per
+ * request is the refusal. Returns the requests failed.
+ */
+const FAIL_USED_UP = `
+    UPDATE sponsorship_requests r
+    SET status = 'failed', failed_at = now(), status_actor = $3,
+        failure_reason = 'relay failed after ' || b.burned || ' attempts; last: ' || b.reason,
+        status_reason = 'relay failed after ' || b.burned || ' attempts; last: ' || b.reason
+    FROM (
+      SELECT v.id, v.reason,
+        (SELECT count(*) FROM relay_transactions t WHERE t.sponsorship_request_id = v.id AND ${COUNTS_AS_BURNED})::int AS burned
+      FROM unnest($1::uuid[], $2::text[]) AS v(id, reason)
+    ) b
+    WHERE r.id = b.id AND r.status = 'relayed' AND b.burned >= $4::int
+      AND NOT EXISTS (SELECT 1 FROM relay_transactions t WHERE t.sponsorship_request_id = r.id AND t.status IN ('queued', 'submitted'))
+    RETURNING ${TIMES}`;
+
+export function failUsedUpRequests(refused: readonly { requestId: string; reason: string }[], actor: string, max: number): Query<RequestTimes[]> {
+  return query(FAIL_USED_UP, [refused.map((r) => r.requestId), refused.map((r) => r.reason), actor, max], (rows) => rows.map(toTimes));
 }
 
 /** relayed -> completed. Returns the requests moved. */

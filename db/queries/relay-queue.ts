@@ -30,7 +30,8 @@ export const REFUSED_BEFORE_BROADCAST = "rejected by the node before broadcast:"
  * Whether a relay_transactions row counts against MAX_RELAY_ATTEMPTS (SQL over its columns). Two kinds burn none
  * (decisions.md "Pipeline": errors before anything was broadcast consume no attempt):
  * - a revert of the service's own state (SERVICE_STATE_FAILURE: treasury paused or short, relayer not authorised);
- * - an attempt no node ever took (`submitted_at` unset), still queued or closed without a node's refusal: one
+ * - an attempt no node ever took (`submitted_at` unset; a mined one is recorded as broadcast when it is settled,
+ *   markRelaysMined, even if the node's answer to its broadcast was lost), still queued or closed without a node's refusal: one
  *   re-priced because the base fee rose above its max fee before its first broadcast got through, then superseded
  *   at its nonce. One a node refused for good does burn one: otherwise a transaction no node accepts would be
  *   signed again for ever.

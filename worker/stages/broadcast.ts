@@ -1,6 +1,6 @@
 import { parseTransaction, type Address, type Hash, type Hex } from "viem";
 import { failUnsentNonceFills, markFillsSubmitted } from "@/db/queries/nonce-fills";
-import { failUnsentRelays, markRelaysSubmitted } from "@/db/queries/relay-outcomes";
+import { failUnsentRelays, failUsedUpRequests, markRelaysSubmitted } from "@/db/queries/relay-outcomes";
 import { REFUSED_BEFORE_BROADCAST } from "@/db/queries/relay-queue";
 import type { Statement } from "@/db/sql/run";
 import { pipelinedTransaction } from "@/db/sql/transaction";
@@ -90,6 +90,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
   const accepted: Hash[] = [];
   const acceptedFills: Hash[] = [];
   const rejectedRelays: { id: string; reason: string }[] = [];
+  const refusedRequests: { requestId: string; reason: string }[] = [];
   const rejectedFills: { id: string; reason: string }[] = [];
   let unavailableMessage: string | undefined;
   ordered.forEach((tx, i) => {
@@ -114,6 +115,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
       case "rejected": {
         const reason = `${REFUSED_BEFORE_BROADCAST} ${outcome.message.slice(0, 300)}`;
         (tx.kind === "relay" ? rejectedRelays : rejectedFills).push({ id: tx.id, reason });
+        if (tx.kind === "relay" && tx.requestId) refusedRequests.push({ requestId: tx.requestId, reason });
         break;
       }
     }
@@ -141,10 +143,19 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
     ...(rejectedRelays.length > 0 ? [failUnsentRelays(rejectedRelays)] : []),
     ...(rejectedFills.length > 0 ? [failUnsentNonceFills(rejectedFills)] : []),
   ];
+  // Then the requests whose last attempt that was (burned attempts at MAX_RELAY_ATTEMPTS, nothing else open): failed
+  // here, not left to the relay stage, which a pause or the treasury can hold back for as long as it lasts.
+  const usedUp = refusedRequests.length > 0 ? failUsedUpRequests(refusedRequests, ctx.actor, ctx.settings.maxRelayAttempts) : undefined;
   const failed = new Set<string>();
   if (writes.length + fails.length > 0) {
-    const answers = await pipelinedTransaction(ctx.db, (tx) => tx.commit([...writes, ...fails]));
+    const answers = await pipelinedTransaction(ctx.db, (tx) => tx.commit([...writes, ...fails, ...(usedUp ? [usedUp] : [])]));
     fails.forEach((q, i) => q.parse(answers[writes.length + i]!).forEach((id) => failed.add(id)));
+    const finished = usedUp ? usedUp.parse(answers[writes.length + fails.length]!) : [];
+    if (finished.length > 0) {
+      metrics.finished(finished);
+      ctx.status.totals.failed += finished.length;
+      for (const request of finished) ctx.log.warn("request failed: its last attempt was refused by the node", { requestId: request.id });
+    }
   }
   ordered.forEach((tx, i) => {
     const outcome = outcomes[i]!;

@@ -145,8 +145,8 @@ async function relayBatchOnce(ctx: WorkerContext): Promise<RelayOutcome> {
     for (const c of candidates) {
       if (BigInt(attempts.length) >= affordable) break;
       if (c.burned >= max) {
-        // The confirm stage fails a request at its last attempt; this is reached when MAX_RELAY_ATTEMPTS was lowered, or
-        // when the last attempt was refused by the node (nothing of it was ever broadcast).
+        // The confirm stage fails a request at its last attempt, the broadcast at its last refusal (failUsedUpRequests);
+        // this is reached when MAX_RELAY_ATTEMPTS was lowered.
         metrics.finished(await tx.send([failRequest(c.id, ctx.actor, `relay failed: all ${c.burned} attempts failed`)]));
         ctx.status.totals.failed++;
         continue;

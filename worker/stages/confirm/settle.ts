@@ -6,6 +6,7 @@ import {
   failRelays,
   findRelayByHash,
   lockRequest,
+  markRelaysMined,
 } from "@/db/queries/relay-outcomes";
 import type { MinedRelay, RelayFailure } from "@/db/queries/relay-outcomes";
 import { confirmNonceFill, failNonceFills } from "@/db/queries/nonce-fills";
@@ -215,7 +216,7 @@ async function settleRevert(ctx: WorkerContext, state: ConfirmState, { group, wi
     if (event && ours) {
       const [paid] = (await ctx.chain.receipts([event.transactionHash])).values();
       await pipelinedTransaction(ctx.db, async (tx) => {
-        await tx.send([...lockRequest(requestId), failRelays([{ id: winner.id, reason }])]);
+        await tx.send([...lockRequest(requestId), markRelaysMined([winner.id]), failRelays([{ id: winner.id, reason }])]);
         await closeGroup(ctx, tx, group, winner.id, superseded, () => undefined);
         const [, ids] = await tx.send(confirmRelays([{ id: ours.id, blockNumber: event.blockNumber, gasUsed: paid?.gasUsed ?? 0n }]));
         if (ids.length > 0)
@@ -233,7 +234,9 @@ async function settleRevert(ctx: WorkerContext, state: ConfirmState, { group, wi
   const serviceState = explained.errorName !== undefined && SERVICE_STATE_REVERTS.has(explained.errorName);
   const relayReason = serviceState ? `${SERVICE_STATE_FAILURE} ${reason}` : reason;
   await pipelinedTransaction(ctx.db, async (tx) => {
-    await tx.send([...lockRequest(requestId), failRelays([{ id: winner.id, reason: relayReason }])]);
+    // Mined, so a node took it: recorded as broadcast before it is failed (it burns an attempt unless the revert is
+    // the service's own, markRelaysMined).
+    await tx.send([...lockRequest(requestId), markRelaysMined([winner.id]), failRelays([{ id: winner.id, reason: relayReason }])]);
     await closeGroup(ctx, tx, group, winner.id, superseded, (attempts) => {
       if (serviceState) return undefined;
       if (explained.errorName === "AlreadySponsored") return "relay failed: the wallet was already sponsored on-chain by another transaction";
