@@ -21,7 +21,8 @@ export async function getSponsorshipRequest(db: Executor, id: string, now: Date 
   return request;
 }
 
-const TRANSACTION_HASH = /^0x[0-9a-fA-F]{64}$/;
+// Case-insensitive as a whole (decisions.md: "Transaction hashes are matched case-insensitively"), the 0X prefix too.
+const TRANSACTION_HASH = /^0x[0-9a-f]{64}$/i;
 
 /** A request found by a public value: the requester's IP and User-Agent withheld. */
 export type PublicRequestDetailView = Omit<RequestDetailView, "ipAddress" | "userAgent"> & { ipAddress: null; userAgent: null };

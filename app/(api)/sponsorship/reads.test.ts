@@ -116,7 +116,7 @@ describe("GET /sponsorship/tx/:hash", () => {
   it("finds the request owning a relay transaction, case-insensitively, in the same shape as GET /sponsorship/:id", async () => {
     const { request, first, second } = await relayedRequest();
     const byId = (await callApi({ path: `/sponsorship/${request.id}` })).json as object;
-    for (const h of [first.hash, second.hash.toUpperCase().replace("0X", "0x")]) {
+    for (const h of [first.hash, second.hash.toUpperCase().replace("0X", "0x"), second.hash.toUpperCase()]) {
       const answer = await callApi({ path: `/sponsorship/tx/${h}` });
       expect(answer.status).toBe(200);
       expect(sponsorshipRequestByTransactionResponse.parse(answer.json)).toEqual({ ...byId, ipAddress: null, userAgent: null });
