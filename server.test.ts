@@ -218,6 +218,18 @@ describe("/metrics bearer guesses (item 4)", () => {
   });
 });
 
+describe("/metrics and the HTTP rules of every route", () => {
+  it("answers OPTIONS 204 with Allow, and a foreign Origin 403 origin_not_allowed before any credential is looked at", async () => {
+    const options = await fetch(`${base}/metrics`, { method: "OPTIONS" });
+    expect(options.status).toBe(204);
+    expect(options.headers.get("allow")).toBe("GET, HEAD, OPTIONS");
+    const foreign = await fetch(`${base}/metrics`, { headers: { origin: "https://evil.example", authorization: `Bearer ${ADMIN_TOKEN}` } });
+    expect(foreign.status).toBe(403);
+    expect(((await foreign.json()) as { code: string }).code).toBe("origin_not_allowed");
+    expect(foreign.headers.get("access-control-allow-origin")).toBeNull();
+  });
+});
+
 describe("methods Next.js cannot dispatch or would render a page for (decisions.md: 405 with Allow)", () => {
   /** node:http, which sends any method (fetch refuses TRACE). */
   const send = (method: string, pathname: string, headers: Record<string, string> = {}) =>

@@ -183,6 +183,13 @@ async function main(): Promise<void> {
     }
     // Prometheus text format, only for the administrator's bearer credential (or on the loopback METRICS_PORT).
     if (req.url === "/metrics" || req.url?.startsWith("/metrics?")) {
+      // A foreign Origin is refused as on every API route (decisions.md "CORS"), before any credential is looked at.
+      const origin = typeof req.headers.origin === "string" ? req.headers.origin : null;
+      const host = typeof req.headers.host === "string" ? req.headers.host : null;
+      if (checkCors(origin, host, config.corsOrigins).refused) {
+        sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);
+        return;
+      }
       // Bearer guesses share the administrator sign-in's limiter and audit (issue 11, item 4).
       const clientIp = req.headers[CLIENT_IP_HEADER] as string;
       const userAgent = storedUserAgent(req.headers["user-agent"]);

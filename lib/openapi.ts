@@ -285,6 +285,7 @@ export function buildOpenApiDocument(): Record<string, unknown> {
               headers: { ...headerRefs, "WWW-Authenticate": { description: 'Bearer realm="metrics"', schema: { type: "string" } } },
               content: { "application/problem+json": { schema: ref("Problem") } },
             },
+            "403": problems(["origin_not_allowed"]),
             "405": problems(["method_not_allowed"]),
             "429": problems(["rate_limited"]),
             "503": problems(["unavailable"]),

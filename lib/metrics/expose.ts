@@ -100,6 +100,8 @@ const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
  * For the web server's Node handler (server.ts): answers `/metrics` and returns true, or returns false for any
  * other path so the caller passes the request on to Next.
  */
+const METRICS_ALLOW = "GET, HEAD, OPTIONS";
+
 export async function serveMetricsRequest(
   registry: Registry,
   req: IncomingMessage,
@@ -108,8 +110,14 @@ export async function serveMetricsRequest(
 ): Promise<boolean> {
   const path = (req.url ?? "/").split("?")[0];
   if (path !== "/metrics") return false;
+  // Like every route (decisions.md): OPTIONS 204 with Allow, any other method 405 with Allow.
+  if (req.method === "OPTIONS") {
+    res.writeHead(204, { allow: METRICS_ALLOW });
+    res.end();
+    return true;
+  }
   if (req.method !== "GET" && req.method !== "HEAD") {
-    res.writeHead(405, { allow: "GET, HEAD", "content-type": "application/problem+json" });
+    res.writeHead(405, { allow: METRICS_ALLOW, "content-type": "application/problem+json" });
     res.end(problem(405, "method_not_allowed", "Method not allowed", requestIdOf(req)));
     return true;
   }
