@@ -115,7 +115,8 @@ describe("nonce management", () => {
     const admin = { session: { id: "00000000-0000-4000-8000-00000000ad02" } as AdminSession, ipAddress: null };
     await pauseMining();
     const { id, wallet } = await createRequest(fx);
-    worker = await startInProcessWorker(fx, { RELAY_TIMEOUT_MS: "1000" });
+    // Time enough for the block to land before the attempt counts as stuck, on a loaded machine too.
+    worker = await startInProcessWorker(fx, { RELAY_TIMEOUT_MS: "3000" });
     await waitFor("attempt 1 to be submitted", async () => ((await readRelays(fx, id))[0]?.status === "submitted" ? true : undefined));
     await blockWalletAsAdministrator(fx.database.db, admin, { walletAddress: wallet, reason: "test: abuse seen after the relay was sent" });
 

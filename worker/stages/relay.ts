@@ -11,6 +11,7 @@ import {
   type NewRelayAttempt,
   type PauseState,
 } from "@/db/queries/relay-queue";
+import type { RequestTimes } from "@/db/queries/request-times";
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import { lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
@@ -102,6 +103,7 @@ async function relayBatchOnce(ctx: WorkerContext): Promise<RelayOutcome> {
   if (relayers.length === 0) return { sent: 0, claimed: 0, waiting: "no_relayers" };
   const max = ctx.settings.maxRelayAttempts;
 
+  const failedHere: (RequestTimes | undefined)[] = [];
   const result = await pipelinedTransaction(ctx.db, async (tx) => {
     // The relayer rows first (the fence), then the requests (SKIP LOCKED), as one batch.
     const [nonces, locked, pause] = await tx.send([lockLeasedRelayers(ctx.workerId, relayers), lockRelayCandidates(ctx.settings.batchSize), pauseState()]);
@@ -146,9 +148,9 @@ async function relayBatchOnce(ctx: WorkerContext): Promise<RelayOutcome> {
       if (BigInt(attempts.length) >= affordable) break;
       if (c.burned >= max) {
         // The confirm stage fails a request at its last attempt, the broadcast at its last refusal (failUsedUpRequests);
-        // this is reached when MAX_RELAY_ATTEMPTS was lowered.
-        metrics.finished(await tx.send([failRequest(c.id, ctx.actor, `relay failed: all ${c.burned} attempts failed`)]));
-        ctx.status.totals.failed++;
+        // this is reached when MAX_RELAY_ATTEMPTS was lowered, or when one of those writes failed. Counted once the
+        // batch has committed (a withdrawn batch rolls the failure back).
+        failedHere.push(...(await tx.send([failRequest(c.id, ctx.actor, `relay failed: all ${c.burned} attempts failed`)])));
         continue;
       }
       const relayer = rotation[next++ % rotation.length]! as Address;
@@ -178,6 +180,10 @@ async function relayBatchOnce(ctx: WorkerContext): Promise<RelayOutcome> {
     };
   });
 
+  if (failedHere.length > 0) {
+    metrics.finished(failedHere);
+    ctx.status.totals.failed += failedHere.filter((r) => r !== undefined).length;
+  }
   const waiting = "waiting" in result ? result.waiting : undefined;
   if (result.stored.length === 0) return { sent: 0, claimed: result.claimed, waiting };
   ctx.status.totals.attempts += result.stored.length;

@@ -63,11 +63,13 @@ export async function replace(ctx: WorkerContext, state: ConfirmState, group: Gr
         ...lockRequest(requestId),
         ...walletBlocksAtCommit([{ requestId, walletAddress: current.walletAddress! }]),
       ]);
-      walletBlocked = blocked.length > 0;
       // The request's latest attempt is at this nonce (a refused replacement counts: it used its number). Attempts
       // are numbered by `latest`, limited by `burned`: a service-caused revert used a number and burned none.
       const latestHere = Math.max(...group.rows.filter((r) => r.kind === "relay" && r.sponsorshipRequestId === requestId).map((r) => r.relayAttempt ?? 0));
-      if (status === "relayed" && !walletBlocked && burned < ctx.settings.maxRelayAttempts && latest === latestHere) {
+      const replaceable = status === "relayed" && burned < ctx.settings.maxRelayAttempts && latest === latestHere;
+      // The block named as the cause only where it is the one (the log and the fill's reason).
+      walletBlocked = replaceable && blocked.length > 0;
+      if (replaceable && !walletBlocked) {
         const attempt = await signAttempt(ctx, {
           requestId,
           attempt: latest + 1,
