@@ -96,12 +96,12 @@ export type MetricsAuthorizer = (token: string) => Promise<{ kind: "valid" } | {
 /** Seconds a scraper is told to wait when the token cannot be checked (the database is unreachable). */
 const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
 
+const METRICS_ALLOW = "GET, HEAD, OPTIONS";
+
 /**
  * For the web server's Node handler (server.ts): answers `/metrics` and returns true, or returns false for any
  * other path so the caller passes the request on to Next.
  */
-const METRICS_ALLOW = "GET, HEAD, OPTIONS";
-
 export async function serveMetricsRequest(
   registry: Registry,
   req: IncomingMessage,
