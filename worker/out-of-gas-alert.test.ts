@@ -108,7 +108,8 @@ describe("relayer.out_of_gas", () => {
 
     let holding = true;
     const node = await holdingNode(() => holding);
-    const b = await worker({ RELAYER_PRIVATE_KEYS: poorKey, RPC_URL: node.url });
+    // B beats far inside A's 400 ms: A judges a worker dead by its own lease time, and would take the relayer back.
+    const b = await worker({ RELAYER_PRIVATE_KEYS: poorKey, RPC_URL: node.url }, { heartbeatMs: 100 });
     await waitFor("B to take the relayer over", async () => b.ctx.pool.leased.includes(poor));
     await waitFor("A to have lost it", async () => !a.ctx.pool.leased.includes(poor));
 
@@ -120,6 +121,8 @@ describe("relayer.out_of_gas", () => {
     expect(await alertActive()).toBe(true);
     // A no longer shows it (heartbeat, /health): before, its view from the last refusal stayed for ever.
     await waitFor("A's heartbeat to no longer list the relayer", async () => (await heartbeatWithoutGas(a.workerId))?.length === 0, 10_000);
+    // A has shown all it must; stopped, it cannot take the relayer back when a beat of B's is late (a loaded machine).
+    await a.stop();
 
     // B's own observation: the node refuses for want of funds. The same episode: nothing is sent again.
     holding = false;
