@@ -286,3 +286,42 @@ describe("methods Next.js cannot dispatch or would render a page for (decisions.
     expect((await send("HEAD", "/dashboard")).status).toBe(200);
   });
 });
+
+describe("the API through its routes' built entrypoints (issue 15; lib/http/entrypoints.ts)", () => {
+  it("serves an API path by its route's entrypoint, not through Next's router (whose Vary names its client router's headers)", async () => {
+    const wallet = `0x${"cd".repeat(20)}`;
+    for (const [method, pathname] of [
+      ["GET", "/health"],
+      ["GET", `/wallets/${wallet}`],
+      ["POST", "/wallets/register"],
+      ["GET", "/sponsorship/00000000-0000-0000-0000-000000000000"],
+    ] as const) {
+      const res = await fetch(`${base}${pathname}`, {
+        method,
+        ...(method === "POST" ? { headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: wallet }) } : {}),
+      });
+      expect([pathname, res.headers.get("vary"), res.headers.get("x-request-id")]).toEqual([pathname, "Origin", expect.any(String)]);
+    }
+    // What no route names exactly is Next's, as before: the catch-all's 404, a trailing slash, an escaped letter.
+    for (const pathname of ["/no/such/path", "/health/", "/%68ealth"]) {
+      const res = await fetch(`${base}${pathname}`);
+      expect([pathname, res.headers.get("vary")]).toEqual([pathname, expect.stringContaining("rsc")]);
+    }
+    expect((await fetch(`${base}/health/`)).status).toBe(200);
+    expect((await fetch(`${base}/no/such/path`)).status).toBe(404);
+  });
+
+  it("still compresses /openapi.json, which Next serves (70 KB; the API's answers are a few hundred bytes)", async () => {
+    const res = await new Promise<{ encoding: string | undefined; length: number }>((resolve, reject) => {
+      const req = httpRequest({ host: "127.0.0.1", port, path: "/openapi.json", headers: { "accept-encoding": "gzip" } }, (r) => {
+        let length = 0;
+        r.on("data", (c: Buffer) => (length += c.length));
+        r.on("end", () => resolve({ encoding: r.headers["content-encoding"], length }));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(res.encoding).toBe("gzip");
+    expect(res.length).toBeLessThan(20_000);
+  });
+});

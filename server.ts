@@ -11,6 +11,7 @@ import { verifyAdministratorToken } from "@/lib/admin/session";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, resolveClientIp, resolveClientProto } from "@/lib/http/client-ip";
 import { applySecurityHeaders, STATIC_HEADERS } from "@/lib/http/security-headers";
 import { checkCors } from "@/lib/http/cors";
+import { EntrypointTable } from "@/lib/http/entrypoints";
 import { decideMethod, UNROUTED_METHOD_HEADER } from "@/lib/http/methods";
 import { renderProblem, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
@@ -88,6 +89,8 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
       "content-length": String(Buffer.byteLength(body)),
       connection: "close",
     });
+    // An API request in flight holds its socket corked (below): uncorked, this answer goes out before the close.
+    while (socket.writableCorked > 0) socket.uncork();
     socket.write(`HTTP/1.1 ${status} ${reason}\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);
   }
   socket.destroy();
@@ -145,6 +148,9 @@ async function main(): Promise<void> {
   const app = next({ dev: false, dir: ROOT, port: config.port, httpServer: server, quiet: true });
   await app.prepare();
   const handle = app.getRequestHandler();
+  // The API's route handlers, invoked through their built entrypoints; everything else through Next's handler.
+  const entrypoints = EntrypointTable.read(path.join(ROOT, ".next"), ROOT);
+  if (entrypoints.size === 0) log.warn("the build has no API entrypoint table: every request goes through Next's router", { distDir: ".next" });
 
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     instrumentHttpRequest(req, res);
@@ -220,7 +226,11 @@ async function main(): Promise<void> {
       req.headers[UNROUTED_METHOD_HEADER] = req.method;
       req.method = "OPTIONS";
     }
-    handle(req, res).catch((error: unknown) => {
+    const entrypoint = entrypoints.match(req.url ?? "/");
+    // An API answer is whole when the route returns it: held until it ends, then written in one piece (Next writes
+    // the head with the body, then the chunked ending: two writes to the socket; Node's end() uncorks it).
+    if (entrypoint) res.cork();
+    (entrypoint ?? handle)(req, res).catch((error: unknown) => {
       // The path alone: a query may carry a request id (/request?id=...), which unlocks its requester's address.
       log.error("request failed outside the route handlers", {
         requestId,
