@@ -10,12 +10,17 @@ import { median, note, randomAddress } from "./util";
  * rounds on one stack (1-s blocks) and one bare node:http server beside it:
  * - `POST /wallets/register`: a whole registration (body, validation, one database call);
  * - `GET /health`: one database read;
- * - `GET` and `POST /no-such-path`: the catch-all route handler's 404 (no body read, no database): what Next.js
- *   costs per request with nothing of ours in it but server.ts and the route wrapper;
+ * - `GET /sponsorship/not-a-uuid`, then `GET /sponsorship/not-a-uuid/`: the same route handler's 400 (no body, no
+ *   database), first through its built entrypoint (server.ts, lib/http/entrypoints.ts: how every API path is served),
+ *   then through Next's router (a trailing slash is Next's to route): what the entrypoint dispatch skips;
+ * - `POST /sponsorship/request` with a body that fails validation, then `POST /sponsorship/request/`: the same pair
+ *   for a POST (the body read and validated, 400 invalid_address, no database);
+ * - `GET` and `POST /no-such-path`: the catch-all route handler's 404 through Next's router (no body read, no
+ *   database): what Next.js costs per request with nothing of ours in it but server.ts and the route wrapper;
  * - `GET /%ZZ`: answered by server.ts itself before Next.js sees it (its per-request steps, then a 400);
  * - the same JSON from a bare node:http server in its own process: what Node's HTTP costs.
- * What is left between the 404 and server.ts's own answer is the framework's, paid twice per sponsorship (register,
- * request); docs/performance.md, "Session 7".
+ * What is left between the entrypoint's answer and server.ts's own is the framework's route module, paid twice per
+ * sponsorship (register, request); docs/performance.md, "Session 7" and "Session 16".
  */
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
@@ -64,6 +69,44 @@ try {
       cpu: webCpu,
       status: 200,
       endpoint: { name: "health", method: "GET", path: "/health", next: () => ({ path: "/health" }) },
+    },
+    {
+      label: "GET /sponsorship/not-a-uuid (route handler by its entrypoint, 400, no database)",
+      url: stack.url,
+      cpu: webCpu,
+      status: 400,
+      endpoint: { name: "get-400-entrypoint", method: "GET", path: "/sponsorship/not-a-uuid", next: () => ({ path: "/sponsorship/not-a-uuid" }) },
+    },
+    {
+      label: "GET /sponsorship/not-a-uuid/ (the same handler through Next's router)",
+      url: stack.url,
+      cpu: webCpu,
+      status: 400,
+      endpoint: { name: "get-400-router", method: "GET", path: "/sponsorship/not-a-uuid/", next: () => ({ path: "/sponsorship/not-a-uuid/" }) },
+    },
+    {
+      label: "POST /sponsorship/request, invalid address (route handler by its entrypoint: body read and validated, 400)",
+      url: stack.url,
+      cpu: webCpu,
+      status: 400,
+      endpoint: {
+        name: "post-400-entrypoint",
+        method: "POST",
+        path: "/sponsorship/request",
+        next: () => ({ path: "/sponsorship/request", body: { walletAddress: "0x12" } }),
+      },
+    },
+    {
+      label: "POST /sponsorship/request/, invalid address (the same handler through Next's router)",
+      url: stack.url,
+      cpu: webCpu,
+      status: 400,
+      endpoint: {
+        name: "post-400-router",
+        method: "POST",
+        path: "/sponsorship/request/",
+        next: () => ({ path: "/sponsorship/request/", body: { walletAddress: "0x12" } }),
+      },
     },
     {
       label: "POST /no-such-path (Next.js route handler, 404, no database)",
