@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { connect, type Socket } from "node:net";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -287,31 +288,110 @@ describe("methods Next.js cannot dispatch or would render a page for (decisions.
   });
 });
 
-describe("the API through its routes' built entrypoints (issue 15; lib/http/entrypoints.ts)", () => {
-  it("serves an API path by its route's entrypoint, not through Next's router (whose Vary names its client router's headers)", async () => {
-    const wallet = `0x${"cd".repeat(20)}`;
-    for (const [method, pathname] of [
-      ["GET", "/health"],
-      ["GET", `/wallets/${wallet}`],
-      ["POST", "/wallets/register"],
-      ["GET", "/sponsorship/00000000-0000-0000-0000-000000000000"],
-    ] as const) {
-      const res = await fetch(`${base}${pathname}`, {
-        method,
-        ...(method === "POST" ? { headers: { "content-type": "application/json" }, body: JSON.stringify({ walletAddress: wallet }) } : {}),
+describe("the public API through its routes' built entrypoints (issue 15; lib/http/entrypoints.ts)", () => {
+  type Answer = { status: number; headers: IncomingHttpHeaders; body: string };
+  /** node:http, which sends any method and header as given. */
+  const exchange = (method: string, target: string, headers: Record<string, string> = {}, body?: string) =>
+    new Promise<Answer>((resolve, reject) => {
+      const req = httpRequest({ host: "127.0.0.1", port, method, path: target, headers }, (res) => {
+        let text = "";
+        res.on("data", (c: Buffer) => (text += c.toString()));
+        res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
       });
-      expect([pathname, res.headers.get("vary"), res.headers.get("x-request-id")]).toEqual([pathname, "Origin", expect.any(String)]);
+      req.on("error", reject);
+      req.end(body);
+    });
+  /** The same request by another spelling of its path, which Next's router serves (a trailing slash). */
+  const throughNext = (target: string) => target.replace(/^([^?]*)/, "$1/");
+  /** What may differ between two answers to the same request: the moment, the ids, how the body is framed. */
+  const VARYING = new Set([
+    "date",
+    "x-request-id",
+    "vary",
+    "content-encoding",
+    "content-length",
+    "transfer-encoding",
+    "content-security-policy",
+    "connection",
+    "keep-alive",
+  ]);
+  const comparable = (a: Answer) => ({
+    status: a.status,
+    headers: Object.fromEntries(Object.entries(a.headers).filter(([name]) => !VARYING.has(name))),
+    body: a.body.replace(/"requestId":"[^"]+"/, '"requestId":"-"'),
+  });
+  const randomWallet = () => `0x${randomBytes(20).toString("hex")}`;
+
+  it("serves an API path by its route's entrypoint, not through Next's router (whose Vary names its client router's headers)", async () => {
+    const wallet = randomWallet();
+    const registered = await exchange("POST", "/wallets/register", { "content-type": "application/json" }, JSON.stringify({ walletAddress: wallet }));
+    expect([registered.status, registered.headers.vary]).toEqual([201, "Origin"]);
+    for (const target of ["/health", `/wallets/${wallet}`, "/sponsorship/00000000-0000-0000-0000-000000000000"]) {
+      expect([target, (await exchange("GET", target)).headers.vary]).toEqual([target, "Origin"]);
     }
-    // What no route names exactly is Next's, as before: the catch-all's 404, a trailing slash, an escaped letter.
-    for (const pathname of ["/no/such/path", "/health/", "/%68ealth"]) {
-      const res = await fetch(`${base}${pathname}`);
-      expect([pathname, res.headers.get("vary")]).toEqual([pathname, expect.stringContaining("rsc")]);
+    // What no public route names exactly is Next's, as before: the catch-all's 404, another spelling, the admin's.
+    for (const target of ["/no/such/path", "/health/", "/%68ealth", "/admin/overview"]) {
+      expect([target, (await exchange("GET", target)).headers.vary]).toEqual([target, expect.stringContaining("rsc")]);
     }
-    expect((await fetch(`${base}/health/`)).status).toBe(200);
-    expect((await fetch(`${base}/no/such/path`)).status).toBe(404);
   });
 
-  it("still compresses /openapi.json, which Next serves (70 KB; the API's answers are a few hundred bytes)", async () => {
+  it("answers every kind of request as Next's router does: the same status, headers and body", async () => {
+    const wallet = randomWallet();
+    await exchange("POST", "/wallets/register", { "content-type": "application/json" }, JSON.stringify({ walletAddress: wallet }));
+    const json = { "content-type": "application/json" };
+    const cases: [string, string, Record<string, string>?, string?][] = [
+      ["GET", `/wallets/${wallet}`],
+      ["HEAD", `/wallets/${wallet}`],
+      ["GET", `/wallets/${wallet.toUpperCase().replace("0X", "0x")}`],
+      ["GET", `/wallets/${wallet}/history?limit=2`],
+      ["GET", `/wallets/${wallet}/history?limit=0`],
+      ["GET", "/wallets/0x12"],
+      ["GET", "/sponsorship/not-a-uuid"],
+      ["GET", "/sponsorship/00000000-0000-0000-0000-000000000000"],
+      ["GET", `/sponsorship/tx/0x${"ab".repeat(32)}`],
+      ["GET", "/relay/00000000-0000-0000-0000-000000000000"],
+      ["GET", "/faucet"],
+      ["OPTIONS", "/sponsorship/request"],
+      ["OPTIONS", "/sponsorship/request", { origin: "https://elsewhere.example", "access-control-request-method": "POST" }],
+      ["GET", `/wallets/${wallet}`, { origin: "https://elsewhere.example" }],
+      ["TRACE", "/health"],
+      ["DELETE", "/wallets/register"],
+      ["POST", "/wallets/register", { "content-type": "text/plain" }, "walletAddress"],
+      ["POST", "/wallets/register", json, JSON.stringify({ walletAddress: "x".repeat(17 * 1024) })],
+      ["POST", "/wallets/register", json, "{not json"],
+      ["POST", "/sponsorship/request", json, JSON.stringify({ walletAddress: wallet, extra: 1 })],
+      ["POST", "/sponsorship/request", json, JSON.stringify({ walletAddress: 7 })],
+      // A header Next's router strips, which must not reach the route module either (it would answer a matched path).
+      ["GET", `/wallets/${wallet}`, { "x-nextjs-data": "1" }],
+    ];
+    for (const [method, target, headers, body] of cases) {
+      const [direct, routed] = [await exchange(method, target, headers, body), await exchange(method, throughNext(target), headers, body)];
+      expect([method, target, comparable(direct)]).toEqual([method, target, comparable(routed)]);
+    }
+    // A query name Next reserves for its routing would, outside Next's server, set the path's value: Next takes it.
+    const other = randomWallet();
+    const reserved = await exchange("GET", `/wallets/${wallet}?nxtPaddress=${other}`);
+    expect([reserved.status, JSON.parse(reserved.body).walletAddress]).toEqual([200, wallet]);
+    expect((await exchange("GET", `/wallets/${wallet}.rsc`)).status).toBe(400);
+  });
+
+  it("sends an answer larger than the socket's buffer whole (a wallet's history of 100 requests)", async () => {
+    const wallet = randomWallet();
+    await t.db.$client.begin(async (tx) => {
+      await tx`SET LOCAL session_replication_role = replica`;
+      const [w] = await tx<{ id: string }[]>`INSERT INTO wallets (wallet_address) VALUES (${wallet}) RETURNING id`;
+      await tx`
+        INSERT INTO sponsorship_requests (wallet_id, wallet_address, status, ip_address, user_agent, requested_at, failed_at, failure_reason)
+        SELECT ${w!.id}, ${wallet}, 'failed', '10.1.2.3', 'server-test', now() - make_interval(secs => g), now(), 'seeded'
+        FROM generate_series(1, 100) AS g`;
+    });
+    const answer = await exchange("GET", `/wallets/${wallet}/history?limit=100`);
+    expect(answer.status).toBe(200);
+    expect(answer.body.length).toBeGreaterThan(16 * 1024);
+    expect((JSON.parse(answer.body) as { requests: unknown[] }).requests).toHaveLength(100);
+  });
+
+  it("still compresses /openapi.json, which Next serves (70 KB; the public API's answers are a few KB at most)", async () => {
     const res = await new Promise<{ encoding: string | undefined; length: number }>((resolve, reject) => {
       const req = httpRequest({ host: "127.0.0.1", port, path: "/openapi.json", headers: { "accept-encoding": "gzip" } }, (r) => {
         let length = 0;

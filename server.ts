@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import next from "next";
+import { filterInternalHeaders } from "next/dist/server/lib/server-ipc/utils";
 import { pruneBudgetCounts } from "@/db/queries/controls";
 import { pruneRateLimitHits } from "@/db/queries/rate-limits";
 import { appDb, closeAppDb } from "@/lib/http/app-context";
@@ -89,8 +90,6 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
       "content-length": String(Buffer.byteLength(body)),
       connection: "close",
     });
-    // An API request in flight holds its socket corked (below): uncorked, this answer goes out before the close.
-    while (socket.writableCorked > 0) socket.uncork();
     socket.write(`HTTP/1.1 ${status} ${reason}\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);
   }
   socket.destroy();
@@ -226,11 +225,11 @@ async function main(): Promise<void> {
       req.headers[UNROUTED_METHOD_HEADER] = req.method;
       req.method = "OPTIONS";
     }
+    // A public API path goes to its route's built entrypoint, without Next's router; the headers that router strips
+    // (its internal ones, which a client must not set) are stripped here as there.
     const entrypoint = entrypoints.match(req.url ?? "/");
-    // An API answer is whole when the route returns it: held until it ends, then written in one piece (Next writes
-    // the head with the body, then the chunked ending: two writes to the socket; Node's end() uncorks it).
-    if (entrypoint) res.cork();
-    (entrypoint ?? handle)(req, res).catch((error: unknown) => {
+    if (entrypoint) filterInternalHeaders(req.headers);
+    (entrypoint?.dispatch ?? handle)(req, res).catch((error: unknown) => {
       // The path alone: a query may carry a request id (/request?id=...), which unlocks its requester's address.
       log.error("request failed outside the route handlers", {
         requestId,

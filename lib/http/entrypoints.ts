@@ -3,18 +3,25 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { log } from "@/lib/log";
+import { ENTRYPOINTS_FILE } from "./entrypoints-adapter.mjs";
 
 /**
- * The API's route handlers, invoked through their built entrypoints: Next.js's documented adapter interface
+ * The public API's route handlers, invoked through their built entrypoints: Next.js's documented adapter interface
  * ("Invoking Entrypoints": `handler(req, res, ctx)` of each of the build's `outputs.appRoutes`) instead of Next's
  * request handler. The route module is Next's own and does what it does under `next start`: it prepares the
  * request, runs the handler in its request scope, writes the Response. What is skipped is the server around it (its
  * router, the header, redirect and rewrite phases, the filesystem checks, the page pipeline), which no API path
- * uses: about a third of the web server's CPU per API request (docs/performance.md, issue 15).
+ * uses: about a third of the web server's CPU per API request (docs/performance.md, "Session 16").
  *
- * Only a path that names a route exactly comes here: a route's own path, or a dynamic route's with each `[segment]`
- * one plain path segment. A path with a percent-escape, an empty or dot segment or a trailing slash, and every path
- * no route names (pages, Next's files, the catch-all's 404), goes to Next, which routes it as before.
+ * Only a request that names a route exactly comes here: a route's own path, or a dynamic route's with each
+ * `[segment]` one plain path segment. Everything else goes to Next, which routes it as before:
+ * - a path with a percent-escape, an empty or dot segment, a trailing slash, or a segment ending in `.rsc` (the
+ *   route module would take that suffix off a dynamic segment; Next's router does not);
+ * - a query that uses a name Next reserves for its own routing (`nxtP...`, `nxtI...`: outside Next's server the
+ *   route module would read them as the dynamic segments' values, over the path's; Next's router drops them);
+ * - every path no route names (pages, Next's files, the catch-all's 404; the administrator's routes and
+ *   `/openapi.json`, which the adapter leaves to Next).
+ * The caller strips Next's internal request headers first, as Next's router does (server.ts).
  *
  * The table comes from the build (lib/http/entrypoints-adapter.mjs); a build without one dispatches nothing here.
  */
@@ -33,18 +40,22 @@ type Route = {
 };
 
 export type EntrypointRoute = { pathname: string; entrypoint: string };
-export type Dispatch = (req: IncomingMessage, res: ServerResponse) => Promise<unknown>;
-
-/** The file in the build directory, as lib/http/entrypoints-adapter.mjs writes it. */
-export const ENTRYPOINTS_FILE = "api-entrypoints.json";
+export type EntrypointMatch = {
+  /** The route's path as the build names it (`/wallets/[address]`). */
+  route: string;
+  dispatch: (req: IncomingMessage, res: ServerResponse) => Promise<unknown>;
+};
 
 /** A path segment that needs no decoding: RFC 3986's unreserved characters and sub-delimiters, ':' and '@'. */
 const PLAIN_SEGMENT = /^[A-Za-z0-9\-._~!$&'()*+,;=:@]+$/;
 const DYNAMIC_SEGMENT = /^\[[^\].]+\]$/;
+/** Query names Next's routing reads (NEXT_QUERY_PARAM_PREFIX, NEXT_INTERCEPTION_MARKER_PREFIX, its locale, `_rsc`). */
+const NEXT_QUERY = /(?:^|&)(?:nxtP|nxtI|nextInternalLocale|_rsc)/;
 
-/** Next's precedence: at the first segment where two routes differ, the one with a static segment wins. */
+/** Longer routes after shorter; then Next's precedence: at the first segment where two differ, a static one wins. */
 function byPrecedence(a: Route, b: Route): number {
-  for (let i = 0; i < Math.min(a.segments.length, b.segments.length); i++) {
+  if (a.segments.length !== b.segments.length) return a.segments.length - b.segments.length;
+  for (let i = 0; i < a.segments.length; i++) {
     const staticA = a.segments[i] !== null;
     if (staticA !== (b.segments[i] !== null)) return staticA ? -1 : 1;
   }
@@ -54,7 +65,7 @@ function byPrecedence(a: Route, b: Route): number {
 export class EntrypointTable {
   private readonly routes: Route[];
   private readonly load: NodeJS.Require;
-  private readonly requestMeta: { relativeProjectDir: string };
+  private readonly relativeProjectDir: string;
 
   /**
    * `distDir`: the build directory; `projectDir`: the Next project's (a route module finds its manifests from it,
@@ -62,7 +73,7 @@ export class EntrypointTable {
    */
   constructor(distDir: string, projectDir: string, routes: readonly EntrypointRoute[]) {
     this.load = createRequire(path.join(distDir, "package.json"));
-    this.requestMeta = { relativeProjectDir: path.relative(process.cwd(), projectDir) || "." };
+    this.relativeProjectDir = path.relative(process.cwd(), projectDir) || ".";
     this.routes = routes
       .map((r) => ({
         pathname: r.pathname,
@@ -75,10 +86,21 @@ export class EntrypointTable {
       .sort(byPrecedence);
   }
 
-  /** The table the build wrote into `distDir`, or an empty one (everything goes to Next) when it wrote none. */
+  /** The table the build wrote into `distDir`; an empty one (everything goes to Next) when it wrote none readable. */
   static read(distDir: string, projectDir: string): EntrypointTable {
     const file = path.join(distDir, ENTRYPOINTS_FILE);
-    const routes = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { routes: EntrypointRoute[] }).routes : [];
+    let routes: EntrypointRoute[] = [];
+    if (existsSync(file)) {
+      try {
+        const table = JSON.parse(readFileSync(file, "utf8")) as { routes?: unknown };
+        if (!Array.isArray(table.routes)) throw new Error("no routes");
+        routes = (table.routes as Partial<EntrypointRoute>[]).filter(
+          (r): r is EntrypointRoute => typeof r.pathname === "string" && typeof r.entrypoint === "string",
+        );
+      } catch (error) {
+        log.warn("the build's API entrypoint table cannot be read: Next serves every route", { file, error });
+      }
+    }
     return new EntrypointTable(distDir, projectDir, routes);
   }
 
@@ -86,18 +108,15 @@ export class EntrypointTable {
     return this.routes.length;
   }
 
-  /** The route (its path as the build names it) that serves `url`, the request target as Node hands it over. */
-  routeOf(url: string): string | undefined {
-    return this.find(url)?.pathname;
-  }
-
-  /** The entrypoint that serves `url`, or undefined: Next routes it. */
-  match(url: string): Dispatch | undefined {
+  /** The route's entrypoint that serves `url` (the request target as Node hands it over), or undefined: Next's. */
+  match(url: string): EntrypointMatch | undefined {
     const route = this.find(url);
     if (!route) return undefined;
     const entrypoint = route.entrypoint === undefined ? (route.entrypoint = this.loadEntrypoint(route.file)) : route.entrypoint;
     if (!entrypoint) return undefined;
-    return (req, res) => entrypoint.handler(req, res, { requestMeta: this.requestMeta });
+    const relativeProjectDir = this.relativeProjectDir;
+    // A request meta object of its own each time: the route module writes into it (initURL, initQuery, ...).
+    return { route: route.pathname, dispatch: (req, res) => entrypoint.handler(req, res, { requestMeta: { relativeProjectDir } }) };
   }
 
   /** A table that does not match its build (a file gone, no handler) costs nothing but the dispatch: said once. */
@@ -114,9 +133,10 @@ export class EntrypointTable {
 
   private find(url: string): Route | undefined {
     if (url.charCodeAt(0) !== 47 /* "/" */) return undefined;
-    const query = url.indexOf("?");
-    const segments = (query === -1 ? url : url.slice(0, query)).split("/").slice(1);
-    if (!segments.every((s) => PLAIN_SEGMENT.test(s) && s !== "." && s !== "..")) return undefined;
+    const q = url.indexOf("?");
+    if (q !== -1 && NEXT_QUERY.test(url.slice(q + 1))) return undefined;
+    const segments = (q === -1 ? url : url.slice(0, q)).split("/").slice(1);
+    if (!segments.every((s) => PLAIN_SEGMENT.test(s) && s !== "." && s !== ".." && !s.endsWith(".rsc"))) return undefined;
     return this.routes.find((r) => r.segments.length === segments.length && r.segments.every((s, i) => s === null || s === segments[i]));
   }
 }
