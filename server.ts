@@ -2,7 +2,6 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import next from "next";
-import { filterInternalHeaders } from "next/dist/server/lib/server-ipc/utils";
 import { pruneBudgetCounts } from "@/db/queries/controls";
 import { pruneRateLimitHits } from "@/db/queries/rate-limits";
 import { appDb, closeAppDb } from "@/lib/http/app-context";
@@ -225,11 +224,8 @@ async function main(): Promise<void> {
       req.headers[UNROUTED_METHOD_HEADER] = req.method;
       req.method = "OPTIONS";
     }
-    // A public API path goes to its route's built entrypoint, without Next's router; the headers that router strips
-    // (its internal ones, which a client must not set) are stripped here as there.
-    const entrypoint = entrypoints.match(req.url ?? "/");
-    if (entrypoint) filterInternalHeaders(req.headers);
-    (entrypoint?.dispatch ?? handle)(req, res).catch((error: unknown) => {
+    // A public API request goes to its route's built entrypoint, without Next's router (lib/http/entrypoints.ts).
+    (entrypoints.match(req)?.dispatch ?? handle)(req, res).catch((error: unknown) => {
       // The path alone: a query may carry a request id (/request?id=...), which unlocks its requester's address.
       log.error("request failed outside the route handlers", {
         requestId,

@@ -11,7 +11,7 @@ import { median, note, randomAddress } from "./util";
  * - `POST /wallets/register`: a whole registration (body, validation, one database call);
  * - `GET /health`: one database read;
  * - `GET /sponsorship/not-a-uuid`, then `GET /sponsorship/not-a-uuid/`: the same route handler's 400 (no body, no
- *   database), first through its built entrypoint (server.ts, lib/http/entrypoints.ts: how every API path is served),
+ *   database), first through its built entrypoint (server.ts, lib/http/entrypoints.ts: how every public API request is served),
  *   then through Next's router (a trailing slash is Next's to route): what the entrypoint dispatch skips;
  * - `POST /sponsorship/request` with a body that fails validation, then `POST /sponsorship/request/`: the same pair
  *   for a POST (the body read and validated, 400 invalid_address, no database);

@@ -13,7 +13,7 @@ import path from "node:path";
  * Left out, so Next serves them as before:
  * - the catch-all (`app/(api)/[...path]`): only Next knows every path it must not take (pages, `/_next/` files);
  * - the administrator's routes (`/admin/...`) and `/openapi.json`: Next compresses their answers (lists of up to
- *   200 rows, a 70-KB document), and none is a hot path; the public API answers with a few KB at most;
+ *   200 rows, a 70-KB document), and none is a hot path; a public API answer is 20 KB at most;
  * - the `.rsc` twin of each path (for Next's client router).
  */
 

@@ -17,7 +17,7 @@ beforeAll(async () => {
   table = EntrypointTable.read(DIST, ROOT);
 }, 15 * 60_000);
 
-const routeOf = (url: string) => table.match(url)?.route;
+const routeOf = (url: string, headers: Record<string, string> = {}) => table.match({ url, headers })?.route;
 
 describe("the table the build writes (lib/http/entrypoints-adapter.mjs)", () => {
   it("lists every public route of app/(api) with its built entrypoint; the catch-all, /admin/... and /openapi.json stay Next's", () => {
@@ -64,6 +64,9 @@ describe("which requests go straight to a route's entrypoint (lib/http/entrypoin
       // Next's own: the route module outside Next's server would read these as the path's values, or trim them.
       `/wallets/0x${"ab".repeat(20)}?nxtPaddress=0x${"cd".repeat(20)}`,
       "/wallets/0xab/history?limit=5&nxtIaddress=1",
+      // ... however the query spells them (the route module's parser decodes names).
+      `/wallets/0x${"ab".repeat(20)}?nxt%50address=0x${"cd".repeat(20)}`,
+      `/wallets/0x${"ab".repeat(20)}?x=1&%6ExtPaddress=0x${"cd".repeat(20)}`,
       "/health?_rsc=1",
       `/wallets/0x${"ab".repeat(20)}.rsc`,
       // Served by Next on purpose (the adapter leaves them out).
@@ -75,11 +78,28 @@ describe("which requests go straight to a route's entrypoint (lib/http/entrypoin
     }
   });
 
+  it("leaves to Next a request that carries a header of Next's own (its client router's, or an internal one)", () => {
+    for (const name of [
+      "rsc",
+      "next-router-prefetch",
+      "next-router-state-tree",
+      "next-action",
+      "x-nextjs-data",
+      "x-middleware-prefetch",
+      "x-middleware-subrequest",
+      "x-now-route-matches",
+      "x-matched-path",
+    ]) {
+      expect([name, routeOf("/health", { [name]: "1" })]).toEqual([name, undefined]);
+    }
+    expect(routeOf("/health", { "x-request-id": "abc", "user-agent": "curl", nextish: "1" })).toBe("/health");
+  });
+
   it("leaves a route to Next when its built entrypoint cannot be loaded (a table that does not match its build)", () => {
     const stale = new EntrypointTable(DIST, ROOT, [{ pathname: "/health", entrypoint: "server/app/(api)/no-such-route/route.js" }]);
     expect(stale.size).toBe(1);
-    expect(stale.match("/health")).toBeUndefined();
-    expect(stale.match("/health")).toBeUndefined();
+    expect(stale.match({ url: "/health", headers: {} })).toBeUndefined();
+    expect(stale.match({ url: "/health", headers: {} })).toBeUndefined();
   });
 
   it("dispatches nothing when the build's table is missing or unreadable", () => {
@@ -89,7 +109,7 @@ describe("which requests go straight to a route's entrypoint (lib/http/entrypoin
       writeFileSync(path.join(dir, ENTRYPOINTS_FILE), "{ not json");
       expect(EntrypointTable.read(dir, ROOT).size).toBe(0);
       writeFileSync(path.join(dir, ENTRYPOINTS_FILE), '{"routes": 3}');
-      expect(EntrypointTable.read(dir, ROOT).match("/health")).toBeUndefined();
+      expect(EntrypointTable.read(dir, ROOT).match({ url: "/health", headers: {} })).toBeUndefined();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

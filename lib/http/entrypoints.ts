@@ -8,20 +8,25 @@ import { ENTRYPOINTS_FILE } from "./entrypoints-adapter.mjs";
 /**
  * The public API's route handlers, invoked through their built entrypoints: Next.js's documented adapter interface
  * ("Invoking Entrypoints": `handler(req, res, ctx)` of each of the build's `outputs.appRoutes`) instead of Next's
- * request handler. The route module is Next's own and does what it does under `next start`: it prepares the
- * request, runs the handler in its request scope, writes the Response. What is skipped is the server around it (its
- * router, the header, redirect and rewrite phases, the filesystem checks, the page pipeline), which no API path
- * uses: about a third of the web server's CPU per API request (docs/performance.md, "Session 16").
+ * request handler. The route module is Next's own, run as a deployment adapter runs it: it prepares the request,
+ * runs the handler in its request scope, writes the Response. What is skipped is Next's server around it: its router
+ * (the header, redirect and rewrite phases, the filesystem checks), its handling of its own client router's requests,
+ * its compression and the page pipeline, none of which a public API request needs: about a third of the web
+ * server's CPU per API request (docs/performance.md, "Session 16").
  *
- * Only a request that names a route exactly comes here: a route's own path, or a dynamic route's with each
- * `[segment]` one plain path segment. Everything else goes to Next, which routes it as before:
+ * Only a request that names a public route exactly, and carries nothing of Next's own, comes here; everything else
+ * goes to Next, which serves it as before:
  * - a path with a percent-escape, an empty or dot segment, a trailing slash, or a segment ending in `.rsc` (the
  *   route module would take that suffix off a dynamic segment; Next's router does not);
- * - a query that uses a name Next reserves for its own routing (`nxtP...`, `nxtI...`: outside Next's server the
- *   route module would read them as the dynamic segments' values, over the path's; Next's router drops them);
- * - every path no route names (pages, Next's files, the catch-all's 404; the administrator's routes and
- *   `/openapi.json`, which the adapter leaves to Next).
- * The caller strips Next's internal request headers first, as Next's router does (server.ts).
+ * - a query with a name Next reserves for its routing (`nxtP...`, `nxtI...`, `nextInternalLocale`, `_rsc`), as the
+ *   query parser decodes it: outside Next's server the route module reads `nxtP<name>` as the value of the dynamic
+ *   segment `<name>`, over the path's; Next's router drops it;
+ * - a request header of Next's (`rsc`, `next-*`, `x-next*`, `x-middleware-*`, `x-now-*`, `x-matched-path`): its
+ *   client router's requests, which Next answers itself, and internal headers, which Next's router strips;
+ * - every path no public route names (pages, Next's files, the catch-all's 404, and the administrator's routes and
+ *   `/openapi.json`, which the adapter leaves to Next for their compression).
+ * So a public API request is answered as Next's router answers it, but uncompressed and with `Vary: Origin` alone
+ * (server.test.ts compares them request by request).
  *
  * The table comes from the build (lib/http/entrypoints-adapter.mjs); a build without one dispatches nothing here.
  */
@@ -50,7 +55,9 @@ export type EntrypointMatch = {
 const PLAIN_SEGMENT = /^[A-Za-z0-9\-._~!$&'()*+,;=:@]+$/;
 const DYNAMIC_SEGMENT = /^\[[^\].]+\]$/;
 /** Query names Next's routing reads (NEXT_QUERY_PARAM_PREFIX, NEXT_INTERCEPTION_MARKER_PREFIX, its locale, `_rsc`). */
-const NEXT_QUERY = /(?:^|&)(?:nxtP|nxtI|nextInternalLocale|_rsc)/;
+const NEXT_QUERY = /^(?:nxtP|nxtI|nextInternalLocale|_rsc)/;
+/** Request headers Next's server acts on or strips (its client router's, its internal ones). */
+const NEXT_HEADER = /^(?:rsc|next-|x-next|x-middleware-|x-now-|x-matched-path)/;
 
 /** Longer routes after shorter; then Next's precedence: at the first segment where two differ, a static one wins. */
 function byPrecedence(a: Route, b: Route): number {
@@ -73,7 +80,10 @@ export class EntrypointTable {
    */
   constructor(distDir: string, projectDir: string, routes: readonly EntrypointRoute[]) {
     this.load = createRequire(path.join(distDir, "package.json"));
-    this.relativeProjectDir = path.relative(process.cwd(), projectDir) || ".";
+    // Spelt so that it never equals the key under which Next's own server shares its context with the route modules
+    // (path.relative(cwd, dir), "" from the project's directory): the module then always runs as under an adapter,
+    // whichever directory the process started in and whether Next's server has served a request before.
+    this.relativeProjectDir = `./${path.relative(process.cwd(), projectDir)}`;
     this.routes = routes
       .map((r) => ({
         pathname: r.pathname,
@@ -108,10 +118,10 @@ export class EntrypointTable {
     return this.routes.length;
   }
 
-  /** The route's entrypoint that serves `url` (the request target as Node hands it over), or undefined: Next's. */
-  match(url: string): EntrypointMatch | undefined {
-    const route = this.find(url);
-    if (!route) return undefined;
+  /** The route's entrypoint that serves a request (its target as Node hands it over), or undefined: Next's. */
+  match(req: Pick<IncomingMessage, "url" | "headers">): EntrypointMatch | undefined {
+    const route = this.find(req.url ?? "/");
+    if (!route || Object.keys(req.headers).some((name) => NEXT_HEADER.test(name))) return undefined;
     const entrypoint = route.entrypoint === undefined ? (route.entrypoint = this.loadEntrypoint(route.file)) : route.entrypoint;
     if (!entrypoint) return undefined;
     const relativeProjectDir = this.relativeProjectDir;
@@ -134,7 +144,7 @@ export class EntrypointTable {
   private find(url: string): Route | undefined {
     if (url.charCodeAt(0) !== 47 /* "/" */) return undefined;
     const q = url.indexOf("?");
-    if (q !== -1 && NEXT_QUERY.test(url.slice(q + 1))) return undefined;
+    if (q !== -1) for (const name of new URLSearchParams(url.slice(q + 1)).keys()) if (NEXT_QUERY.test(name)) return undefined;
     const segments = (q === -1 ? url : url.slice(0, q)).split("/").slice(1);
     if (!segments.every((s) => PLAIN_SEGMENT.test(s) && s !== "." && s !== ".." && !s.endsWith(".rsc"))) return undefined;
     return this.routes.find((r) => r.segments.length === segments.length && r.segments.every((s, i) => s === null || s === segments[i]));
