@@ -10,7 +10,7 @@ const nextConfig: NextConfig = {
   // `npm run typecheck` (tsc --noEmit, run in CI) is the type gate; skipping it in `next build` keeps the
   // first `npm start` on a fresh clone well inside a minute.
   typescript: { ignoreBuildErrors: true },
-  // Writes the table of the route handlers' built entrypoints, which server.ts invokes directly for the API paths
+  // Writes the table of the public API's built route entrypoints, which server.ts invokes directly
   // (lib/http/entrypoints.ts). Resolved from this file's directory: Next loads the config at run time too.
   adapterPath: path.join(__dirname, "lib/http/entrypoints-adapter.mjs"),
 };

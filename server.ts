@@ -146,7 +146,7 @@ async function main(): Promise<void> {
   const app = next({ dev: false, dir: ROOT, port: config.port, httpServer: server, quiet: true });
   await app.prepare();
   const handle = app.getRequestHandler();
-  // The API's route handlers, invoked through their built entrypoints; everything else through Next's handler.
+  // The public API's route handlers, invoked through their built entrypoints; everything else through Next's handler.
   const entrypoints = EntrypointTable.read(path.join(ROOT, ".next"), ROOT);
   if (entrypoints.size === 0) log.warn("the build has no API entrypoint table: every request goes through Next's router", { distDir: ".next" });
 
