@@ -93,6 +93,20 @@ function slowClient(text: string): Promise<Slow> {
 const closesWithin = (slow: Slow, ms: number) =>
   Promise.race([slow.closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
 
+type Answer = { status: number; headers: IncomingHttpHeaders; body: string };
+
+/** One request by node:http, which sends any method and header as given (fetch refuses TRACE). */
+const exchange = (method: string, target: string, headers: Record<string, string> = {}, body?: string) =>
+  new Promise<Answer>((resolve, reject) => {
+    const req = httpRequest({ host: "127.0.0.1", port, method, path: target, headers }, (res) => {
+      let text = "";
+      res.on("data", (c: Buffer) => (text += c.toString()));
+      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+
 const HALF_HEADERS = "GET /health HTTP/1.1\r\nHost: localhost\r\nUser-Agent: slowloris\r\n";
 
 describe("requests Node gives up on before any route", () => {
@@ -232,18 +246,6 @@ describe("/metrics and the HTTP rules of every route", () => {
 });
 
 describe("methods Next.js cannot dispatch or would render a page for (decisions.md: 405 with Allow)", () => {
-  /** node:http, which sends any method (fetch refuses TRACE). */
-  const send = (method: string, pathname: string, headers: Record<string, string> = {}) =>
-    new Promise<{ status: number; headers: IncomingHttpHeaders; body: string }>((resolve, reject) => {
-      const req = httpRequest({ host: "127.0.0.1", port, method, path: pathname, headers }, (res) => {
-        let body = "";
-        res.on("data", (c: Buffer) => (body += c.toString()));
-        res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-      });
-      req.on("error", reject);
-      req.end();
-    });
-
   it("answers TRACE, PROPFIND and QUERY on an API route 405 problem+json with the route's own Allow", async () => {
     for (const [method, pathname, allow] of [
       ["TRACE", "/health", "GET, HEAD, OPTIONS"],
@@ -251,17 +253,17 @@ describe("methods Next.js cannot dispatch or would render a page for (decisions.
       ["QUERY", `/wallets/0x${"ab".repeat(20)}`, "GET, HEAD, OPTIONS"],
       ["TRACE", "/docs", "GET, HEAD, OPTIONS"],
     ] as const) {
-      const answer = await send(method, pathname);
+      const answer = await exchange(method, pathname);
       expect([method, pathname, answer.status, answer.headers.allow]).toEqual([method, pathname, 405, allow]);
       expect(answer.headers["content-type"]).toMatch(/^application\/problem\+json/);
       expect(JSON.parse(answer.body)).toMatchObject({ status: 405, code: "method_not_allowed", requestId: answer.headers["x-request-id"] });
     }
     // A path no route serves is 404 whatever the method; OPTIONS on a route is still its preflight (204).
-    expect((await send("TRACE", "/no/such/path")).status).toBe(404);
-    const options = await send("OPTIONS", "/sponsorship/request");
+    expect((await exchange("TRACE", "/no/such/path")).status).toBe(404);
+    const options = await exchange("OPTIONS", "/sponsorship/request");
     expect([options.status, options.headers.allow]).toEqual([204, "POST, OPTIONS"]);
     // The marker is server.ts's alone: a client that sends it on an OPTIONS gets the preflight, not a 405.
-    expect((await send("OPTIONS", "/health", { "x-unrouted-method": "TRACE" })).status).toBe(204);
+    expect((await exchange("OPTIONS", "/health", { "x-unrouted-method": "TRACE" })).status).toBe(204);
   });
 
   it("answers a method a page does not take 405 with Allow instead of rendering the page, and OPTIONS 204", async () => {
@@ -276,31 +278,19 @@ describe("methods Next.js cannot dispatch or would render a page for (decisions.
       ["PUT", "/request/", "GET, HEAD, OPTIONS"],
       ["DELETE", "/%72equest", "GET, HEAD, OPTIONS"],
     ] as const) {
-      const answer = await send(method, pathname);
+      const answer = await exchange(method, pathname);
       expect([method, pathname, answer.status, answer.headers.allow]).toEqual([method, pathname, 405, allow]);
       expect(JSON.parse(answer.body)).toMatchObject({ status: 405, code: "method_not_allowed" });
     }
-    const options = await send("OPTIONS", "/request");
+    const options = await exchange("OPTIONS", "/request");
     expect([options.status, options.headers.allow]).toEqual([204, "GET, HEAD, OPTIONS"]);
     // What the pages do take is still Next's: the page itself.
-    expect((await send("GET", "/request")).status).toBe(200);
-    expect((await send("HEAD", "/dashboard")).status).toBe(200);
+    expect((await exchange("GET", "/request")).status).toBe(200);
+    expect((await exchange("HEAD", "/dashboard")).status).toBe(200);
   });
 });
 
 describe("the public API through its routes' built entrypoints (issue 15; lib/http/entrypoints.ts)", () => {
-  type Answer = { status: number; headers: IncomingHttpHeaders; body: string };
-  /** node:http, which sends any method and header as given. */
-  const exchange = (method: string, target: string, headers: Record<string, string> = {}, body?: string) =>
-    new Promise<Answer>((resolve, reject) => {
-      const req = httpRequest({ host: "127.0.0.1", port, method, path: target, headers }, (res) => {
-        let text = "";
-        res.on("data", (c: Buffer) => (text += c.toString()));
-        res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
-      });
-      req.on("error", reject);
-      req.end(body);
-    });
   /** The same request by another spelling of its path, which Next's router serves (a trailing slash). */
   const throughNext = (target: string) => target.replace(/^([^?]*)/, "$1/");
   /** What may differ between two answers to the same request: the moment, the ids, how the body is framed. */
