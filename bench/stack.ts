@@ -93,7 +93,8 @@ export async function startStack(options: {
     LOCAL_BLOCK_TIME: String(options.blockTime),
     TRUST_PROXY: "1",
     ADMIN_TOKEN: adminToken,
-    LOG_LEVEL: "warn",
+    // BENCH_LOG_LEVEL=debug: the worker's pass timings ("iteration", "confirmed") in stack-<name>.log.
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? "warn",
     ...BENCH_LIMITS,
     ...options.env,
   });
