@@ -12,6 +12,7 @@ import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, resolveClientIp, resolveClientPr
 import { applySecurityHeaders, STATIC_HEADERS } from "@/lib/http/security-headers";
 import { checkCors } from "@/lib/http/cors";
 import { EntrypointTable } from "@/lib/http/entrypoints";
+import { withTimeout } from "@/lib/with-timeout";
 import { decideMethod, UNROUTED_METHOD_HEADER } from "@/lib/http/methods";
 import { renderProblem, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
@@ -273,6 +274,10 @@ async function main(): Promise<void> {
     await closed;
     clearInterval(idleSweep);
     clearTimeout(deadline);
+    // Work a public route left to run after its answer (ctx.waitUntil) ends before the database pool closes.
+    await withTimeout(entrypoints.settled(), DRAIN_TIMEOUT_MS, () => new Error(`still running after ${DRAIN_TIMEOUT_MS} ms`)).catch((error: unknown) =>
+      log.warn("work after an API answer did not finish before shutdown", { error }),
+    );
     await app.close().catch((error: unknown) => log.warn("closing Next failed", { error }));
     await closeAppDb().catch((error: unknown) => log.warn("closing the database pool failed", { error }));
     log.info("web server stopped", { signal });

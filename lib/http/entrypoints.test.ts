@@ -115,3 +115,31 @@ describe("which requests go straight to a route's entrypoint (lib/http/entrypoin
     }
   });
 });
+
+describe("the adapter context a route's entrypoint is given (lib/http/entrypoints.ts)", () => {
+  it("passes waitUntil, as Next's server does: the work runs on after the answer, is awaited by settled(), and its failure is logged", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "entrypoints-"));
+    try {
+      // An entrypoint whose route leaves work to run after its answer (what after() hands to ctx.waitUntil).
+      writeFileSync(
+        path.join(dir, "route.js"),
+        `exports.handler = async (req, res, ctx) => {
+          ctx.waitUntil(new Promise((resolve) => setImmediate(resolve)).then(() => { res.afterRan = true; }));
+          ctx.waitUntil(Promise.reject(new Error("late work failed")));
+          res.answered = true;
+        };`,
+      );
+      const fake = new EntrypointTable(dir, ROOT, [{ pathname: "/health", entrypoint: "route.js" }]);
+      const res = {} as { answered?: boolean; afterRan?: boolean };
+      await fake.match({ url: "/health", headers: {} })!.dispatch({} as never, res as never);
+      expect(res.answered).toBe(true);
+      expect(res.afterRan).toBeUndefined();
+      await fake.settled();
+      expect(res.afterRan).toBe(true);
+      // Nothing left pending, and the rejection did not escape (Vitest fails a run on an unhandled rejection).
+      await fake.settled();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -32,7 +32,11 @@ import { ENTRYPOINTS_FILE } from "./entrypoints-adapter.mjs";
  */
 
 type Entrypoint = {
-  handler: (req: IncomingMessage, res: ServerResponse, ctx: { requestMeta: { relativeProjectDir: string } }) => Promise<unknown>;
+  handler: (
+    req: IncomingMessage,
+    res: ServerResponse,
+    ctx: { waitUntil: (promise: Promise<unknown>) => void; requestMeta: { relativeProjectDir: string } },
+  ) => Promise<unknown>;
 };
 
 type Route = {
@@ -73,6 +77,18 @@ export class EntrypointTable {
   private readonly routes: Route[];
   private readonly load: NodeJS.Require;
   private readonly relativeProjectDir: string;
+  /** Work a route module left to run after its answer (`after()`, a pending revalidation): awaited by `settled()`. */
+  private readonly pending = new Set<Promise<unknown>>();
+  /**
+   * The adapter's `ctx.waitUntil`, as Next's own server gives it: the promise runs on after the answer and is awaited
+   * at shutdown; its failure is logged (it has no answer left to fail). Without it `after()` throws.
+   */
+  private readonly waitUntil = (promise: Promise<unknown>): void => {
+    const tracked = Promise.resolve(promise)
+      .catch((error: unknown) => log.error("work after an API answer failed", { error }))
+      .finally(() => this.pending.delete(tracked));
+    this.pending.add(tracked);
+  };
 
   /**
    * `distDir`: the build directory; `projectDir`: the Next project's (a route module finds its manifests from it,
@@ -126,7 +142,13 @@ export class EntrypointTable {
     if (!entrypoint) return undefined;
     const relativeProjectDir = this.relativeProjectDir;
     // A request meta object of its own each time: the route module writes into it (initURL, initQuery, ...).
-    return { route: route.pathname, dispatch: (req, res) => entrypoint.handler(req, res, { requestMeta: { relativeProjectDir } }) };
+    const waitUntil = this.waitUntil;
+    return { route: route.pathname, dispatch: (req, res) => entrypoint.handler(req, res, { waitUntil, requestMeta: { relativeProjectDir } }) };
+  }
+
+  /** Once the work handed to `waitUntil` so far has ended (the web server's shutdown waits for it). */
+  async settled(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all(this.pending);
   }
 
   /** A table that does not match its build (a file gone, no handler) costs nothing but the dispatch: said once. */
