@@ -7,9 +7,16 @@ import type { Logger } from "@/lib/log";
 /**
  * `npm start` on a fresh clone must need no other step, so it builds the Next.js app when the build is missing or
  * older than its sources. The sources are fingerprinted by content (not mtimes, which a clone resets).
+ *
+ * The build runs in a process group of its own, so `signal` stops all of it (`next build` and the workers it
+ * starts) and the promise settles only once it has exited: a supervisor stopped or failing during its first
+ * start leaves no build behind to race the next start's over `.next` (the lock names the supervisor, whose death
+ * frees it).
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
+/** How long a stopped build is given after SIGTERM before its process group is killed. */
+const BUILD_STOP_GRACE_MS = 5_000;
 const INPUT_DIRS = ["app", "lib", "db", "contracts/generated", "public"];
 const INPUT_FILES = ["next.config.ts", "postcss.config.mjs", "tsconfig.json", "package-lock.json", "server.ts"];
 const SKIP = /(\.test\.tsx?$|\.spec\.tsx?$|\/migrations\/)/;
@@ -74,7 +81,59 @@ async function acquireLock(logger: Logger): Promise<void> {
   }
 }
 
-export async function buildIfStale(logger: Logger): Promise<void> {
+export class BuildStoppedError extends Error {
+  override name = "BuildStoppedError";
+}
+
+/**
+ * `next build`, from `root` (ROOT; a test points it elsewhere), in a process group of its own; `signal` stops the
+ * group (SIGTERM, then SIGKILL after BUILD_STOP_GRACE_MS) and the answer waits for the build's exit.
+ */
+export function runNextBuild(env: NodeJS.ProcessEnv, options: { signal?: AbortSignal; root?: string } = {}): Promise<{ code: number | null; output: string }> {
+  const root = options.root ?? ROOT;
+  return new Promise((resolve, reject) => {
+    if (options.signal?.aborted) return reject(new BuildStoppedError("the web app's build was stopped before it started"));
+    const output: string[] = [];
+    const child = spawn(process.execPath, [path.join(root, "node_modules", "next", "dist", "bin", "next"), "build"], {
+      cwd: root,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
+    const keep = (chunk: Buffer) => {
+      output.push(chunk.toString());
+      if (output.length > 400) output.shift();
+    };
+    const group = (signal: NodeJS.Signals) => {
+      try {
+        if (child.pid) process.kill(-child.pid, signal);
+      } catch {
+        // the group is gone already
+      }
+    };
+    let stopped = false;
+    let killTimer: NodeJS.Timeout | undefined;
+    const stop = () => {
+      stopped = true;
+      group("SIGTERM");
+      killTimer = setTimeout(() => group("SIGKILL"), BUILD_STOP_GRACE_MS);
+    };
+    options.signal?.addEventListener("abort", stop, { once: true });
+    child.stdout.on("data", keep);
+    child.stderr.on("data", keep);
+    child.on("error", reject);
+    child.on("exit", (code) => {
+      options.signal?.removeEventListener("abort", stop);
+      clearTimeout(killTimer);
+      // The workers it started share its group: none outlives it.
+      group("SIGKILL");
+      if (stopped) reject(new BuildStoppedError("the web app's build was stopped"));
+      else resolve({ code, output: output.join("") });
+    });
+  });
+}
+
+export async function buildIfStale(logger: Logger, options: { signal?: AbortSignal } = {}): Promise<void> {
   // Taken now, before the first await: npm start points TMPDIR into DATA_DIR while initdb runs (db/embedded.ts),
   // beside this build, and removes that directory afterwards: a build that inherited it would lose its temp files.
   const env = { ...process.env, NEXT_TELEMETRY_DISABLED: "1" };
@@ -85,24 +144,9 @@ export async function buildIfStale(logger: Logger): Promise<void> {
     if (buildIsCurrent(fingerprint)) return;
     logger.info("building the web app (next build); this happens once after a change of the sources");
     const started = Date.now();
-    const output: string[] = [];
-    const code = await new Promise<number | null>((resolve, reject) => {
-      const child = spawn(process.execPath, [path.join(ROOT, "node_modules", "next", "dist", "bin", "next"), "build"], {
-        cwd: ROOT,
-        env,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      const keep = (chunk: Buffer) => {
-        output.push(chunk.toString());
-        if (output.length > 400) output.shift();
-      };
-      child.stdout.on("data", keep);
-      child.stderr.on("data", keep);
-      child.on("error", reject);
-      child.on("exit", resolve);
-    });
+    const { code, output } = await runNextBuild(env, { signal: options.signal });
     if (code !== 0) {
-      throw new Error(`next build failed (exit ${code}):\n${output.join("").split("\n").slice(-40).join("\n")}`);
+      throw new Error(`next build failed (exit ${code}):\n${output.split("\n").slice(-40).join("\n")}`);
     }
     writeFileSync(stampFile, fingerprint);
     logger.info("web app built", { seconds: Math.round((Date.now() - started) / 100) / 10 });

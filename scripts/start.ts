@@ -203,8 +203,14 @@ async function main(): Promise<void> {
   cleanups.push(async () => rmSync(processFile, { force: true }));
 
   // Build while the database and the chain come up: the build is the slow part of a first start.
-  const build = buildIfStale(logger);
+  // Stopped with the supervisor (a signal, a failed start-up): no build is left running to race the next start's.
+  const buildStop = new AbortController();
+  const build = buildIfStale(logger, { signal: buildStop.signal });
   build.catch(() => {});
+  cleanups.push(async () => {
+    buildStop.abort();
+    await build.catch(() => {});
+  });
 
   let databaseUrl = config.databaseUrl;
   if (databaseUrl) {

@@ -1,0 +1,79 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { processAlive } from "@/lib/process-alive";
+import { BuildStoppedError, runNextBuild } from "./build-if-stale";
+
+/**
+ * The web app's build as `npm start` runs it (scripts/build-if-stale.ts), with a stand-in for `next build` in a
+ * temporary project: a process that starts a worker of its own (as `next build` does for page data) and runs until
+ * it is stopped. The real build takes minutes and is what every other test needs intact.
+ */
+
+let root: string;
+const pidsFile = () => path.join(root, "pids.json");
+
+beforeAll(async () => {
+  root = await mkdtemp(path.join(tmpdir(), "build-stop-"));
+  const bin = path.join(root, "node_modules", "next", "dist", "bin");
+  mkdirSync(bin, { recursive: true });
+  writeFileSync(
+    path.join(bin, "next"),
+    `const { spawn } = require("node:child_process");
+     const { writeFileSync } = require("node:fs");
+     // A worker that ignores SIGTERM: only the group's SIGKILL, once the build has exited, ends it.
+     const worker = spawn(process.execPath, ["-e", "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)"], { stdio: "ignore" });
+     writeFileSync(process.env.PIDS_FILE, JSON.stringify([process.pid, worker.pid]));
+     if (process.env.BUILD_EXIT === "0") setTimeout(() => process.exit(0), 50);
+     else setInterval(() => {}, 1000);`,
+  );
+});
+
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+/** Gone, or a zombie waiting for a reaper that is not ours (it runs nothing any more). */
+function gone(pid: number): boolean {
+  if (!processAlive(pid)) return true;
+  try {
+    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.startsWith("Z") ?? false;
+  } catch {
+    return true;
+  }
+}
+
+async function pidsOfBuild(): Promise<number[]> {
+  for (let i = 0; i < 200 && !existsSync(pidsFile()); i++) await new Promise((r) => setTimeout(r, 25));
+  return JSON.parse(readFileSync(pidsFile(), "utf8")) as number[];
+}
+
+describe("the web app's build under npm start (scripts/build-if-stale.ts)", () => {
+  it("stops the whole build when its signal aborts, workers included, and answers only once it has exited", async () => {
+    const stop = new AbortController();
+    const build = runNextBuild({ ...process.env, PIDS_FILE: pidsFile() }, { signal: stop.signal, root });
+    const pids = await pidsOfBuild();
+    expect(pids.every((pid) => !gone(pid))).toBe(true);
+    stop.abort();
+    await expect(build).rejects.toBeInstanceOf(BuildStoppedError);
+    // The group's last kill is sent as the build's exit is seen: its worker is on its way out at once.
+    for (let i = 0; i < 200 && !pids.every(gone); i++) await new Promise((r) => setTimeout(r, 25));
+    expect(pids.filter((pid) => !gone(pid))).toEqual([]);
+  });
+
+  it("a build that ends by itself answers its exit code, and leaves no worker of its own behind", async () => {
+    const build = await runNextBuild({ ...process.env, PIDS_FILE: pidsFile(), BUILD_EXIT: "0" }, { root });
+    expect(build.code).toBe(0);
+    const pids = JSON.parse(readFileSync(pidsFile(), "utf8")) as number[];
+    for (let i = 0; i < 200 && !pids.every(gone); i++) await new Promise((r) => setTimeout(r, 25));
+    expect(pids.filter((pid) => !gone(pid))).toEqual([]);
+  });
+
+  it("does not start a build whose signal has already aborted", async () => {
+    const stop = new AbortController();
+    stop.abort();
+    await expect(runNextBuild(process.env, { signal: stop.signal, root })).rejects.toBeInstanceOf(BuildStoppedError);
+  });
+});
