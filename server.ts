@@ -262,6 +262,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info("web server stopping", { signal });
+    const drainUntil = performance.now() + DRAIN_TIMEOUT_MS;
     clearInterval(pruneTimer);
     await workerWatch?.stop().catch(() => {});
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -274,8 +275,10 @@ async function main(): Promise<void> {
     await closed;
     clearInterval(idleSweep);
     clearTimeout(deadline);
-    // Work a public route left to run after its answer (ctx.waitUntil) ends before the database pool closes.
-    await withTimeout(entrypoints.settled(), DRAIN_TIMEOUT_MS, () => new Error(`still running after ${DRAIN_TIMEOUT_MS} ms`)).catch((error: unknown) =>
+    // Work a public route left to run after its answer (ctx.waitUntil) ends before the database pool closes, within
+    // what is left of the same drain timeout (the supervisor's patience is set by it).
+    const left = Math.max(0, drainUntil - performance.now());
+    await withTimeout(entrypoints.close(), left, () => new Error(`still running ${DRAIN_TIMEOUT_MS} ms after the shutdown began`)).catch((error: unknown) =>
       log.warn("work after an API answer did not finish before shutdown", { error }),
     );
     await app.close().catch((error: unknown) => log.warn("closing Next failed", { error }));

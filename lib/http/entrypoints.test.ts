@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "@/lib/log";
+import { keptLog } from "@/test/kept-log";
 import { buildIfStale } from "@/scripts/build-if-stale";
 import { apiRoutes } from "@/test/routes.generated";
 import { ENTRYPOINTS_FILE } from "./entrypoints-adapter.mjs";
@@ -117,7 +118,7 @@ describe("which requests go straight to a route's entrypoint (lib/http/entrypoin
 });
 
 describe("the adapter context a route's entrypoint is given (lib/http/entrypoints.ts)", () => {
-  it("passes waitUntil, as Next's server does: the work runs on after the answer, is awaited by settled(), and its failure is logged", async () => {
+  it("passes waitUntil, as Next's server does: the work runs on after the answer, close() awaits it, its failure is logged", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "entrypoints-"));
     try {
       // An entrypoint whose route leaves work to run after its answer (what after() hands to ctx.waitUntil).
@@ -129,15 +130,28 @@ describe("the adapter context a route's entrypoint is given (lib/http/entrypoint
           res.answered = true;
         };`,
       );
-      const fake = new EntrypointTable(dir, ROOT, [{ pathname: "/health", entrypoint: "route.js" }]);
+      const { log, lines } = keptLog();
+      const fake = new EntrypointTable(dir, ROOT, [{ pathname: "/health", entrypoint: "route.js" }], log);
+      const dispatch = fake.match({ url: "/health", headers: {} })!.dispatch;
       const res = {} as { answered?: boolean; afterRan?: boolean };
-      await fake.match({ url: "/health", headers: {} })!.dispatch({} as never, res as never);
+      await dispatch({} as never, res as never);
       expect(res.answered).toBe(true);
       expect(res.afterRan).toBeUndefined();
-      await fake.settled();
+      await fake.close();
       expect(res.afterRan).toBe(true);
-      // Nothing left pending, and the rejection did not escape (Vitest fails a run on an unhandled rejection).
-      await fake.settled();
+      // The failure is logged, and did not escape (Vitest fails a run on an unhandled rejection).
+      expect(lines.filter((l) => l.level === "error").map((l) => [l.msg, String((l.fields?.error as Error).message)])).toEqual([
+        ["work after an API answer failed", "late work failed"],
+      ]);
+      // Handed over after the shutdown's wait began: it runs, nothing waits for it, and that is said.
+      const late = {} as { answered?: boolean; afterRan?: boolean };
+      await dispatch({} as never, late as never);
+      await fake.close();
+      expect(late.afterRan).toBeUndefined();
+      expect(lines.filter((l) => l.level === "warn").map((l) => l.msg)).toEqual([
+        "work after an API answer started during shutdown: the web server does not wait for it",
+        "work after an API answer started during shutdown: the web server does not wait for it",
+      ]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

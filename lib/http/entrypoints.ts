@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import path from "node:path";
-import { log } from "@/lib/log";
+import { log as defaultLog, type Logger } from "@/lib/log";
 import { ENTRYPOINTS_FILE } from "./entrypoints-adapter.mjs";
 
 /**
@@ -77,24 +77,32 @@ export class EntrypointTable {
   private readonly routes: Route[];
   private readonly load: NodeJS.Require;
   private readonly relativeProjectDir: string;
-  /** Work a route module left to run after its answer (`after()`, a pending revalidation): awaited by `settled()`. */
+  /** Work a route module left to run after its answer (`after()`, a pending revalidation): awaited by `close()`. */
   private readonly pending = new Set<Promise<unknown>>();
+  private closing = false;
   /**
    * The adapter's `ctx.waitUntil`, as Next's own server gives it: the promise runs on after the answer and is awaited
-   * at shutdown; its failure is logged (it has no answer left to fail). Without it `after()` throws.
+   * at shutdown; its failure is logged (it has no answer left to fail). Without it `after()` throws. Work handed over
+   * once the shutdown's wait has begun still runs, but nothing waits for it: that is said.
    */
   private readonly waitUntil = (promise: Promise<unknown>): void => {
     const tracked = Promise.resolve(promise)
-      .catch((error: unknown) => log.error("work after an API answer failed", { error }))
+      .catch((error: unknown) => this.log.error("work after an API answer failed", { error }))
       .finally(() => this.pending.delete(tracked));
-    this.pending.add(tracked);
+    if (this.closing) this.log.warn("work after an API answer started during shutdown: the web server does not wait for it");
+    else this.pending.add(tracked);
   };
 
   /**
    * `distDir`: the build directory; `projectDir`: the Next project's (a route module finds its manifests from it,
    * relative to the process's working directory).
    */
-  constructor(distDir: string, projectDir: string, routes: readonly EntrypointRoute[]) {
+  constructor(
+    distDir: string,
+    projectDir: string,
+    routes: readonly EntrypointRoute[],
+    private readonly log: Logger = defaultLog,
+  ) {
     this.load = createRequire(path.join(distDir, "package.json"));
     // Spelt so that it never equals the key under which Next's own server shares its context with the route modules
     // (path.relative(cwd, dir), "" from the project's directory): the module then always runs as under an adapter,
@@ -113,7 +121,7 @@ export class EntrypointTable {
   }
 
   /** The table the build wrote into `distDir`; an empty one (everything goes to Next) when it wrote none readable. */
-  static read(distDir: string, projectDir: string): EntrypointTable {
+  static read(distDir: string, projectDir: string, log: Logger = defaultLog): EntrypointTable {
     const file = path.join(distDir, ENTRYPOINTS_FILE);
     let routes: EntrypointRoute[] = [];
     if (existsSync(file)) {
@@ -127,7 +135,7 @@ export class EntrypointTable {
         log.warn("the build's API entrypoint table cannot be read: Next serves every route", { file, error });
       }
     }
-    return new EntrypointTable(distDir, projectDir, routes);
+    return new EntrypointTable(distDir, projectDir, routes, log);
   }
 
   get size(): number {
@@ -146,9 +154,10 @@ export class EntrypointTable {
     return { route: route.pathname, dispatch: (req, res) => entrypoint.handler(req, res, { waitUntil, requestMeta: { relativeProjectDir } }) };
   }
 
-  /** Once the work handed to `waitUntil` so far has ended (the web server's shutdown waits for it). */
-  async settled(): Promise<void> {
-    while (this.pending.size > 0) await Promise.all(this.pending);
+  /** The web server's shutdown: once the work handed to `waitUntil` has ended; what is handed over later is not awaited. */
+  async close(): Promise<void> {
+    this.closing = true;
+    await Promise.all(this.pending);
   }
 
   /** A table that does not match its build (a file gone, no handler) costs nothing but the dispatch: said once. */
@@ -156,9 +165,9 @@ export class EntrypointTable {
     try {
       const loaded = this.load(file) as Partial<Entrypoint>;
       if (typeof loaded.handler === "function") return loaded as Entrypoint;
-      log.warn("an API route's built entrypoint exports no handler: Next serves the route", { file });
+      this.log.warn("an API route's built entrypoint exports no handler: Next serves the route", { file });
     } catch (error) {
-      log.warn("an API route's built entrypoint could not be loaded: Next serves the route", { file, error });
+      this.log.warn("an API route's built entrypoint could not be loaded: Next serves the route", { file, error });
     }
     return null;
   }
