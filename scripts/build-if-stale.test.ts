@@ -13,7 +13,8 @@ import { BuildStoppedError, runNextBuild } from "./build-if-stale";
  */
 
 let root: string;
-const pidsFile = () => path.join(root, "pids.json");
+let runs = 0;
+let pidsFile = "";
 
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), "build-stop-"));
@@ -25,7 +26,11 @@ beforeAll(async () => {
      const { writeFileSync } = require("node:fs");
      // A worker that ignores SIGTERM: only the group's SIGKILL, once the build has exited, ends it.
      const worker = spawn(process.execPath, ["-e", "process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)"], { stdio: "ignore" });
-     writeFileSync(process.env.PIDS_FILE, JSON.stringify([process.pid, worker.pid]));
+     const { renameSync } = require("node:fs");
+     if (process.env.IGNORE_SIGTERM === "1") process.on("SIGTERM", () => {});
+     // Written whole (a reader never sees it half-written).
+     writeFileSync(process.env.PIDS_FILE + ".tmp", JSON.stringify([process.pid, worker.pid]));
+     renameSync(process.env.PIDS_FILE + ".tmp", process.env.PIDS_FILE);
      if (process.env.BUILD_EXIT === "0") setTimeout(() => process.exit(0), 50);
      else setInterval(() => {}, 1000);`,
   );
@@ -45,15 +50,21 @@ function gone(pid: number): boolean {
   }
 }
 
+/** A pids file of its own for each build the test starts. */
+function nextPidsFile(): string {
+  pidsFile = path.join(root, `pids-${++runs}.json`);
+  return pidsFile;
+}
+
 async function pidsOfBuild(): Promise<number[]> {
-  for (let i = 0; i < 200 && !existsSync(pidsFile()); i++) await new Promise((r) => setTimeout(r, 25));
-  return JSON.parse(readFileSync(pidsFile(), "utf8")) as number[];
+  for (let i = 0; i < 200 && !existsSync(pidsFile); i++) await new Promise((r) => setTimeout(r, 25));
+  return JSON.parse(readFileSync(pidsFile, "utf8")) as number[];
 }
 
 describe("the web app's build under npm start (scripts/build-if-stale.ts)", () => {
   it("stops the whole build when its signal aborts, workers included, and answers only once it has exited", async () => {
     const stop = new AbortController();
-    const build = runNextBuild({ ...process.env, PIDS_FILE: pidsFile() }, { signal: stop.signal, root });
+    const build = runNextBuild({ ...process.env, PIDS_FILE: nextPidsFile() }, { signal: stop.signal, root });
     const pids = await pidsOfBuild();
     expect(pids.every((pid) => !gone(pid))).toBe(true);
     stop.abort();
@@ -64,9 +75,19 @@ describe("the web app's build under npm start (scripts/build-if-stale.ts)", () =
   });
 
   it("a build that ends by itself answers its exit code, and leaves no worker of its own behind", async () => {
-    const build = await runNextBuild({ ...process.env, PIDS_FILE: pidsFile(), BUILD_EXIT: "0" }, { root });
+    const build = await runNextBuild({ ...process.env, PIDS_FILE: nextPidsFile(), BUILD_EXIT: "0" }, { signal: new AbortController().signal, root });
     expect(build.code).toBe(0);
-    const pids = JSON.parse(readFileSync(pidsFile(), "utf8")) as number[];
+    const pids = JSON.parse(readFileSync(pidsFile, "utf8")) as number[];
+    for (let i = 0; i < 200 && !pids.every(gone); i++) await new Promise((r) => setTimeout(r, 25));
+    expect(pids.filter((pid) => !gone(pid))).toEqual([]);
+  });
+
+  it("kills a stopped build that ignores SIGTERM once its grace has passed", async () => {
+    const stop = new AbortController();
+    const build = runNextBuild({ ...process.env, PIDS_FILE: nextPidsFile(), IGNORE_SIGTERM: "1" }, { signal: stop.signal, root, stopGraceMs: 300 });
+    const pids = await pidsOfBuild();
+    stop.abort();
+    await expect(build).rejects.toBeInstanceOf(BuildStoppedError);
     for (let i = 0; i < 200 && !pids.every(gone); i++) await new Promise((r) => setTimeout(r, 25));
     expect(pids.filter((pid) => !gone(pid))).toEqual([]);
   });

@@ -26,6 +26,9 @@ const ROOT = path.resolve(import.meta.dirname, "..");
 const logger = createLogger({ component: "supervisor" });
 const cleanups: Array<() => Promise<void>> = [];
 let shuttingDown = false;
+/** Stops the web app's build, if one runs (shutdown's first step: it does not wait for the other cleanups). */
+const buildStop = new AbortController();
+const noop = () => {};
 
 function fail(message: string): never {
   console.error(message);
@@ -141,6 +144,7 @@ async function shutdown(reason: string, code: number): Promise<never> {
   if (shuttingDown) return new Promise<never>(() => {});
   shuttingDown = true;
   logger.info("shutting down", { reason });
+  buildStop.abort();
   // Keeps the process alive until the last cleanup: the services' exit watches poll on unref'd timers, so once the
   // children were gone the event loop emptied while PostgreSQL's stop was awaited, and the process ended (exit 0)
   // before removing its pid files or logging "stopped".
@@ -203,14 +207,11 @@ async function main(): Promise<void> {
   cleanups.push(async () => rmSync(processFile, { force: true }));
 
   // Build while the database and the chain come up: the build is the slow part of a first start.
-  // Stopped with the supervisor (a signal, a failed start-up): no build is left running to race the next start's.
-  const buildStop = new AbortController();
+  // Stopped first thing when the supervisor stops (a signal, a failed start-up), and waited for: no build is left
+  // running to race the next start's.
   const build = buildIfStale(logger, { signal: buildStop.signal });
   build.catch(() => {});
-  cleanups.push(async () => {
-    buildStop.abort();
-    await build.catch(() => {});
-  });
+  cleanups.push(() => build.then(noop, noop));
 
   let databaseUrl = config.databaseUrl;
   if (databaseUrl) {
@@ -305,6 +306,8 @@ async function main(): Promise<void> {
   const webEnv: NodeJS.ProcessEnv = { ...childEnv, ...webhookEnv, ADMIN_TOKEN: adminToken(config) };
 
   await build;
+  // The build ended as the supervisor began to stop: nothing more is started.
+  if (shuttingDown) return;
 
   const node = process.execPath;
   const children: Supervised[] = [
