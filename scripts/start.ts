@@ -8,7 +8,7 @@ import { startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrations, functionsNotice } from "@/db/migrate";
 import { ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
-import { buildIfStale } from "./build-if-stale";
+import { BuildStoppedError, buildIfStale } from "./build-if-stale";
 import { replayLostTransactions } from "./chain-replay";
 import { supervise, superviseService, type Supervised } from "./supervisor";
 import { commandLineOf, processAlive } from "@/lib/process-alive";
@@ -346,6 +346,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
+  // The build stopped because the supervisor is stopping: that is no failure of the start-up.
+  if (shuttingDown && error instanceof BuildStoppedError) return;
   if (error instanceof ConfigError) {
     console.error(error.message);
   } else {
