@@ -1,10 +1,12 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { processAlive } from "@/lib/process-alive";
-import { BuildStoppedError, runNextBuild } from "./build-if-stale";
+import { spawn } from "node:child_process";
+import { keptLog } from "@/test/kept-log";
+import { acquireBuildLock, BuildStoppedError, processIdentity, releaseBuildLock, runNextBuild } from "./build-if-stale";
 
 /**
  * The web app's build as `npm start` runs it (scripts/build-if-stale.ts), with a stand-in for `next build` in a
@@ -96,5 +98,65 @@ describe("the web app's build under npm start (scripts/build-if-stale.ts)", () =
     const stop = new AbortController();
     stop.abort();
     await expect(runNextBuild(process.env, { signal: stop.signal, root })).rejects.toBeInstanceOf(BuildStoppedError);
+  });
+});
+
+describe("the build lock (scripts/build-if-stale.ts)", () => {
+  /** A lock directory as a start leaves it: `records` by file name. */
+  const lockWith = (name: string, records: Record<string, string>): string => {
+    const dir = path.join(root, name);
+    mkdirSync(dir);
+    for (const [file, text] of Object.entries(records)) writeFileSync(path.join(dir, file), text);
+    return dir;
+  };
+  const mine = () => processIdentity(process.pid);
+
+  it("takes over a lock whose holder is gone, was another process under the same pid, or left no readable record", async () => {
+    const { log } = keptLog();
+    for (const [name, records] of [
+      ["dead", { pid: "999999999" }],
+      // The same pid as a process alive now (this one), with another start time: a container started again.
+      ["reused", { pid: `${process.pid} 1` }],
+      ["empty", { pid: "" }],
+      ["garbage", { pid: "not a pid" }],
+      ["none", {}],
+    ] as const) {
+      const dir = lockWith(`lock-${name}`, records);
+      await acquireBuildLock(dir, log, undefined);
+      expect(readFileSync(path.join(dir, "pid"), "utf8")).toBe(mine());
+      releaseBuildLock(dir);
+      expect(existsSync(dir)).toBe(false);
+    }
+    // Nothing left beside them (the fresh and the stale directories are the lock's own).
+    expect(readdirSync(root).filter((f) => f.startsWith("lock-"))).toEqual([]);
+  });
+
+  it("waits while the holder, or the build it started, is alive, and stops waiting when its signal aborts", async () => {
+    const sleeper = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
+    try {
+      await new Promise((resolve) => sleeper.once("spawn", resolve));
+      const alive = processIdentity(sleeper.pid!);
+      for (const [name, records] of [
+        ["held", { pid: alive }],
+        // A holder killed outright whose build still runs.
+        ["building", { pid: "999999999", "build-pid": alive }],
+      ] as const) {
+        const dir = lockWith(`lock-${name}`, records);
+        const stop = new AbortController();
+        const { log, lines } = keptLog();
+        const acquired = acquireBuildLock(dir, log, stop.signal);
+        // It waits: it said so, and the lock is still the other one's.
+        for (let i = 0; i < 200 && lines.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+        expect(lines.map((l) => l.msg)).toEqual(["waiting for another build of the web app to finish"]);
+        expect(readFileSync(path.join(dir, "pid"), "utf8")).toBe(records.pid);
+        stop.abort();
+        await expect(acquired).rejects.toBeInstanceOf(BuildStoppedError);
+        // Another's lock is never given back by this process.
+        releaseBuildLock(dir);
+        expect(readFileSync(path.join(dir, "pid"), "utf8")).toBe(records.pid);
+      }
+    } finally {
+      sleeper.kill("SIGKILL");
+    }
   });
 });

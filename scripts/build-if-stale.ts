@@ -1,8 +1,9 @@
 import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "@/lib/log";
+import { processAlive } from "@/lib/process-alive";
 
 /**
  * `npm start` on a fresh clone must need no other step, so it builds the Next.js app when the build is missing or
@@ -10,9 +11,9 @@ import type { Logger } from "@/lib/log";
  *
  * With a `signal` (npm start's) the build runs in a process group of its own, which the signal stops whole (`next
  * build` and the workers it starts), and the promise settles only once it has exited: a supervisor stopped or
- * failing during its first start leaves no build behind. The lock names its holder and the build: a holder killed
- * outright (SIGKILL, no cleanup) frees it only once its build has ended too, so the next start never builds over a
- * running one.
+ * failing during its first start leaves no build behind. One build at a time (`.next-build.lock`, acquireBuildLock):
+ * the lock names its holder and the build, each by pid and start time, so a holder killed outright (SIGKILL, no
+ * cleanup) frees it only once its build has ended too, and a pid given to another process since frees it at once.
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -54,38 +55,94 @@ export function buildIsCurrent(fingerprint = sourceFingerprint()): boolean {
   return existsSync(path.join(ROOT, ".next", "BUILD_ID")) && existsSync(stampFile) && readFileSync(stampFile, "utf8") === fingerprint;
 }
 
-/** The lock's holder (a start, or a test) is alive, or the build it started is: the lock is not free. */
-function lockHolderAlive(): boolean {
-  const alive = (file: string) => {
-    try {
-      const pid = Number(readFileSync(path.join(lockDir, file), "utf8"));
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  // A build outlives a holder killed with SIGKILL: the next start waits for it rather than build over it.
-  return alive("pid") || alive("build-pid");
+/**
+ * A process as the lock records it: its pid and its start time (field 22 of /proc/<pid>/stat, in clock ticks since
+ * boot), so a pid given to another process since (a container started again, a reboot) is not taken for the holder.
+ * Where /proc cannot be read (not Linux) the pid alone.
+ */
+export function processIdentity(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const start = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    return start ? `${pid} ${start}` : String(pid);
+  } catch {
+    return String(pid);
+  }
 }
 
-async function acquireLock(logger: Logger, signal: AbortSignal | undefined): Promise<void> {
+/** Whether the process a lock file names is still that process; an empty or unreadable record names none. */
+function recordedAlive(record: string | undefined): boolean {
+  const [pidText, start] = (record ?? "").trim().split(" ");
+  const pid = Number(pidText);
+  if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return false;
+  return start === undefined || processIdentity(pid) === `${pid} ${start}` || processIdentity(pid) === String(pid);
+}
+
+function readRecord(dir: string, file: string): string | undefined {
+  try {
+    return readFileSync(path.join(dir, file), "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
+/** The lock's holder (a start, or a test) is alive, or the build it started is: the lock is not free. */
+function lockHeld(dir: string): boolean {
+  // A build outlives a holder killed with SIGKILL: the next start waits for it rather than build over it.
+  return recordedAlive(readRecord(dir, "pid")) || recordedAlive(readRecord(dir, "build-pid"));
+}
+
+/**
+ * Takes the build lock `dir` (a directory holding the holder's record). It appears whole, record included (made
+ * beside it, then renamed into place: a rename onto a directory that is not empty fails), so no other start ever
+ * sees it without its holder. A lock whose holder and build are gone is moved aside under a name of its own, read
+ * again there (it must still be the dead one: another start may have taken the lock meanwhile, which is put back),
+ * and removed. Waits while the lock is held; ends with BuildStoppedError when `signal` aborts.
+ */
+export async function acquireBuildLock(dir: string, logger: Logger, signal: AbortSignal | undefined): Promise<void> {
+  const me = processIdentity(process.pid);
   for (let waited = 0; ; waited += 500) {
     if (signal?.aborted) throw new BuildStoppedError("stopped while waiting for another build of the web app");
+    const fresh = `${dir}.${process.pid}.${randomBytes(4).toString("hex")}`;
+    mkdirSync(fresh);
+    writeFileSync(path.join(fresh, "pid"), me);
     try {
-      mkdirSync(lockDir);
-      writeFileSync(path.join(lockDir, "pid"), String(process.pid));
+      renameSync(fresh, dir);
       return;
     } catch {
-      // Another start is building; a lock left by a dead process is taken over.
-      if (!lockHolderAlive() && statSync(lockDir, { throwIfNoEntry: false })) {
-        rmSync(lockDir, { recursive: true, force: true });
+      rmSync(fresh, { recursive: true, force: true });
+    }
+    if (!statSync(dir, { throwIfNoEntry: false })) continue; // given back meanwhile
+    const seen = readRecord(dir, "pid");
+    if (!lockHeld(dir)) {
+      const aside = `${dir}.stale.${process.pid}.${randomBytes(4).toString("hex")}`;
+      try {
+        renameSync(dir, aside);
+      } catch {
+        continue; // another start moved it first
+      }
+      if (readRecord(aside, "pid") !== seen || lockHeld(aside)) {
+        // Not the lock judged dead: another start's, taken in between, which is put back. (Should a third start
+        // have taken the lock in that instant too, the second's record is left aside, and its release, which
+        // checks its record, removes nothing of the third's.)
+        try {
+          renameSync(aside, dir);
+        } catch {
+          // left aside
+        }
         continue;
       }
-      if (waited % 10_000 === 0) logger.info("waiting for another build of the web app to finish");
-      await new Promise((r) => setTimeout(r, 500));
+      rmSync(aside, { recursive: true, force: true });
+      continue;
     }
+    if (waited % 10_000 === 0) logger.info("waiting for another build of the web app to finish");
+    await new Promise((r) => setTimeout(r, 500));
   }
+}
+
+/** Gives the build lock `dir` back, if it is still this process's (never another start's). */
+export function releaseBuildLock(dir: string): void {
+  if (readRecord(dir, "pid") === processIdentity(process.pid)) rmSync(dir, { recursive: true, force: true });
 }
 
 export class BuildStoppedError extends Error {
@@ -113,21 +170,27 @@ export function runNextBuild(
       stdio: ["ignore", "pipe", "pipe"],
       detached: signal !== undefined,
     });
-    if (child.pid) options.onStart?.(child.pid);
+    let stopped = false;
+    let exited = false;
+    let failure: unknown;
+    let killTimer: NodeJS.Timeout | undefined;
     const keep = (chunk: Buffer) => {
       output.push(chunk.toString());
       if (output.length > 400) output.shift();
     };
+    // The group when it has one; otherwise the build alone (its caller's group is not ours to signal).
     const group = (sig: NodeJS.Signals) => {
       try {
-        if (signal && child.pid) process.kill(-child.pid, sig);
+        if (!child.pid) return;
+        if (signal) process.kill(-child.pid, sig);
+        else if (!exited) child.kill(sig);
       } catch {
         // the group is gone already
       }
     };
-    let stopped = false;
-    let killTimer: NodeJS.Timeout | undefined;
     const stop = () => {
+      // Asked once the build had ended by itself: its own outcome stands.
+      if (exited) return;
       stopped = true;
       group("SIGTERM");
       killTimer = setTimeout(() => group("SIGKILL"), options.stopGraceMs ?? BUILD_STOP_GRACE_MS);
@@ -138,6 +201,7 @@ export function runNextBuild(
     child.on("error", reject);
     // The workers it started share its group: none outlives it (and none keeps its output open).
     child.on("exit", () => {
+      exited = true;
       group("SIGKILL");
       // A process it left holding its output (outside the group) must not hold the answer back.
       setTimeout(() => {
@@ -149,9 +213,18 @@ export function runNextBuild(
     child.on("close", (code) => {
       signal?.removeEventListener("abort", stop);
       clearTimeout(killTimer);
-      if (stopped) reject(new BuildStoppedError("the web app's build was stopped"));
+      if (failure !== undefined) reject(failure);
+      else if (stopped) reject(new BuildStoppedError("the web app's build was stopped"));
       else resolve({ code, output: output.join("") });
     });
+    // Once everything above listens: a build its caller could not record (the lock's build-pid) is not left
+    // running unrecorded, it is stopped, and the answer is that failure.
+    try {
+      if (child.pid) options.onStart?.(child.pid);
+    } catch (error) {
+      failure = error;
+      stop();
+    }
   });
 }
 
@@ -160,7 +233,7 @@ export async function buildIfStale(logger: Logger, options: { signal?: AbortSign
   // beside this build, and removes that directory afterwards: a build that inherited it would lose its temp files.
   const env = { ...process.env, NEXT_TELEMETRY_DISABLED: "1" };
   if (buildIsCurrent()) return;
-  await acquireLock(logger, options.signal);
+  await acquireBuildLock(lockDir, logger, options.signal);
   try {
     const fingerprint = sourceFingerprint();
     if (buildIsCurrent(fingerprint)) return;
@@ -168,7 +241,7 @@ export async function buildIfStale(logger: Logger, options: { signal?: AbortSign
     const started = Date.now();
     const { code, output } = await runNextBuild(env, {
       signal: options.signal,
-      onStart: (pid) => writeFileSync(path.join(lockDir, "build-pid"), String(pid)),
+      onStart: (pid) => writeFileSync(path.join(lockDir, "build-pid"), processIdentity(pid)),
     });
     if (code !== 0) {
       throw new Error(`next build failed (exit ${code}):\n${output.split("\n").slice(-40).join("\n")}`);
@@ -176,6 +249,6 @@ export async function buildIfStale(logger: Logger, options: { signal?: AbortSign
     writeFileSync(stampFile, fingerprint);
     logger.info("web app built", { seconds: Math.round((Date.now() - started) / 100) / 10 });
   } finally {
-    rmSync(lockDir, { recursive: true, force: true });
+    releaseBuildLock(lockDir);
   }
 }
