@@ -23,3 +23,18 @@ export function commandLineOf(pid: number): string[] | undefined {
     return undefined;
   }
 }
+
+/**
+ * A process as a lock or pid file can record it: its pid and its start time (field 22 of /proc/<pid>/stat, in clock
+ * ticks since boot), so a pid given to another process since (a container started again, a reboot) is not taken for
+ * the one recorded. Where /proc cannot be read (not Linux) the pid alone.
+ */
+export function processIdentity(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const start = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+    return start ? `${pid} ${start}` : String(pid);
+  } catch {
+    return String(pid);
+  }
+}

@@ -3,10 +3,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { processAlive } from "@/lib/process-alive";
+import { processAlive, processIdentity } from "@/lib/process-alive";
 import { spawn } from "node:child_process";
 import { keptLog } from "@/test/kept-log";
-import { acquireBuildLock, BuildStoppedError, processIdentity, releaseBuildLock, runNextBuild } from "./build-if-stale";
+import { acquireBuildLock, BuildStoppedError, releaseBuildLock, runNextBuild } from "./build-if-stale";
 
 /**
  * The web app's build as `npm start` runs it (scripts/build-if-stale.ts), with a stand-in for `next build` in a

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "@/lib/log";
-import { processAlive } from "@/lib/process-alive";
+import { processAlive, processIdentity } from "@/lib/process-alive";
 
 /**
  * `npm start` on a fresh clone must need no other step, so it builds the Next.js app when the build is missing or
@@ -55,27 +55,14 @@ export function buildIsCurrent(fingerprint = sourceFingerprint()): boolean {
   return existsSync(path.join(ROOT, ".next", "BUILD_ID")) && existsSync(stampFile) && readFileSync(stampFile, "utf8") === fingerprint;
 }
 
-/**
- * A process as the lock records it: its pid and its start time (field 22 of /proc/<pid>/stat, in clock ticks since
- * boot), so a pid given to another process since (a container started again, a reboot) is not taken for the holder.
- * Where /proc cannot be read (not Linux) the pid alone.
- */
-export function processIdentity(pid: number): string {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const start = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
-    return start ? `${pid} ${start}` : String(pid);
-  } catch {
-    return String(pid);
-  }
-}
-
 /** Whether the process a lock file names is still that process; an empty or unreadable record names none. */
 function recordedAlive(record: string | undefined): boolean {
   const [pidText, start] = (record ?? "").trim().split(" ");
   const pid = Number(pidText);
   if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return false;
-  return start === undefined || processIdentity(pid) === `${pid} ${start}` || processIdentity(pid) === String(pid);
+  const now = processIdentity(pid);
+  // Recorded without a start time, or /proc unreadable now: the pid is believed.
+  return start === undefined || now === String(pid) || now === `${pid} ${start}`;
 }
 
 function readRecord(dir: string, file: string): string | undefined {
