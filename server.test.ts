@@ -416,3 +416,98 @@ describe("the public API through its routes' built entrypoints (issue 15; lib/ht
     expect(res.length).toBeLessThan(20_000);
   });
 });
+
+describe("request lines and framing the open internet sends (lib/http/request-target.ts; audit of 2026-12-02)", () => {
+  /** Writes `text` on one connection and collects what comes back until `done` says so or the server closes it. */
+  const raw = async (text: string, done: (received: string) => boolean = () => false) => {
+    const client = await slowClient(text);
+    await Promise.race([client.closed, until("the answers", async () => (done(client.received()) ? true : undefined), 10_000)]);
+    client.socket.destroy();
+    return client.received();
+  };
+  const statusLines = (received: string) => [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+  /** One whole answer: its head ends and its body is as long as it says. */
+  const complete = (received: string) => {
+    const [head, body = ""] = received.split("\r\n\r\n", 2) as [string, string?];
+    const length = /\r\ncontent-length: (\d+)/i.exec(head)?.[1];
+    return received.includes("\r\n\r\n") && (length === undefined ? /^HTTP\/1\.1 (204|304)/.test(head) : Buffer.byteLength(body) >= Number(length));
+  };
+  const problemOf = (received: string) => JSON.parse(received.slice(received.indexOf("\r\n\r\n") + 4)) as Record<string, unknown>;
+
+  it("answers targets that are not plain paths at once, never with an exception: //a:b, //[, a broken absolute URL, *", async () => {
+    const before = output.length;
+    for (const target of ["//a:b", "//[", "//a:99999"]) {
+      const received = await raw(`GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      // Before: no answer for 30 s, then a 408 that blamed the client, and an uncaught TypeError in the log.
+      expect([target, statusLines(received)[0]]).toEqual([target, expect.any(Number)]);
+      expect(statusLines(received)[0]).not.toBe(408);
+    }
+    for (const target of ["http://[::1", "http://x:99999/health", "*"]) {
+      const received = await raw(`GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      expect([target, statusLines(received)]).toEqual([target, [400]]);
+      expect(problemOf(received)).toMatchObject({ code: "invalid_path" });
+    }
+    const options = await raw(`OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    expect(statusLines(options)).toEqual([204]);
+    expect(options).toMatch(/\r\nallow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n/i);
+    expect(output.slice(before)).not.toMatch(/uncaughtException|Invalid URL/);
+  });
+
+  it("serves an absolute-form target as its path (RFC 9112 §3.2.2), not with a redirect to itself", async () => {
+    // node:http sends `path` as the request target, verbatim.
+    const answer = await exchange("GET", `http://127.0.0.1:${port}/health`, { host: "elsewhere.example" });
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body)).toHaveProperty("checks.database");
+  });
+
+  it("serves a request that offers an upgrade (h2c) as HTTP/1.1, also after Next has served a request", async () => {
+    expect((await exchange("GET", "/openapi.json")).status).toBe(200);
+    for (const target of ["/health", "/no/such/path"]) {
+      const received = await raw(
+        `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n`,
+        complete,
+      );
+      // Before: Next's upgrade handler closed the connection without a byte.
+      expect([target, statusLines(received)]).toEqual([target, [target === "/health" ? 200 : 404]]);
+    }
+  });
+
+  it("answers a pipelined request's predecessor whole before refusing the malformed one after it", async () => {
+    const body = JSON.stringify({ walletAddress: `0x${randomBytes(20).toString("hex")}` });
+    const first = `POST /wallets/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    for (const second of ["GARBAGE\r\n\r\n", `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(17 * 1024)}\r\n\r\n`]) {
+      const received = await raw(first.replace(/0x[0-9a-f]{40}/, `0x${randomBytes(20).toString("hex")}`) + second);
+      // Before: only the 400 or 431 came back, for a registration that had been made.
+      expect(statusLines(received)).toEqual([201, second.startsWith("GARBAGE") ? 400 : 431]);
+    }
+  });
+
+  it("answers Next's own pages and its image optimiser 404 not_found as problem+json, whatever the method", async () => {
+    for (const [method, target] of [
+      ["GET", "/_not-found"],
+      ["GET", "/_global-error"],
+      ["POST", "/_global-error"],
+      ["GET", "/_error"],
+      ["GET", "/500"],
+      ["GET", "/404"],
+      ["GET", "/_next/image?url=/x&w=64&q=75"],
+    ] as const) {
+      const answer = await exchange(method, target);
+      expect([method, target, answer.status, answer.headers["content-type"]]).toEqual([method, target, 404, "application/problem+json"]);
+      expect(JSON.parse(answer.body)).toMatchObject({ code: "not_found" });
+    }
+  });
+
+  it("refuses an HTTP/1.1 request without Host, or with two, as 400 bad_request problem+json; an Expect it cannot meet 417", async () => {
+    for (const head of ["GET /health HTTP/1.1\r\n", "GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n"]) {
+      const received = await raw(`${head}\r\n`, complete);
+      expect([head, statusLines(received)]).toEqual([head, [400]]);
+      expect(received).toMatch(/\r\nx-request-id: [^\r]+/i);
+      expect(problemOf(received)).toMatchObject({ code: "bad_request" });
+    }
+    expect(statusLines(await raw("GET /health HTTP/1.0\r\n\r\n"))).toEqual([200]);
+    const expectation = await raw("GET /health HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n", complete);
+    expect(statusLines(expectation)).toEqual([417]);
+    expect(problemOf(expectation)).toMatchObject({ code: "expectation_failed", status: 417 });
+  });
+});

@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { EventEmitter } from "node:events";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import next from "next";
@@ -13,7 +14,8 @@ import { applySecurityHeaders, STATIC_HEADERS } from "@/lib/http/security-header
 import { checkCors } from "@/lib/http/cors";
 import { EntrypointTable } from "@/lib/http/entrypoints";
 import { withTimeout } from "@/lib/with-timeout";
-import { decideMethod, UNROUTED_METHOD_HEADER } from "@/lib/http/methods";
+import { decideMethod, routedPath, UNROUTED_METHOD_HEADER } from "@/lib/http/methods";
+import { decideTarget, SERVER_METHODS } from "@/lib/http/request-target";
 import { renderProblem, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
 import { storedUserAgent } from "@/lib/http/user-agent";
@@ -35,7 +37,7 @@ import { WorkerWatch } from "@/lib/webhooks/worker-watch";
  *
  * Slow clients cannot hold it (issue 11, item 5): complete headers within 10 s and the whole request within 30 s,
  * else `408` and the connection is closed; at most MAX_CONNECTIONS connections at once; an idle keep-alive
- * connection is closed after 5 s. Every response carries the security headers (lib/http/security-headers.ts).
+ * connection is closed after 5 s (65 s behind a proxy). Every response carries the security headers (lib/http/security-headers.ts).
  *
  * SIGTERM/SIGINT: stop accepting, let in-flight requests finish (keep-alive connections are closed as they go
  * idle), close the database pool, exit 0. A bad configuration exits 1 with one line naming the variable.
@@ -49,8 +51,13 @@ const PRUNE_INTERVAL_MS = 10 * 60_000;
 const HEADERS_TIMEOUT_MS = 10_000;
 /** ... and its whole request (headers and body) within this. */
 const REQUEST_TIMEOUT_MS = 30_000;
-/** An idle keep-alive connection is closed after this. */
+/**
+ * An idle keep-alive connection is closed after this. Behind a proxy (TRUST_PROXY > 0) the connections are the
+ * proxy's, few and reused: longer than the idle timeout of the usual ones (AWS ALB 60 s, nginx's upstream keepalive
+ * 60 s), so the proxy always closes first and never sends a request on a connection this server is closing (a 502).
+ */
 const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+const KEEP_ALIVE_TIMEOUT_BEHIND_PROXY_MS = 65_000;
 /**
  * How often Node checks the two timeouts above (its default, 30 s, would let a slow client stay up to 40 s).
  */
@@ -64,13 +71,34 @@ const MAX_CONNECTIONS = 4_096;
 /**
  * Node calls this for a connection it gives up on before a response was started: a request not received in time
  * (408), headers too large (431), a malformed request (400). The answer is problem+json with an X-Request-Id like
- * every other error, and the connection is closed. A connection reset needs no answer, nor does one whose current
- * response has begun (the answer would corrupt it). On a kept-alive connection the earlier responses do not count:
- * its next request is answered like a first one.
+ * every other error, and the connection is closed. A connection reset needs no answer. On a kept-alive connection
+ * the earlier responses do not count: its next request is answered like a first one. A pipelined request that
+ * arrives malformed while the one before it is still being answered waits for that answer to go out whole: the
+ * client learns how its earlier request ended (a registration that succeeded is not reported as a 400), then why
+ * this one was refused.
  */
 function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === "ECONNRESET" || !socket.writable) {
+    socket.destroy();
+    return;
+  }
   const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (error.code !== "ECONNRESET" && socket.writable && !inFlight?.headersSent) {
+  // The request being answered is whole: the error is a later one's.
+  if (inFlight && !inFlight.writableFinished && inFlight.req.complete) {
+    inFlight.once("finish", () => writeClientError(error, socket));
+    inFlight.once("close", () => {
+      if (!inFlight.writableFinished) socket.destroy();
+    });
+    return;
+  }
+  // The request being answered is this one (its body did not arrive in time, or is malformed): answered now, unless
+  // its answer has begun (this one would corrupt it).
+  if (inFlight?.headersSent) socket.destroy();
+  else writeClientError(error, socket);
+}
+
+function writeClientError(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (socket.writable) {
     const requestId = requestIdFor(undefined);
     const [code, reason, detail] =
       error.code === "ERR_HTTP_REQUEST_TIMEOUT"
@@ -93,6 +121,19 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
     socket.write(`HTTP/1.1 ${status} ${reason}\r\n${lines.map(([name, value]) => `${name}: ${value}\r\n`).join("")}\r\n${body}`);
   }
   socket.destroy();
+}
+
+/**
+ * Next's own pages and endpoints that a client may request by name but nothing of this service uses: its built-in
+ * error pages (HTML, one with a year's `s-maxage`, `/_global-error` a 500) and its image optimiser (`next/image` is
+ * not used; the optimiser fetches and resizes on request, work nobody should be able to ask for). They answer the
+ * catch-all's 404, as any other path no endpoint serves.
+ */
+function isNextOwnPath(pathname: string): boolean {
+  const p = pathname.toLowerCase();
+  return (
+    p === "/_not-found" || p === "/_global-error" || p === "/_error" || p === "/404" || p === "/500" || p === "/_next/image" || p.startsWith("/_next/image/")
+  );
 }
 
 function loadConfig(): Config {
@@ -137,21 +178,37 @@ async function main(): Promise<void> {
 
   let stopping = false;
   const server = createServer({
+    // A request without Host reaches the listener, which answers it as problem+json (lib/http/request-target.ts).
+    requireHostHeader: false,
     headersTimeout: HEADERS_TIMEOUT_MS,
     requestTimeout: REQUEST_TIMEOUT_MS,
     connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
   });
-  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+  server.keepAliveTimeout = config.trustProxy > 0 ? KEEP_ALIVE_TIMEOUT_BEHIND_PROXY_MS : KEEP_ALIVE_TIMEOUT_MS;
   server.maxConnections = MAX_CONNECTIONS;
   server.on("clientError", answerClientError);
-  const app = next({ dev: false, dir: ROOT, port: config.port, httpServer: server, quiet: true });
+  // An `Expect` other than 100-continue (which Node answers itself): 417, as problem+json.
+  server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
+    const incoming = req.headers[REQUEST_ID_HEADER];
+    const requestId = requestIdFor(typeof incoming === "string" ? incoming : undefined);
+    for (const [name, value] of STATIC_HEADERS) res.setHeader(name, value);
+    res.setHeader("X-Request-Id", requestId);
+    res.setHeader("Connection", "close");
+    sendProblem(res, "expectation_failed", "Only Expect: 100-continue is supported", requestId);
+  });
+  // Next attaches its WebSocket upgrade handler (the development server's, and rewrites to other hosts: neither is
+  // used here) to the server it is given, at its first request, and that handler closes every other upgrade without
+  // a word: any request with `Connection: Upgrade` (an h2c upgrade offer, which some HTTP clients send by default)
+  // would get an empty reply. Given a stand-in, Node sees no upgrade listener, ignores the offer and serves the
+  // request as HTTP/1.1 (RFC 9110 §7.8 lets a server ignore it).
+  const app = next({ dev: false, dir: ROOT, port: config.port, httpServer: new EventEmitter() as Server, quiet: true });
   await app.prepare();
   const handle = app.getRequestHandler();
   // The public API's route handlers, invoked through their built entrypoints; everything else through Next's handler.
   const entrypoints = EntrypointTable.read(path.join(ROOT, ".next"), ROOT);
   if (entrypoints.size === 0) log.warn("the build has no API entrypoint table: every request goes through Next's router", { distDir: ".next" });
 
-  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+  const serve = (req: IncomingMessage, res: ServerResponse, requestId: string) => {
     instrumentHttpRequest(req, res);
     // A client may not choose its own address (whatever it sent in x-client-ip is replaced) nor pass a method off as
     // one server.ts handed over (lib/http/methods.ts).
@@ -172,18 +229,36 @@ async function main(): Promise<void> {
     req.headers["x-forwarded-proto"] = proto;
     // Next takes the nonce for its scripts from the request's policy; the client's own header is replaced.
     applySecurityHeaders(req, res, proto === "https");
-    const incoming = req.headers[REQUEST_ID_HEADER];
-    const requestId = requestIdFor(typeof incoming === "string" ? incoming : undefined);
     req.headers[REQUEST_ID_HEADER] = requestId;
     res.setHeader("X-Request-Id", requestId);
     if (stopping) res.setHeader("Connection", "close");
-    if (!pathDecodes(req.url)) {
-      // Answered here, before Next, with the route handlers' CORS decision (lib/http/cors.ts checkCors).
+    // Answered here, before Next, with the route handlers' CORS decision (lib/http/cors.ts checkCors).
+    const refuse = (code: ProblemCode, detail: string) => {
       const header = (name: string) => (typeof req.headers[name] === "string" ? (req.headers[name] as string) : null);
       const cors = checkCors(header("origin"), header("host"), config.corsOrigins);
       for (const [name, value] of Object.entries(cors.headers)) res.setHeader(name, value);
       if (cors.refused) sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);
-      else sendProblem(res, "invalid_path", "The path contains a malformed percent-escape", requestId);
+      else sendProblem(res, code, detail, requestId);
+    };
+    // The request line's target and Host as HTTP/1.1 defines them (lib/http/request-target.ts).
+    const target = decideTarget(req);
+    if (target.kind === "invalid") {
+      if (target.code === "bad_request") res.setHeader("Connection", "close");
+      refuse(target.code, target.detail);
+      return;
+    }
+    if (target.kind === "server-options") {
+      res.writeHead(204, { allow: SERVER_METHODS }).end();
+      return;
+    }
+    req.url = target.url;
+    if (target.host !== undefined) req.headers.host = target.host;
+    if (!pathDecodes(req.url)) {
+      refuse("invalid_path", "The path contains a malformed percent-escape");
+      return;
+    }
+    if (isNextOwnPath(routedPath(req.url))) {
+      refuse("not_found", "No endpoint at this path; see /openapi.json");
       return;
     }
     // Prometheus text format, only for the administrator's bearer credential (or on the loopback METRICS_PORT).
@@ -237,6 +312,21 @@ async function main(): Promise<void> {
       if (res.headersSent) res.destroy();
       else sendProblem(res, "internal_error", "The request could not be completed; it has been logged", requestId);
     });
+  };
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    const incoming = req.headers[REQUEST_ID_HEADER];
+    const requestId = requestIdFor(typeof incoming === "string" ? incoming : undefined);
+    try {
+      serve(req, res, requestId);
+    } catch (error) {
+      // Nothing a client sends may end in an exception outside every handler: it is logged, and answered 500.
+      log.error("request failed in the web server", { requestId, method: req.method, path: (req.url ?? "/").split("?")[0], error });
+      if (res.headersSent) res.destroy();
+      else {
+        res.setHeader("X-Request-Id", requestId);
+        sendProblem(res, "internal_error", "The request could not be completed; it has been logged", requestId);
+      }
+    }
   });
 
   // Old counter rows are useless after their window (an hour for the limits, a day for the budget); any instance

@@ -134,7 +134,8 @@ export function buildOpenApiDocument(): Record<string, unknown> {
         "Every error is RFC 9457 problem details with a stable `code`; every response carries `X-Request-Id`. " +
         "A path that matches no endpoint answers 404 `not_found`; a path with a malformed percent-escape answers 400 `invalid_path`. " +
         "A request that is not well-formed HTTP/1.1 answers 400 `bad_request`, and one whose request line and headers exceed 16 KiB " +
-        "(a long URL counts) 431 `headers_too_large`; the connection is then closed.",
+        "(a long URL counts) 431 `headers_too_large`; the connection is then closed. An `Expect` other than `100-continue` answers 417 " +
+        "`expectation_failed`.",
     },
     servers: [{ url: "/" }],
     paths: {

@@ -28,11 +28,17 @@ describe("which methods a path answers (lib/http/methods.ts)", () => {
     }
   });
 
-  it("judges a page's path as Next routes it: a trailing slash, percent-escapes, an absolute-form target, a query", () => {
-    for (const url of ["/request/", "/%72equest", "http://faucet.example/request", "/request?id=1", "/dashboard/controls/"]) {
+  it("judges a page's path as Next routes it: a trailing slash, percent-escapes, a query", () => {
+    for (const url of ["/request/", "/%72equest", "/request?id=1", "/dashboard/controls/"]) {
       expect([url, decideMethod("PUT", url).kind]).toEqual([url, "not-allowed"]);
     }
     expect(decideMethod("OPTIONS", "/request/").kind).toBe("page-options");
+  });
+
+  it("reads whatever follows the first slash as the path, never as a host: //a:b and //[ are paths, not URLs that throw", () => {
+    for (const url of ["//a:b", "//[", "//a:99999", "//request", "//sponsorship/request"]) {
+      expect([url, decideMethod("POST", url).kind]).toEqual([url, "next"]);
+    }
   });
 
   it("lets the dashboard's server actions POST to its pages, and no other page", () => {

@@ -37,12 +37,19 @@ export type MethodDecision =
   | { kind: "not-allowed"; allow: string };
 
 /**
- * The path as Next routes it: the path of an absolute-form target too, percent-escapes decoded (Next also tries the
- * decoded path: `/%72equest` is the page), a trailing slash dropped (`skipTrailingSlashRedirect` serves `/request/`
- * as `/request`). server.ts has already answered a path whose escapes do not decode; one is judged as written.
+ * The path as Next routes it, of an origin-form target (server.ts has made an absolute-form one origin-form:
+ * lib/http/request-target.ts): percent-escapes decoded (Next also tries the decoded path: `/%72equest` is the page),
+ * a trailing slash dropped (`skipTrailingSlashRedirect` serves `/request/` as `/request`). Read as a path whatever
+ * follows the first slash (`//a:b` is the path `//a:b`, not a host `a:b`). server.ts has already answered a path
+ * whose escapes do not decode; one is judged as written.
  */
 export function routedPath(url: string): string {
-  let pathname = new URL(url, "http://localhost").pathname;
+  let pathname: string;
+  try {
+    pathname = new URL(`http://localhost${url.startsWith("/") ? url : `/${url}`}`).pathname;
+  } catch {
+    pathname = url.split("?")[0]!;
+  }
   try {
     pathname = decodeURIComponent(pathname);
   } catch {

@@ -25,6 +25,7 @@ export const PROBLEMS = {
   method_not_allowed: { status: 405, title: "Method not allowed" },
   request_open: { status: 409, title: "A request for this wallet is still open" },
   request_timeout: { status: 408, title: "Request not received in time" },
+  expectation_failed: { status: 417, title: "Expectation not supported" },
   payload_too_large: { status: 413, title: "Body too large" },
   headers_too_large: { status: 431, title: "Request headers too large" },
   unsupported_media_type: { status: 415, title: "Unsupported media type" },
