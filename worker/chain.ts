@@ -5,7 +5,7 @@ import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/ch
 import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
-import { describeRevert, readIsRelayer, readTreasuryState, type TreasuryState } from "@/lib/chain/treasury";
+import { describeRevert, readIsRelayer, readTreasuryState, SPONSOR_GAS_LIMIT, type TreasuryState } from "@/lib/chain/treasury";
 import {
   ChainHealth,
   ChainUnavailableError,
@@ -322,6 +322,9 @@ export class WorkerChain {
           functionName: "sponsor",
           args: [wallet, requestIdHash(requestId)],
           account: relayer,
+          // The relay's own gas limit: a wallet whose receive needs more (TransferFailed in the block) would succeed
+          // with the node's default, and its revert would read as one a retry could cure.
+          gas: SPONSOR_GAS_LIMIT,
           ...(blockNumber === undefined ? {} : { blockNumber }),
         });
         return {

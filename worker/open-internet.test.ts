@@ -142,6 +142,37 @@ describe("a wallet that cannot be paid", () => {
     expect(await fx.clients.getBalance({ address: wallet })).toBe(0n);
   });
 
+  it("is rejected payment_refused at review when it is the zero address (ZeroAddress), with nothing sent", async () => {
+    const zero = "0x0000000000000000000000000000000000000000";
+    const { id } = await createRequest(fx, zero);
+    const sentBefore = sent.length;
+    worker = await startWorker();
+
+    // Before: approved, then five reverted transactions on the service's gas, then failed.
+    const row = await waitStatus(id, "rejected");
+    expect(row.eligibilityReason).toBe("payment_refused");
+    expect(await readRelays(fx, id)).toEqual([]);
+    expect(sent.length - sentBefore).toBe(0);
+  });
+
+  it("fails at once when, after review, its receive starts needing more gas than a relay gives (the revert replayed with the relay's gas limit)", async () => {
+    const wallet = await deployRefusingWallet(false);
+    const { id } = await createRequest(fx, wallet);
+    await pauseSponsorships(fx.database.db, { session, ipAddress: null }, { reason: "test: hold relays" });
+    worker = await startWorker();
+    await waitStatus(id, "approved");
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    await fx.clients.waitForTransactionReceipt({
+      hash: await owner.writeContract({ address: wallet, abi: refusing.abi as Abi, functionName: "setHungry", args: [true] }),
+    });
+    await resumeSponsorships(fx.database.db, { session, ipAddress: null });
+
+    // Before: the replay ran with the node's default gas, succeeded, and the request was tried five times.
+    const row = await waitStatus(id, "failed");
+    expect(row.failureReason).toMatch(/payment_refused/);
+    expect(await readRelays(fx, id)).toHaveLength(1);
+  });
+
   it("fails at once, on its first attempt, when it starts refusing after review (no retry can cure it)", async () => {
     const wallet = await deployRefusingWallet(false);
     const { id } = await createRequest(fx, wallet);

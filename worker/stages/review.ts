@@ -15,12 +15,13 @@ import { SPONSOR_GAS_LIMIT } from "./transactions";
 export const SERVICE_STATE_REVERTS: ReadonlySet<string> = new Set(["NotRelayer", "TreasuryPaused", "InsufficientBalance"]);
 
 /**
- * The treasury's one revert that says the wallet itself refuses the payment (its `receive` reverted or ran out of
- * gas). Only it rejects a request as `payment_refused`: any other revert, or one whose reason the node did not
- * return, approves as usual and is left to the relay stage's own checks, so a misconfiguration or a provider that
- * drops revert data can never reject every request for good.
+ * The treasury's reverts that say the wallet itself cannot be paid: `TransferFailed` (its `receive` reverted or ran
+ * out of gas) and `ZeroAddress` (the zero address, which passes the address pattern and can never be paid). Only
+ * they reject a request as `payment_refused`, and fail one whose attempt reverted so at once: any other revert, or
+ * one whose reason the node did not return, approves as usual and is left to the relay stage's own checks, so a
+ * misconfiguration or a provider that drops revert data can never reject every request for good.
  */
-export const WALLET_REFUSED_REVERT = "TransferFailed";
+export const WALLET_REFUSED_REVERTS: ReadonlySet<string> = new Set(["TransferFailed", "ZeroAddress"]);
 
 /**
  * Review (decisions.md "Pipeline"): claim due pending requests in a batch (FOR UPDATE SKIP LOCKED, so workers
@@ -69,7 +70,7 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
         }
         for (const c of payable) {
           const revert = reverts.get(c.id);
-          if (revert && (revert.errorName === WALLET_REFUSED_REVERT || revert.errorName === "AlreadySponsored")) {
+          if (revert?.errorName !== undefined && (WALLET_REFUSED_REVERTS.has(revert.errorName) || revert.errorName === "AlreadySponsored")) {
             const reason = revert.errorName === "AlreadySponsored" ? "already_sponsored" : "payment_refused";
             ctx.log.info("payment would revert: request rejected before anything is sent", { requestId: c.id, wallet: c.walletAddress, revert: revert.text });
             decisions.push({ id: c.id, status: "rejected", reason });

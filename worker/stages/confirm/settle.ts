@@ -18,7 +18,7 @@ import { BATCH_SIZE } from "@/lib/chain/clients";
 import type { MinedReceipt } from "../../chain-answers";
 import type { WorkerContext } from "../../context";
 import { metrics } from "../../metrics";
-import { SERVICE_STATE_REVERTS, WALLET_REFUSED_REVERT } from "../review";
+import { SERVICE_STATE_REVERTS, WALLET_REFUSED_REVERTS } from "../review";
 import { isOpen, key, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "./state";
 
 /**
@@ -242,7 +242,7 @@ async function settleRevert(ctx: WorkerContext, state: ConfirmState, { group, wi
       if (explained.errorName === "AlreadySponsored") return "relay failed: the wallet was already sponsored on-chain by another transaction";
       // A revert of the wallet's own making (it refused the transfer): no retry can cure it, so the request fails
       // at once (decisions.md, "Wallets that cannot be paid").
-      if (explained.errorName === WALLET_REFUSED_REVERT) {
+      if (explained.errorName !== undefined && WALLET_REFUSED_REVERTS.has(explained.errorName)) {
         return `payment_refused: the wallet refused the payment (${reason})`;
       }
       return attempts >= ctx.settings.maxRelayAttempts ? `relay failed after ${attempts} attempts; last: ${reason}` : undefined;
