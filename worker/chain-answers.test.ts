@@ -1,3 +1,4 @@
+import { RpcRequestError } from "viem";
 import { describe, expect, it } from "vitest";
 import { classifyBroadcastError, combineBroadcastOutcomes, type BroadcastOutcome } from "./chain-answers";
 
@@ -11,8 +12,25 @@ describe("a node's refusal of a broadcast", () => {
     ["nonce too high", "unavailable"], // geth: the node lacks an earlier transaction of the sender
     ["NonceGap", "unavailable"], // Nethermind
     ["transaction underpriced", "rejected"],
+    ["intrinsic gas too low", "rejected"],
+    ["exceeds block gas limit", "rejected"],
+    ["invalid sender", "rejected"],
+    ["tx fee (2.00 ether) exceeds the configured cap (1.00 ether)", "rejected"],
+    // The node or a gateway failed, it did not judge the transaction (it may even have passed it on).
+    ["Internal error", "unavailable"],
+    ["request timed out", "unavailable"],
+    ["upstream request timeout", "unavailable"],
+    ["header not found", "unavailable"],
+    ["context deadline exceeded", "unavailable"],
   ])("reads %j as %s", (message, kind) => {
     expect(classifyBroadcastError(new Error(message)).kind).toBe(kind);
+  });
+
+  it("reads JSON-RPC's internal error (-32603) as the node's failure, whatever its words", () => {
+    const error = new RpcRequestError({ body: {}, url: "http://node", error: { code: -32603, message: "something broke" } });
+    expect(classifyBroadcastError(error).kind).toBe("unavailable");
+    const verdict = new RpcRequestError({ body: {}, url: "http://node", error: { code: -32000, message: "something broke" } });
+    expect(classifyBroadcastError(verdict).kind).toBe("rejected");
   });
 
   it("is a refusal of several endpoints when none accepted it, even while one is down (it would wait for as long)", () => {

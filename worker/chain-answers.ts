@@ -147,8 +147,18 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   if (INSUFFICIENT_FUNDS.test(message) || /rate limit|too many requests|temporarily|try again|busy|txpool is full|pool is full/i.test(message)) {
     return { kind: "unavailable", message };
   }
+  // The node (or a hosted provider's gateway in front of it) failed, rather than judged the transaction: JSON-RPC's
+  // internal error, a timeout on its side, a node that is still syncing. It may even have passed the transaction on
+  // (hosted providers do): left queued, it is sent again, and the answer then ("already known", "nonce too low") or
+  // its receipt settles it. Read as a refusal, it burned an attempt and closed the record of a payment that was made.
+  if (rpc instanceof RpcRequestError && rpc.code === -32603) return { kind: "unavailable", message };
+  if (TRANSIENT_NODE_FAILURE.test(message)) return { kind: "unavailable", message };
   return { kind: "rejected", message };
 }
+
+/** How nodes and gateways word a failure of their own, not a verdict on the transaction. */
+const TRANSIENT_NODE_FAILURE =
+  /internal (json-rpc |server )?error|timed? ?out|timeout|deadline exceeded|upstream|header not found|unexpected eof|bad gateway|service unavailable|syncing/i;
 
 /**
  * Combines the answers of several endpoints to one broadcast: any acceptance wins, then a used nonce, then a refusal.

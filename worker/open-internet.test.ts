@@ -44,10 +44,11 @@ const sent: string[] = [];
 let refuseCalls: { refused: number } | undefined;
 /**
  * While set, raw transactions are handled as `"lost"` (passed on to the node, then answered 503: the node took them,
- * the worker hears an outage) or `"refused"` (answered "transaction underpriced", a refusal for good; `onRefusal`
+ * the worker hears an outage), `"internal"` (passed on, then answered JSON-RPC's -32603 "Internal error", as a hosted
+ * provider's gateway does) or `"refused"` (answered "transaction underpriced", a refusal for good; `onRefusal`
  * runs first). Either way `seen` counts them.
  */
-let sends: { mode: "lost" | "refused"; seen: number; onRefusal?: () => Promise<void> } | undefined;
+let sends: { mode: "lost" | "internal" | "refused"; seen: number; onRefusal?: () => Promise<void> } | undefined;
 /**
  * While set, every eth_call of `selector` (default `sponsor`: review's dry run) waits for `released` before it is
  * passed on; `held` counts them.
@@ -79,6 +80,12 @@ beforeAll(async () => {
       if (sends.mode === "lost") {
         await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
         return { status: 503, contentType: "text/plain", body: "service unavailable" };
+      }
+      if (sends.mode === "internal") {
+        await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
+        const failure = (call: { id?: unknown }) => ({ jsonrpc: "2.0", id: call.id, error: { code: -32603, message: "Internal error" } });
+        const parsed = JSON.parse(body) as { id?: unknown } | { id?: unknown }[];
+        return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? parsed.map(failure) : failure(parsed)) };
       }
       await sends.onRefusal?.();
       const refusal = (call: { id?: unknown }) => ({ jsonrpc: "2.0", id: call.id, error: { code: -32000, message: "transaction underpriced" } });
@@ -311,6 +318,19 @@ describe("a revert of the service's own making", () => {
     expect(failed.submittedAt).not.toBeNull();
     // Before, the attempt still counted as never broadcast: the request stayed relayed for another attempt.
     expect((await waitStatus(id, "failed")).failureReason).toMatch(/^relay failed after 1 attempts; last: reverted on-chain/);
+  });
+
+  it("burns no attempt, and keeps the record, when a provider answers a broadcast with an internal error after passing it on (MAX_RELAY_ATTEMPTS=1)", async () => {
+    const { id, wallet } = await createRequest(fx);
+    const internal = (sends = { mode: "internal", seen: 0 });
+    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "1" });
+    await waitFor("the broadcast to be answered -32603", async () => (internal.seen > 0 ? true : undefined));
+    sends = undefined;
+    // Before: "rejected by the node before broadcast: Internal error", the request failed, the wallet paid all the same.
+    const row = await waitStatus(id, "completed", 20_000);
+    expect(row.failureReason).toBeNull();
+    expect((await readRelays(fx, id)).map((r) => r.status)).toEqual(["confirmed"]);
+    expect(await fx.clients.getBalance({ address: wallet as `0x${string}` })).toBeGreaterThan(0n);
   });
 
   it("leaves a later stuck attempt to be replaced at its nonce, numbered after the reverted one, not cancelled as if none were left", async () => {
