@@ -129,6 +129,11 @@ describe("configuration", () => {
         /^Invalid configuration: WEBHOOK_SECRET must be whsec_ /,
       ],
       [
+        "a user name and password in WEBHOOK_URLS (fetch refuses such a URL: every event would be given up after 24 h)",
+        { WEBHOOK_URLS: "https://a.example.org/hook,https://hook:pa55@b.example.org/hook", WEBHOOK_SECRET: secret },
+        /^Invalid configuration: WEBHOOK_URLS\.1 must not carry a user name or password/,
+      ],
+      [
         "a non-URL in WEBHOOK_URLS",
         { WEBHOOK_URLS: "https://a.example.org,not a url", WEBHOOK_SECRET: secret },
         /^Invalid configuration: WEBHOOK_URLS\.1 must be a URL$/,

@@ -92,6 +92,16 @@ const gwei = z
 const httpUrl = url.refine((v) => !URL.canParse(v) || /^https?:$/.test(new URL(v).protocol), "must be an http:// or https:// URL");
 
 /**
+ * A webhook endpoint: http(s), without a user name or password. Fetch refuses to send to such a URL, so every event
+ * would have been retried for 24 hours and given up, with the password in each delivery's stored error; a receiver
+ * verifies the signature instead (and may hold a token in its path or query, which logs and the dashboard redact).
+ */
+const webhookUrl = httpUrl.refine(
+  (v) => !URL.canParse(v) || (new URL(v).username === "" && new URL(v).password === ""),
+  "must not carry a user name or password (https://user:pass@...): receivers verify the signature; a token may go in the path or query",
+);
+
+/**
  * WEBHOOK_SECRET (decisions.md "Operators are told"): `whsec_` followed by base64 of at least 24 bytes, the
  * Standard Webhooks format. The HMAC key is the decoded bytes.
  */
@@ -180,7 +190,7 @@ const envSchema = z.object({
   /** GET /faucet says `low_funds` while the treasury holds fewer sponsorships than this (decisions: treasury.low). */
   TREASURY_LOW_SPONSORSHIPS: withDefault(integer(0, 1_000_000_000), "100"),
   /** Receivers of the webhooks (decisions.md "Operators are told"), comma-separated; empty: none. */
-  WEBHOOK_URLS: list(httpUrl),
+  WEBHOOK_URLS: list(webhookUrl),
   /** Signs every webhook (Standard Webhooks); required when WEBHOOK_URLS is set. */
   WEBHOOK_SECRET: optional(webhookSecret),
   /** Set by `npm start` for its children only: they stop when that process is gone. */

@@ -1,4 +1,5 @@
 import { getConfig, type Config } from "./config";
+import { redactedUrl } from "./redact-url";
 
 /** Structured logs: one JSON object a line on stdout (errors on stderr), with the fields each caller adds. */
 
@@ -38,11 +39,11 @@ function urlRedactions(config: Config): [string, string][] {
     } catch {
       continue;
     }
-    const origin = `${url.protocol}//${url.host}`;
-    if (raw === origin || raw === `${origin}/`) continue;
+    const redacted = redactedUrl(raw);
+    if (redacted === raw || `${redacted}/` === raw) continue;
     url.username = "";
     url.password = "";
-    for (const form of new Set([raw, url.toString()])) pairs.push([form, `${origin}/[redacted]`]);
+    for (const form of new Set([raw, url.toString()])) pairs.push([form, redacted]);
   }
   // A URL that begins another is replaced after it.
   return pairs.sort(([a], [b]) => b.length - a.length);

@@ -3,6 +3,7 @@ import { claimDueDeliveries, settleDelivery, type ClaimedDelivery } from "@/db/q
 import type { Logger } from "@/lib/log";
 import { webhookBody } from "./payload";
 import { signWebhook } from "./signing";
+import { withoutUrl } from "@/lib/redact-url";
 
 /**
  * Delivers the outbox (decisions.md "Operators are told"): a `POST` per (event, endpoint), signed, answered `2xx`
@@ -73,7 +74,8 @@ export async function postWebhook(url: string, headers: Record<string, string>, 
         : stop?.aborted
           ? "interrupted: the process stopped"
           : (e.cause?.code ?? e.cause?.message ?? e.message);
-    return { delivered: false, statusCode: null, error: String(message).slice(0, 500) };
+    // Stored and shown on the dashboard: the endpoint's path and query, which may hold its token, never.
+    return { delivered: false, statusCode: null, error: withoutUrl(String(message), url).slice(0, 500) };
   }
 }
 

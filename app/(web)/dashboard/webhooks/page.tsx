@@ -2,6 +2,7 @@ import type { Metadata } from "next";
 import { webhooksOverview } from "@/lib/admin/webhooks";
 import { currentAdminSession } from "@/lib/admin/request-context";
 import { appDb } from "@/lib/http/app-context";
+import { redactedUrl } from "@/lib/redact-url";
 import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
 import { TestWebhookButton } from "../_components/webhook-forms";
@@ -18,6 +19,10 @@ async function WebhooksPage() {
   if (!session) return <SignInForm returnTo="/dashboard/webhooks" />;
   const endpoints = await webhooksOverview(appDb());
   const active = endpoints.filter((e) => e.active);
+  // Its origin only, as the logs show it: a path or query may hold the endpoint's token (lib/redact-url.ts). Two
+  // endpoints on one origin are told apart by their place in the list.
+  const redacted = endpoints.map((e) => redactedUrl(e.url));
+  const shownAs = (url: string, i: number) => (redacted.filter((r) => r === redacted[i]).length > 1 ? `${redacted[i]} (endpoint ${i + 1})` : redacted[i]!);
 
   return (
     <div className="space-y-6">
@@ -37,7 +42,7 @@ async function WebhooksPage() {
         <TestWebhookButton disabled={active.length === 0} />
       </Section>
       {endpoints.map((endpoint, i) => (
-        <Section key={endpoint.url} title={endpoint.url} id={`endpoint-${i}`}>
+        <Section key={endpoint.url} title={shownAs(endpoint.url, i)} id={`endpoint-${i}`}>
           {!endpoint.active && (
             <Notice tone="info">
               No longer in WEBHOOK_URLS: it receives no new events; what is still waiting for it is held, and given up 24 h after the removal unless the
@@ -50,7 +55,10 @@ async function WebhooksPage() {
           {endpoint.recent.length === 0 ? (
             <p className="text-sm text-slate-800">No delivery yet.</p>
           ) : (
-            <DataTable label={`Recent deliveries to ${endpoint.url}`} columns={["Event", "Status", "Attempts", "Next retry", "Last error", "Created"]}>
+            <DataTable
+              label={`Recent deliveries to ${shownAs(endpoint.url, i)}`}
+              columns={["Event", "Status", "Attempts", "Next retry", "Last error", "Created"]}
+            >
               {endpoint.recent.map((d) => (
                 <tr key={d.id}>
                   <th scope="row" className={td}>
