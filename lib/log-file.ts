@@ -1,4 +1,4 @@
-import { closeSync, fchmodSync, fstatSync, openSync, writeSync } from "node:fs";
+import { closeSync, fchmodSync, fstatSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import type { Logger } from "@/lib/log";
 
 export type LogFile = {
@@ -19,9 +19,20 @@ export type LogFile = {
  * The file is the owner's alone (0600), also one an older version created 0644: the logs hold requesters' IP
  * addresses (a failed administrator sign-in logs the IP) and what the children print. Only a regular file is
  * tightened: a log linked to a device (/dev/null, /dev/full) must not change the device's mode for everyone.
+ *
+ * It is rotated by size, so a service left running for months does not fill its disk (and stop PostgreSQL on the
+ * same one) with logs: a chunk that would take the file past `maxBytes` (64 MiB) first renames it `<file>.1`, the
+ * older ones to `.2` and `.3` (`keep`), the oldest removed; at most (keep + 1) x maxBytes on disk. A chunk is never
+ * split across two files. A rotation that fails (the directory not writable) is logged once and the file grows on.
  */
-export function openLogFile(file: string, logger: Logger): LogFile {
+export const LOG_FILE_MAX_BYTES = 64 * 1024 * 1024;
+export const LOG_FILE_KEEP = 3;
+
+export function openLogFile(file: string, logger: Logger, { maxBytes = LOG_FILE_MAX_BYTES, keep = LOG_FILE_KEEP } = {}): LogFile {
   let fd: number | undefined;
+  /** The open file's size (regular files only; a device is never rotated). */
+  let size: number | undefined;
+  let rotationFailed = false;
   let failing = false;
   let droppedBytes = 0;
   let closed = false;
@@ -34,16 +45,44 @@ export function openLogFile(file: string, logger: Logger): LogFile {
     }
     fd = undefined;
   };
+  const rotate = () => {
+    release();
+    try {
+      rmSync(`${file}.${keep}`, { force: true });
+      for (let n = keep - 1; n >= 1; n--) {
+        try {
+          renameSync(`${file}.${n}`, `${file}.${n + 1}`);
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+        }
+      }
+      renameSync(file, `${file}.1`);
+      rotationFailed = false;
+    } catch (error) {
+      if (!rotationFailed) logger.warn("cannot rotate the log file; it grows on until it can", { file, error });
+      rotationFailed = true;
+    }
+  };
   const write = (chunk: Buffer | string) => {
     if (closed) return;
     const data = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
     let written = 0;
     try {
+      if (fd !== undefined && size !== undefined && size > 0 && size + data.length > maxBytes) rotate();
       if (fd === undefined) {
         fd = openSync(file, "a", 0o600);
-        if (fstatSync(fd).isFile()) fchmodSync(fd, 0o600);
+        const stat = fstatSync(fd);
+        if (stat.isFile()) fchmodSync(fd, 0o600);
+        size = stat.isFile() ? stat.size : undefined;
+        // A file already past the limit (left by an older version, or by a failed rotation) is rotated first.
+        if (size !== undefined && size > 0 && size + data.length > maxBytes && !rotationFailed) {
+          rotate();
+          fd = openSync(file, "a", 0o600);
+          size = 0;
+        }
       }
       while (written < data.length) written += writeSync(fd, data, written);
+      if (size !== undefined) size += written;
       if (failing) {
         failing = false;
         logger.info("writing the log file again", { file, droppedBytes });
