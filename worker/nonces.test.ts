@@ -1,6 +1,10 @@
 import { eq, sql } from "drizzle-orm";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { Abi } from "viem";
+import { compileTestContract } from "@/contracts/test-helpers";
+import { pauseSponsorships, resumeSponsorships } from "@/lib/admin/controls";
 import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
+import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { readIsSponsored } from "@/lib/chain/registry";
 import { relayerAccounts, relayerNonceFills, type AdminSession } from "@/db/schema";
 import type { RunningWorker } from "./worker";
@@ -29,6 +33,8 @@ import {
 let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
 let relayer: `0x${string}`;
+const refusing = compileTestContract("RefusingWallet.sol", "RefusingWallet");
+const operator = { session: { id: "00000000-0000-4000-8000-00000000ad03" } as AdminSession, ipAddress: null };
 
 setUpPipelineFixture({ blockTime: 0, relayers: 1 }, (started) => (fx = started));
 
@@ -239,5 +245,47 @@ describe("nonce management", () => {
     expect(paid.filter((w) => w === lost.wallet.toLowerCase())).toHaveLength(1);
     expect(paid.filter((w) => w === next.wallet.toLowerCase())).toHaveLength(1);
     expect((await fx.database.db.select().from(relayerNonceFills)).length).toBe(fillsBefore);
+  });
+
+  it("fills the nonce of a reverted attempt whose block the chain lost, then sends the confirmed one after it again; what waits behind the gap is not re-priced", async () => {
+    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+    const deployed = await fx.clients.waitForTransactionReceipt({
+      hash: await owner.deployContract({ abi: refusing.abi, bytecode: refusing.bytecode, args: [true] }),
+    });
+    const refusingWallet = deployed.contractAddress!.toLowerCase() as `0x${string}`;
+    // Reviewed while it still took payments, so the request is approved; it refuses by the time its relay is mined.
+    await fx.clients.waitForTransactionReceipt({
+      hash: await owner.writeContract({ address: refusingWallet, abi: refusing.abi as Abi, functionName: "setRefusing", args: [false] }),
+    });
+    const refused = await createRequest(fx, refusingWallet);
+    await pauseSponsorships(fx.database.db, operator, { reason: "test: hold relays" });
+    worker = await startInProcessWorker(fx, { RELAY_TIMEOUT_MS: "2000" });
+    await waitStatus(refused.id, "approved");
+    await fx.clients.waitForTransactionReceipt({
+      hash: await owner.writeContract({ address: refusingWallet, abi: refusing.abi as Abi, functionName: "setRefusing", args: [true] }),
+    });
+    const snapshot = await anvilRpc<string>(fx, "evm_snapshot");
+    const start = await chainNonces(fx, relayer);
+    await resumeSponsorships(fx.database.db, operator);
+    // The reverted attempt at the first nonce, then a paid one after it.
+    await waitStatus(refused.id, "failed");
+    const paid = await createRequest(fx);
+    await waitStatus(paid.id, "completed");
+    const [revertedAt] = (await readRelays(fx, refused.id)).map((r) => r.nonce);
+    expect(revertedAt).toBe(start.latest);
+    // The chain loses both blocks; the database holds the first nonce failed (mined, reverted), the second confirmed.
+    await anvilRpc(fx, "evm_revert", [snapshot]);
+    expect((await chainNonces(fx, relayer)).latest).toBe(start.latest);
+    const fillsBefore = (await fx.database.db.select().from(relayerNonceFills)).length;
+    const next = await createRequest(fx);
+
+    // Before: the confirmed one was sent again over the unfilled gap for ever, the next request waited behind it,
+    // and its nonce was cancelled and re-priced every RELAY_TIMEOUT_MS.
+    await waitStatus(next.id, "completed", 30_000);
+    const paidWallets = (await readSponsoredEvents(fx)).map((e) => e.wallet.toLowerCase());
+    expect(paidWallets.filter((w) => w === paid.wallet.toLowerCase())).toHaveLength(1);
+    const fills = (await fx.database.db.select().from(relayerNonceFills)).slice(fillsBefore);
+    expect(fills.map((f) => f.nonce)).toEqual([start.latest]);
+    expect((await readRelays(fx, next.id)).map((r) => r.status)).toEqual(["confirmed"]);
   });
 });

@@ -12,9 +12,10 @@ import { key, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "./state"
 
 /**
  * Nonce holes: a nonce below the relayer's next nonce that the node does not hold and nothing stored is open for
- * (its transaction was refused, or the node lost it and nothing was stored): every later nonce waits behind it.
- * Seen twice a second apart, it is filled (../attempts.ts signs the fill), unless a transaction stored as confirmed
- * holds it: the chain lost what it had mined, and the stored bytes are sent again instead. A relayer whose chain
+ * (its transaction was refused, or the node lost it and nothing was stored, or the chain lost the block of one that
+ * reverted): every later nonce waits behind it. Seen twice a second apart, it is filled (../attempts.ts signs the
+ * fill), unless a transaction stored as confirmed holds it: the chain lost what it had mined, and the stored bytes
+ * are sent again instead. A relayer whose chain
  * nonce is ahead of the database (its key was used outside the service) has its next nonce moved past them.
  * Answers true when every relayer's next nonce is exactly the chain's pending nonce (no hole, nothing used outside).
  */
@@ -57,9 +58,11 @@ export async function fillHoles(
     }
     // Transactions stored as confirmed at this nonce or after it: the chain lost blocks that held them (a local chain
     // restarted from an older state dump, a reorg deeper than CONFIRMATIONS). Their stored bytes are sent again, in
-    // nonce order (same hashes: each wallet paid once), never filled over.
+    // nonce order (same hashes: each wallet paid once), never filled over. If none was confirmed at the hole itself
+    // (what the chain lost there was an attempt that reverted, stored failed), the hole is filled first, below: the
+    // confirmed ones after it could never be mined over it, and everything later of the relayer would wait for ever.
     const lost = await listConfirmedRawTransactionsFrom(ctx.db, [{ relayer: lease.address, nonce: hole }]);
-    if (lost.length > 0) {
+    if (lost.length > 0 && lost[0]!.nonce === hole) {
       state.holeSince.delete(k);
       const outcomes = await ctx.chain.broadcast(lost.map((t) => t.raw));
       ctx.log.warn("the chain lost confirmed transactions: sent again", {

@@ -42,6 +42,11 @@ export async function watch(ctx: WorkerContext, state: ConfirmState, groups: Gro
     const sinceReplacement = newest.id === latestOpen.id ? Number.POSITIVE_INFINITY : newest.createdAgeMs;
     const age = Math.min(since, reachableFor, droppedAt === undefined ? Number.POSITIVE_INFINITY : now - droppedAt, sinceReplacement);
     if (age < ctx.settings.relayTimeoutMs) continue;
+    // Behind a gap (the node lacks an earlier nonce of the relayer: being sent again, or a hole ./holes.ts fills), it
+    // waits for the gap, not for a fee: a replacement could not be mined either, and replacing it every timeout
+    // raised its fees by 12.5% each time (about a thousandfold an hour) for as long as the gap lasted.
+    const held = nonces.get(group.relayer);
+    if (held !== undefined && group.nonce > held.pending) continue;
     if (latestOpen.status === "submitted") stuck.push(group);
     else neverAccepted.push({ group, maxFeePerGas: latestOpen.maxFeePerGas });
   }
