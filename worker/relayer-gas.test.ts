@@ -17,7 +17,7 @@ import { createRequest, readRelays, readRequest, startInProcessWorker, waitFor, 
  * compares the relayer's balance with the transaction's maximum cost).
  */
 
-const poorKeys = [generatePrivateKey(), generatePrivateKey()];
+const poorKeys = [generatePrivateKey(), generatePrivateKey(), generatePrivateKey()];
 const poorOf = (key: `0x${string}`) => privateKeyToAccount(key).address.toLowerCase() as Address;
 let fx: PipelineFixture;
 let worker: RunningWorker | undefined;
@@ -83,4 +83,23 @@ describe("a relayer without gas money", () => {
       worker = undefined;
     },
   );
+
+  it("is left out of the rotation while a funded relayer can send: new requests complete on the funded one", async () => {
+    const poorKey = poorKeys[2]!;
+    const poor = poorOf(poorKey);
+    // Two requests in one batch: one for each relayer.
+    const first = [await createRequest(fx), await createRequest(fx)];
+    worker = await startInProcessWorker(fx, { RELAYER_PRIVATE_KEYS: `${fx.relayerKeys[0]},${poorKey}`, WORKER_INTERVAL_MS: "200" });
+    await waitFor("the heartbeat to list the relayer without gas", async () => (await heartbeatWithoutGas())?.includes(poor));
+
+    // Before: every other request went to the relayer without gas money and waited there, with a funded one idle.
+    const later = [await createRequest(fx), await createRequest(fx), await createRequest(fx), await createRequest(fx)];
+    for (const { id } of later) await waitFor(`request ${id} to complete`, async () => (await readRequest(fx, id)).status === "completed", 20_000);
+    for (const { id } of later) expect((await readRelays(fx, id)).map((r) => r.relayerAddress)).not.toContain(poor);
+    // What was stored for it before it was known to be unfunded waits, unburned, for its funds.
+    const waiting = await Promise.all(first.map(async ({ id }) => (await readRelays(fx, id)).filter((r) => r.relayerAddress === poor)));
+    expect(waiting.flat().map((r) => r.status)).toEqual(["queued"]);
+    await worker.stop();
+    worker = undefined;
+  });
 });

@@ -141,6 +141,12 @@ async function relayBatchOnce(ctx: WorkerContext): Promise<RelayOutcome> {
       [...nonces.keys()].filter((r) => !isAuthorised(r)),
     );
     if (rotation.length === 0) return { stored: [], claimed: candidates.length, waiting: "relayers_not_authorised" as const };
+    // A relayer last seen without gas money (its broadcasts refused for want of funds) would only add attempts that
+    // wait for its funding while a funded one idles: it is left out while another can send. Its queued attempts are
+    // still broadcast again (confirm stage), and the first one accepted puts it back. All without gas: all are
+    // used, and the attempts wait for whichever is funded first (the heartbeat and /health name them).
+    const funded = rotation.filter((r) => !ctx.status.relayerGas.get(r)?.withoutGas);
+    const sending = funded.length > 0 ? funded : rotation;
     const attempts: NewRelayAttempt[] = [];
     const firstAttempts: string[] = [];
     let next = 0;
@@ -153,7 +159,7 @@ async function relayBatchOnce(ctx: WorkerContext): Promise<RelayOutcome> {
         failedHere.push(...(await tx.send([failRequest(c.id, ctx.actor, `relay failed: all ${c.burned} attempts failed`)])));
         continue;
       }
-      const relayer = rotation[next++ % rotation.length]! as Address;
+      const relayer = sending[next++ % sending.length]! as Address;
       const nonce = nonces.get(relayer)!;
       nonces.set(relayer, nonce + 1);
       attempts.push(await signAttempt(ctx, { requestId: c.id, attempt: c.attempts + 1, wallet: c.walletAddress, relayer, nonce, fees }));
