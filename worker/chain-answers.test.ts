@@ -1,6 +1,6 @@
 import { RpcRequestError } from "viem";
-import { describe, expect, it } from "vitest";
-import { classifyBroadcastError, combineBroadcastOutcomes, type BroadcastOutcome } from "./chain-answers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { ChainHealth, classifyBroadcastError, combineBroadcastOutcomes, type BroadcastOutcome } from "./chain-answers";
 
 /** How a node's answer to eth_sendRawTransaction is read (worker/stages/broadcast.ts acts on it). */
 describe("a node's refusal of a broadcast", () => {
@@ -39,5 +39,32 @@ describe("a node's refusal of a broadcast", () => {
     expect(combineBroadcastOutcomes([rejected, { kind: "accepted" }]).kind).toBe("accepted");
     expect(combineBroadcastOutcomes([unavailable, rejected]).kind).toBe("rejected");
     expect(combineBroadcastOutcomes([unavailable, unavailable]).kind).toBe("unavailable");
+  });
+});
+
+describe("the time the chain was reachable, which the relay timeout counts (ChainHealth.reachableWithinMs)", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("is the window less the outages in it, not the time since the last one ended", () => {
+    vi.useFakeTimers({ toFake: ["performance"] });
+    const health = new ChainHealth();
+    vi.advanceTimersByTime(10_000);
+    expect(health.reachableWithinMs(5_000)).toBe(5_000);
+    // No further back than the worker's start.
+    expect(health.reachableWithinMs(60_000)).toBe(10_000);
+    // One 200-ms outage, then one still going for 300 ms.
+    health.noteUnreachable(new Error("429"));
+    vi.advanceTimersByTime(200);
+    health.noteReached();
+    vi.advanceTimersByTime(1_000);
+    expect(health.reachableWithinMs(5_000)).toBe(4_800);
+    health.noteUnreachable(new Error("timeout"));
+    vi.advanceTimersByTime(300);
+    expect(health.reachableWithinMs(5_000)).toBe(4_500);
+    // An outage only partly inside the window counts only for that part.
+    health.noteReached();
+    expect(health.reachableWithinMs(400)).toBe(100);
   });
 });

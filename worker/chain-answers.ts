@@ -65,17 +65,23 @@ export async function reach<T>(what: string, read: () => Promise<T>, health?: Ch
   }
 }
 
+/** Ended outages kept for reachableWithinMs: far more than one relay timeout holds at any failure rate that matters. */
+const OUTAGES_KEPT = 1_000;
+
 /**
- * Whether the node answers, and since when. `recoveredAt` (start-up, or the end of the last outage) bounds the
- * relay timeout: a transaction cannot be declared stuck because of time during which the chain was not reachable.
+ * Whether the node answers, and since when. The time it was not reachable is not counted against the relay timeout
+ * (reachableWithinMs): a transaction cannot be declared stuck because of time during which the chain could not be
+ * asked, nor before this worker started.
  */
 export class ChainHealth {
   reachable = true;
   downSince: Date | undefined;
   recoveredAt = new Date();
-  // performance.now() of the same two moments, for the durations (a step of the wall clock moves neither).
+  // performance.now() of the same moments, for the durations (a step of the wall clock moves none of them).
   private downSinceMs = 0;
-  private recoveredAtMs = performance.now();
+  private readonly startedAtMs = performance.now();
+  /** Ended outages, oldest first: [from, to] on performance.now(). */
+  private readonly outages: [number, number][] = [];
   lastError: string | undefined;
   /** performance.now() of the last call that came back, reached or not (the worker's stage deadline counts from it). */
   lastAnswerAt = 0;
@@ -88,7 +94,8 @@ export class ChainHealth {
     this.reachable = true;
     this.downSince = undefined;
     this.recoveredAt = new Date();
-    this.recoveredAtMs = performance.now();
+    this.outages.push([this.downSinceMs, performance.now()]);
+    if (this.outages.length > OUTAGES_KEPT) this.outages.shift();
     this.onChange?.(true, { downForMs });
   }
 
@@ -102,9 +109,21 @@ export class ChainHealth {
     this.onChange?.(false, { error: error.message });
   }
 
-  /** Milliseconds the chain has been reachable without interruption. */
-  reachableForMs(): number {
-    return this.reachable ? performance.now() - this.recoveredAtMs : 0;
+  /**
+   * Of the last `windowMs` (and no further back than this worker's start), the milliseconds the chain was reachable:
+   * the window less the outages in it. Before, the count restarted at the end of every outage, however short, so one
+   * rate-limited answer (HTTP 429) or one timeout a minute kept a stuck transaction from ever being replaced.
+   */
+  reachableWithinMs(windowMs: number): number {
+    const now = performance.now();
+    const start = Math.max(now - windowMs, this.startedAtMs);
+    let down = this.reachable ? 0 : now - Math.max(this.downSinceMs, start);
+    for (let i = this.outages.length - 1; i >= 0; i--) {
+      const [from, to] = this.outages[i]!;
+      if (to <= start) break;
+      down += to - Math.max(from, start);
+    }
+    return Math.max(0, now - start - down);
   }
 }
 

@@ -7,6 +7,7 @@ import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { readIsSponsored } from "@/lib/chain/registry";
 import { relayerAccounts, relayerNonceFills, type AdminSession } from "@/db/schema";
+import { startRpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
 import {
   SPONSOR_AMOUNT,
@@ -61,6 +62,32 @@ async function resumeMining() {
 }
 
 describe("nonce management", () => {
+  it("replaces a stuck transaction although the chain answers HTTP 429 every 1.2 s (a rate-limited provider): only the time it could not be asked is not counted", async () => {
+    let last = performance.now();
+    let limited = 0;
+    const proxy = await startRpcProxy(fx.anvil.rpcUrl, (body) => {
+      const call = JSON.parse(body) as { method?: string };
+      if (Array.isArray(call) || call.method !== "eth_blockNumber" || performance.now() - last < 1_200) return undefined;
+      last = performance.now();
+      limited++;
+      return { status: 429, contentType: "text/plain", body: "Too Many Requests" };
+    });
+    try {
+      await pauseMining();
+      const { id } = await createRequest(fx);
+      worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, RELAY_TIMEOUT_MS: "2000" });
+      // Before: the count restarted at the end of every outage, and with one 429 in every 1.2 s it never reached 2 s.
+      await waitFor("a replacement (attempt 2) to be stored", async () => ((await readRelays(fx, id)).length >= 2 ? true : undefined), 20_000);
+      expect(limited).toBeGreaterThan(1);
+      await resumeMining();
+      await waitStatus(id, "completed");
+    } finally {
+      await worker?.stop();
+      worker = undefined;
+      await proxy.close();
+    }
+  });
+
   it("replaces a transaction not mined within RELAY_TIMEOUT_MS at the same nonce with higher fees; the replacement is mined and the request completes once", async () => {
     await pauseMining();
     const { id, wallet } = await createRequest(fx);

@@ -12,7 +12,7 @@ const REBROADCAST_EVERY_MS = 3_000;
 /**
  * Watching the groups not settled yet: a stored transaction the node does not hold (queued after a crash or an
  * outage, or lost: pending nonce below it) is broadcast again from its stored bytes; one unmined for
- * RELAY_TIMEOUT_MS (counted only while the chain was reachable) is handed to ./replace.ts: one a node took, or one
+ * RELAY_TIMEOUT_MS (the time the chain was unreachable not counted) is handed to ./replace.ts: one a node took, or one
  * no node took yet whose max fee the base fee has risen above.
  */
 export async function watch(ctx: WorkerContext, state: ConfirmState, groups: Group[], nonces: Map<Address, RelayerNonces>): Promise<void> {
@@ -20,7 +20,6 @@ export async function watch(ctx: WorkerContext, state: ConfirmState, groups: Gro
   const resend: OpenNonceTransaction[] = [];
   const stuck: Group[] = [];
   const neverAccepted: { group: Group; maxFeePerGas: bigint }[] = [];
-  const reachableFor = ctx.chain.health.reachableForMs();
   for (const group of groups) {
     const open = group.rows.filter(isOpen);
     if (open.length === 0) continue;
@@ -40,7 +39,8 @@ export async function watch(ctx: WorkerContext, state: ConfirmState, groups: Gro
     // A replacement the node refused (stored after it, now closed) restarts the clock too: one try per timeout.
     const newest = group.rows[group.rows.length - 1]!;
     const sinceReplacement = newest.id === latestOpen.id ? Number.POSITIVE_INFINITY : newest.createdAgeMs;
-    const age = Math.min(since, reachableFor, droppedAt === undefined ? Number.POSITIVE_INFINITY : now - droppedAt, sinceReplacement);
+    // Time the chain could not be asked does not count (ChainHealth.reachableWithinMs).
+    const age = Math.min(ctx.chain.health.reachableWithinMs(since), droppedAt === undefined ? Number.POSITIVE_INFINITY : now - droppedAt, sinceReplacement);
     if (age < ctx.settings.relayTimeoutMs) continue;
     // Behind a gap (the node lacks an earlier nonce of the relayer: being sent again, or a hole ./holes.ts fills), it
     // waits for the gap, not for a fee: a replacement could not be mined either, and replacing it every timeout
