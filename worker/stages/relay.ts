@@ -98,6 +98,17 @@ export async function relayBatch(ctx: WorkerContext): Promise<RelayOutcome> {
   }
 }
 
+/**
+ * Seen without gas money recently: its queued attempts are refused again at every broadcast (every few seconds), so
+ * a mark that has not been renewed for a minute is stale (its last refused transaction settled another way): the
+ * relayer gets attempts again, and is marked again if they are refused.
+ */
+const WITHOUT_GAS_FRESH_MS = 60_000;
+function withoutGasNow(ctx: WorkerContext, relayer: string): boolean {
+  const seen = ctx.status.relayerGas.get(relayer);
+  return seen?.withoutGas === true && performance.now() - seen.seenAtMs < WITHOUT_GAS_FRESH_MS;
+}
+
 async function relayBatchOnce(ctx: WorkerContext): Promise<RelayOutcome> {
   const relayers = ctx.pool.leased;
   if (relayers.length === 0) return { sent: 0, claimed: 0, waiting: "no_relayers" };
@@ -145,7 +156,7 @@ async function relayBatchOnce(ctx: WorkerContext): Promise<RelayOutcome> {
     // wait for its funding while a funded one idles: it is left out while another can send. Its queued attempts are
     // still broadcast again (confirm stage), and the first one accepted puts it back. All without gas: all are
     // used, and the attempts wait for whichever is funded first (the heartbeat and /health name them).
-    const funded = rotation.filter((r) => !ctx.status.relayerGas.get(r)?.withoutGas);
+    const funded = rotation.filter((r) => !withoutGasNow(ctx, r));
     const sending = funded.length > 0 ? funded : rotation;
     const attempts: NewRelayAttempt[] = [];
     const firstAttempts: string[] = [];
