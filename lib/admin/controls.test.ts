@@ -20,6 +20,9 @@ describe("operator controls", () => {
   it("pauses with a reason and resumes, each audited once; a second pause changes nothing", async () => {
     const c = await context();
     await expect(pauseSponsorships(t.db, c, { reason: "  " })).rejects.toMatchObject({ code: "invalid_value" });
+    // NUL, which PostgreSQL text cannot hold: before, the insert failed and the route answered 500.
+    await expect(pauseSponsorships(t.db, c, { reason: "a\u0000b" })).rejects.toMatchObject({ code: "invalid_value" });
+    await expect(blockIpAsAdministrator(t.db, c, { cidr: "198.51.100.0/24", reason: "a\u0000b" })).rejects.toMatchObject({ code: "invalid_value" });
     expect((await pauseSponsorships(t.db, c, { reason: "fee spike" })).changed).toBe(true);
     expect((await pauseSponsorships(t.db, c, { reason: "again" })).changed).toBe(false);
     expect(await readServiceState(t.db)).toMatchObject({ paused: true, pauseReason: "fee spike", pausedBy: `admin:${c.session.id}` });

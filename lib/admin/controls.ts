@@ -22,8 +22,9 @@ export const MAX_REASON_LENGTH = 1_000;
 
 function requireReason(reason: string): string {
   const trimmed = reason.trim();
-  if (trimmed === "" || trimmed.length > MAX_REASON_LENGTH) {
-    throw new SponsorshipError("invalid_value", `A reason of 1 to ${MAX_REASON_LENGTH.toLocaleString("en")} characters is required`);
+  // PostgreSQL text cannot hold NUL: refused here (422), as a wallet block's reason is, rather than failing the insert (500).
+  if (trimmed === "" || trimmed.length > MAX_REASON_LENGTH || trimmed.includes("\u0000")) {
+    throw new SponsorshipError("invalid_value", `A reason of 1 to ${MAX_REASON_LENGTH.toLocaleString("en")} characters, without NUL, is required`);
   }
   return trimmed;
 }
