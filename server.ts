@@ -9,7 +9,7 @@ import { appDb, closeAppDb } from "@/lib/http/app-context";
 import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { verifyAdministratorToken } from "@/lib/admin/session";
-import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, resolveClientIp, resolveClientProto } from "@/lib/http/client-ip";
+import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, requestHost, resolveClientIp, resolveClientProto, resolveForwardedHost } from "@/lib/http/client-ip";
 import { applySecurityHeaders, STATIC_HEADERS } from "@/lib/http/security-headers";
 import { checkCors } from "@/lib/http/cors";
 import { EntrypointTable } from "@/lib/http/entrypoints";
@@ -227,6 +227,10 @@ async function main(): Promise<void> {
     });
     req.headers[CLIENT_PROTO_HEADER] = proto;
     req.headers["x-forwarded-proto"] = proto;
+    // The host, likewise: a trusted proxy's X-Forwarded-Host, or none (lib/http/client-ip.ts resolveForwardedHost).
+    const forwardedHost = resolveForwardedHost({ forwardedHost: req.headers["x-forwarded-host"], trustProxy: config.trustProxy });
+    delete req.headers["x-forwarded-host"];
+    if (forwardedHost !== undefined) req.headers["x-forwarded-host"] = forwardedHost;
     // Next takes the nonce for its scripts from the request's policy; the client's own header is replaced.
     applySecurityHeaders(req, res, proto === "https");
     req.headers[REQUEST_ID_HEADER] = requestId;
@@ -235,7 +239,7 @@ async function main(): Promise<void> {
     // Answered here, before Next, with the route handlers' CORS decision (lib/http/cors.ts checkCors).
     const refuse = (code: ProblemCode, detail: string) => {
       const header = (name: string) => (typeof req.headers[name] === "string" ? (req.headers[name] as string) : null);
-      const cors = checkCors(header("origin"), header("host"), config.corsOrigins);
+      const cors = checkCors(header("origin"), requestHost(header), config.corsOrigins);
       for (const [name, value] of Object.entries(cors.headers)) res.setHeader(name, value);
       if (cors.refused) sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);
       else sendProblem(res, code, detail, requestId);
@@ -265,7 +269,7 @@ async function main(): Promise<void> {
     if (req.url === "/metrics" || req.url?.startsWith("/metrics?")) {
       // A foreign Origin is refused as on every API route (decisions.md "CORS"), before any credential is looked at.
       const origin = typeof req.headers.origin === "string" ? req.headers.origin : null;
-      const host = typeof req.headers.host === "string" ? req.headers.host : null;
+      const host = requestHost((name) => (typeof req.headers[name] === "string" ? (req.headers[name] as string) : null));
       if (checkCors(origin, host, config.corsOrigins).refused) {
         sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);
         return;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CLIENT_IP_HEADER, clientIpOf, normalizeIp, resolveClientIp, resolveClientProto } from "./client-ip";
+import { CLIENT_IP_HEADER, clientIpOf, normalizeIp, requestHost, resolveClientIp, resolveClientProto, resolveForwardedHost } from "./client-ip";
 
 describe("client IP", () => {
   it("uses the TCP peer and ignores X-Forwarded-For when TRUST_PROXY is 0", () => {
@@ -66,5 +66,23 @@ describe("client scheme (issue 11, item 8)", () => {
     expect(resolveClientProto({ encrypted: false, forwardedProto: ["https"], trustProxy: 3 })).toBe("https");
     expect(resolveClientProto({ encrypted: false, forwardedProto: "", trustProxy: 1 })).toBe("http");
     expect(resolveClientProto({ encrypted: false, forwardedProto: undefined, trustProxy: 1 })).toBe("http");
+  });
+});
+
+describe("the host the client addressed (X-Forwarded-Host, only from a trusted proxy)", () => {
+  it("believes the trusted hop's entry with TRUST_PROXY=N, nothing a client sends with TRUST_PROXY=0", () => {
+    expect(resolveForwardedHost({ forwardedHost: "faucet.example", trustProxy: 0 })).toBeUndefined();
+    expect(resolveForwardedHost({ forwardedHost: "Faucet.Example", trustProxy: 1 })).toBe("faucet.example");
+    expect(resolveForwardedHost({ forwardedHost: "forged.example, faucet.example", trustProxy: 1 })).toBe("faucet.example");
+    expect(resolveForwardedHost({ forwardedHost: ["forged.example", "cdn.example, faucet.example"], trustProxy: 2 })).toBe("cdn.example");
+    expect(resolveForwardedHost({ forwardedHost: " , ", trustProxy: 1 })).toBeUndefined();
+    expect(resolveForwardedHost({ forwardedHost: undefined, trustProxy: 1 })).toBeUndefined();
+  });
+
+  it("judges the app's own origin by that host when server.ts kept one, else by Host", () => {
+    const headers = (h: Record<string, string>) => (name: string) => h[name] ?? null;
+    expect(requestHost(headers({ host: "127.0.0.1:3000", "x-forwarded-host": "faucet.example" }))).toBe("faucet.example");
+    expect(requestHost(headers({ host: "faucet.example" }))).toBe("faucet.example");
+    expect(requestHost(headers({}))).toBeNull();
   });
 });

@@ -162,3 +162,26 @@ export function resolveClientProto(input: {
   const hop = entries[Math.max(0, entries.length - input.trustProxy)];
   return hop === "https" ? "https" : "http";
 }
+
+/**
+ * Pure: the host the client addressed when a trusted proxy rewrote `Host` (TRUST_PROXY=N > 0): `X-Forwarded-Host`'s
+ * N-th entry from the right, as for X-Forwarded-For; undefined without one, and always with TRUST_PROXY=0 (a
+ * client-sent header is not believed). server.ts replaces the header with this value or deletes it, so the app's own
+ * origin is judged by one host everywhere: the route handlers' CORS and admin checks and Next's server actions
+ * (which compare `Origin` with `X-Forwarded-Host`, else `Host`).
+ */
+export function resolveForwardedHost(input: { forwardedHost: string | readonly string[] | undefined; trustProxy: number }): string | undefined {
+  if (input.trustProxy <= 0 || input.forwardedHost === undefined) return undefined;
+  const raw = typeof input.forwardedHost === "string" ? [input.forwardedHost] : input.forwardedHost;
+  const entries = raw
+    .flatMap((value) => value.split(","))
+    .map((entry) => entry.trim().toLowerCase())
+    .filter((entry) => entry !== "");
+  if (entries.length === 0) return undefined;
+  return entries[Math.max(0, entries.length - input.trustProxy)];
+}
+
+/** The host the request addressed, for the app's own origin: a trusted X-Forwarded-Host (server.ts), else Host. */
+export function requestHost(get: (name: string) => string | null | undefined): string | null {
+  return get("x-forwarded-host") ?? get("host") ?? null;
+}

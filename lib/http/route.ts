@@ -2,7 +2,7 @@ import { isDatabaseOutage } from "@/db/unavailable";
 import { log } from "@/lib/log";
 import { isSponsorshipError } from "@/lib/sponsorship/errors";
 import { appConfig } from "./app-context";
-import { clientIpOf } from "./client-ip";
+import { clientIpOf, requestHost } from "./client-ip";
 import { checkCors, preflightHeaders } from "./cors";
 import { routedPath, UNROUTED_METHOD_HEADER } from "./methods";
 import { HttpProblem, problemResponse } from "./problem";
@@ -110,7 +110,11 @@ export function defineRoute(
       // CORS_ORIGINS lets public API clients in; the administrator's routes answer the app's own pages alone (a
       // listed origin on the same site would otherwise send the SameSite=Strict session cookie along).
       const admin = isAdminPath(request.url);
-      const cors = checkCors(request.headers.get("origin"), request.headers.get("host"), admin ? [] : appConfig().corsOrigins);
+      const cors = checkCors(
+        request.headers.get("origin"),
+        requestHost((name) => request.headers.get(name)),
+        admin ? [] : appConfig().corsOrigins,
+      );
       corsHeaders = cors.headers;
       const unrouted = method === "OPTIONS" ? request.headers.get(UNROUTED_METHOD_HEADER) : null;
       if (cors.refused) {
