@@ -29,8 +29,9 @@ function corsVerdict(origin: string | null, host: string | null, allowedOrigins:
   if (origin === null) return { kind: "no-origin" };
   const normalized = originOf(origin);
   if (!normalized) return { kind: "denied", origin };
-  if (allowedOrigins.includes(normalized)) return { kind: "allowed", origin };
-  if (host && new URL(normalized).host === host.trim().toLowerCase()) return { kind: "allowed", origin };
+  // The origin echoed is its serialisation (what a browser sends, and compares the answer with), never the raw text.
+  if (allowedOrigins.includes(normalized)) return { kind: "allowed", origin: normalized };
+  if (host && new URL(normalized).host === host.trim().toLowerCase()) return { kind: "allowed", origin: normalized };
   return { kind: "denied", origin };
 }
 

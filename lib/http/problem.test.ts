@@ -24,6 +24,10 @@ describe("one CORS decision", () => {
   it("refuses a foreign origin with Vary only, serves an allowed or the app's own origin with its headers, and a request without Origin plainly", () => {
     expect(checkCors("https://evil.example", "api.test", [])).toEqual({ refused: true, headers: { vary: "Origin" } });
     expect(checkCors(null, "api.test", [])).toEqual({ refused: false, headers: { vary: "Origin" } });
+    // A spelling no browser sends is echoed as its serialisation (before: as sent, path and case included).
+    for (const spelling of ["https://app.example/x", "HTTPS://APP.EXAMPLE", "https://app.example:443"]) {
+      expect(checkCors(spelling, "api.test", ["https://app.example"]).headers["access-control-allow-origin"]).toBe("https://app.example");
+    }
     const allowed = checkCors("https://app.example", "api.test", ["https://app.example"]);
     expect(allowed).toMatchObject({
       refused: false,
