@@ -2,7 +2,7 @@ import { readdirSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { apiRoutes } from "@/test/routes.generated";
-import { decideMethod } from "./methods";
+import { decideMethod, routedPath } from "./methods";
 
 /** Every page.tsx under app/(web) as a path (route groups dropped, a dynamic segment filled in). */
 function pagePaths(dir: string, prefix = ""): string[] {
@@ -33,6 +33,12 @@ describe("which methods a path answers (lib/http/methods.ts)", () => {
       expect([url, decideMethod("PUT", url).kind]).toEqual([url, "not-allowed"]);
     }
     expect(decideMethod("OPTIONS", "/request/").kind).toBe("page-options");
+  });
+
+  it("reads a route handler's whole URL by its path (the administrator's routes are told by it, however spelt)", () => {
+    expect(routedPath("http://faucet.example/%61dmin/resume")).toBe("/admin/resume");
+    expect(routedPath("http://faucet.example/admin/pause/")).toBe("/admin/pause");
+    expect(routedPath("/%61dmin/resume?x=1")).toBe("/admin/resume");
   });
 
   it("reads whatever follows the first slash as the path, never as a host: //a:b and //[ are paths, not URLs that throw", () => {

@@ -37,16 +37,17 @@ export type MethodDecision =
   | { kind: "not-allowed"; allow: string };
 
 /**
- * The path as Next routes it, of an origin-form target (server.ts has made an absolute-form one origin-form:
- * lib/http/request-target.ts): percent-escapes decoded (Next also tries the decoded path: `/%72equest` is the page),
- * a trailing slash dropped (`skipTrailingSlashRedirect` serves `/request/` as `/request`). Read as a path whatever
- * follows the first slash (`//a:b` is the path `//a:b`, not a host `a:b`). server.ts has already answered a path
- * whose escapes do not decode; one is judged as written.
+ * The path as Next routes it, of a request target (`req.url` in server.ts, which has made an absolute-form one
+ * origin-form: lib/http/request-target.ts) or of a whole URL (`request.url` in a route handler, lib/http/route.ts):
+ * percent-escapes decoded (Next also tries the decoded path: `/%72equest` is the page), a trailing slash dropped
+ * (`skipTrailingSlashRedirect` serves `/request/` as `/request`). A target is read as a path whatever follows its
+ * first slash (`//a:b` is the path `//a:b`, not a host `a:b`). server.ts has already answered a path whose escapes
+ * do not decode; one is judged as written.
  */
 export function routedPath(url: string): string {
   let pathname: string;
   try {
-    pathname = new URL(`http://localhost${url.startsWith("/") ? url : `/${url}`}`).pathname;
+    pathname = new URL(url.startsWith("/") ? `http://localhost${url}` : url).pathname;
   } catch {
     pathname = url.split("?")[0]!;
   }
