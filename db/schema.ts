@@ -250,8 +250,12 @@ export const sponsorshipRequests = pgTable(
     walletAddress: text("wallet_address").notNull(),
     status: requestStatus("status").notNull().default("pending"),
     eligibilityReason: eligibilityReason("eligibility_reason"),
-    ipAddress: text("ip_address").notNull(),
-    /** The requester's limit identity (lib/sponsorship/client-identity.ts): the replay window's "same IP". */
+    /**
+     * The requester's full address, its limit identity (lib/sponsorship/client-identity.ts: the replay window's "same
+     * IP") and User-Agent. All three are set to NULL once the request has ended and is older than IP_RETENTION_DAYS
+     * (db/queries/ip-retention.ts); an open request keeps them (limits, replay).
+     */
+    ipAddress: text("ip_address"),
     clientKey: text("client_key"),
     userAgent: text("user_agent"),
     requestedAt: ts("requested_at").notNull().defaultNow(),

@@ -34,8 +34,13 @@ export type RelaySummaryView = {
   failureReason: string | null;
 };
 
-/** A request with its wallet and relay attempts (GET /sponsorship/:id, GET /sponsorship/tx/:hash). */
-export type RequestDetailView = RequestView & {
+/**
+ * A request with its wallet and relay attempts (GET /sponsorship/:id, GET /sponsorship/tx/:hash). `ipAddress` (and
+ * `userAgent`) are null once the request ended longer ago than IP_RETENTION_DAYS (db/queries/ip-retention.ts); a
+ * request POST /sponsorship/request answers is open or a replay of seconds ago, so RequestView keeps a string.
+ */
+export type RequestDetailView = Omit<RequestView, "ipAddress"> & {
+  ipAddress: string | null;
   wallet: { id: string; walletAddress: string; sponsorshipCount: number; isBlocked: boolean };
   relayTransactions: RelaySummaryView[];
 };

@@ -335,7 +335,9 @@ export interface components {
             rejectedAt: string | null;
             completedAt: string | null;
             failedAt: string | null;
-            ipAddress: string;
+            /** @description The requester's IP address; null once the request ended longer ago than the operator's IP retention (IP_RETENTION_DAYS) */
+            ipAddress: string | null;
+            /** @description The requester's User-Agent, null without the header; null too once the request ended longer ago than the IP retention */
             userAgent: string | null;
             eligibilityReason: components["schemas"]["EligibilityReason"];
             wallet: {

@@ -114,10 +114,22 @@ export type RelayTransactionResponse = z.infer<typeof relayTransactionResponse>;
 export const relayTransactionSummary = named("RelayTransactionSummary", z.strictObject(relayFields));
 export type RelayTransactionSummary = z.infer<typeof relayTransactionSummary>;
 
-/** GET /sponsorship/:id and GET /sponsorship/tx/:hash: the full guided-flow record. */
+/**
+ * GET /sponsorship/:id and GET /sponsorship/tx/:hash: the full guided-flow record. A request that ended longer ago
+ * than IP_RETENTION_DAYS has lost its IP address and User-Agent (db/queries/ip-retention.ts): both null. The 201 and
+ * the replay of POST /sponsorship/request always carry the address (an open request, or one of seconds ago).
+ */
 export const sponsorshipRequestDetailResponse = named(
   "SponsorshipRequestDetail",
   sponsorshipRequestResponse.extend({
+    ipAddress: z
+      .string()
+      .nullable()
+      .meta({ description: "The requester's IP address; null once the request ended longer ago than the operator's IP retention (IP_RETENTION_DAYS)" }),
+    userAgent: z
+      .string()
+      .nullable()
+      .meta({ description: "The requester's User-Agent, null without the header; null too once the request ended longer ago than the IP retention" }),
     wallet: z.strictObject({
       id: uuid,
       walletAddress: walletAddressOutput,

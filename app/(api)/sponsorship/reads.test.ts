@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { relayTransactions, sponsorshipRequests } from "@/db/schema";
-import { callApi, expectProblem, randomAddress, setupApiTestContext } from "@/test/api-client";
+import { callApi, callRoute, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/test/api-client";
 import { blockWallet } from "@/lib/sponsorship/blocks";
 import {
   relayTransactionResponse,
@@ -171,5 +171,64 @@ describe("GET /relay/:id", () => {
     expectProblem(await callApi({ path: `/relay/${randomUUID()}` }), 404, "relay_not_found");
     const request = await createdRequest();
     expectProblem(await callApi({ path: `/relay/${request.id}` }), 404, "relay_not_found");
+  });
+});
+
+describe("a request whose IP address and User-Agent were removed (IP_RETENTION_DAYS)", () => {
+  /** A request that failed after a relay attempt, then lost its personal data as the retention removes it. */
+  async function requestWithoutPersonalData() {
+    const relayed = await relayedRequest();
+    await ctx.t.db
+      .update(sponsorshipRequests)
+      .set({ status: "failed", failedAt: relayed.at, failureReason: "test", statusActor: "worker:test" })
+      .where(eq(sponsorshipRequests.id, relayed.request.id));
+    const before = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${relayed.request.id}` })).json);
+    await ctx.t.db.update(sponsorshipRequests).set({ ipAddress: null, userAgent: null, clientKey: null }).where(eq(sponsorshipRequests.id, relayed.request.id));
+    return { ...relayed, before };
+  }
+
+  it("is still answered by every read, with ipAddress and userAgent null and every other field as it was", async () => {
+    const { request, first, before } = await requestWithoutPersonalData();
+
+    const byId = await callApi({ path: `/sponsorship/${request.id}` });
+    expect(byId.status).toBe(200);
+    expect(sponsorshipRequestDetailResponse.parse(byId.json)).toEqual({ ...before, ipAddress: null, userAgent: null });
+
+    const byHash = await callApi({ path: `/sponsorship/tx/${first.hash}` });
+    expect(byHash.status).toBe(200);
+    expect(sponsorshipRequestByTransactionResponse.parse(byHash.json)).toEqual({ ...before, ipAddress: null, userAgent: null });
+
+    expect((await callApi({ path: `/relay/${first.id}` })).status).toBe(200);
+    expect((await callApi({ path: `/wallets/${request.walletAddress}` })).status).toBe(200);
+    const history = await callApi({ path: `/wallets/${request.walletAddress}/history` });
+    expect(history.status).toBe(200);
+    expect(JSON.stringify(history.json)).toContain(request.id);
+  });
+
+  it("is answered by the administrator's GET /admin/requests/:id and listed by GET /admin/requests", async () => {
+    const { request } = await requestWithoutPersonalData();
+    const token = "reads-test-admin-token-0123456789abcdef";
+    reconfigure(ctx, { ADMIN_TOKEN: token });
+    try {
+      const signIn = await callRoute({ path: "/admin/sign-in", body: { token }, ip: "192.0.2.44" });
+      expect(signIn.status).toBe(200);
+      const cookie = signIn.headers.get("set-cookie")!.split(";")[0]!;
+      const detail = await callRoute({ path: `/admin/requests/${request.id}`, headers: { cookie } });
+      expect(detail.status).toBe(200);
+      expect(await detail.json()).toMatchObject({ request: { id: request.id, status: "failed", ipAddress: null, userAgent: null, clientKey: null } });
+      const list = await callRoute({ path: `/admin/requests?q=${request.id}`, headers: { cookie } });
+      expect(list.status).toBe(200);
+      expect(JSON.stringify(await list.json())).toContain(request.id);
+    } finally {
+      reconfigure(ctx, {});
+    }
+  });
+
+  it("matches no replay: the same wallet from the same IP gets a new request (201)", async () => {
+    const { request } = await requestWithoutPersonalData();
+    // Created seconds ago, inside the replay window: with its client key it would be replayed (200).
+    const again = await callApi({ path: "/sponsorship/request", body: { walletAddress: request.walletAddress }, ip: request.ipAddress });
+    expect(again.status).toBe(201);
+    expect(sponsorshipRequestResponse.parse(again.json)).toMatchObject({ ipAddress: request.ipAddress, status: "pending" });
   });
 });

@@ -75,7 +75,8 @@ async function RequestDetailPage({ params }: { params: Promise<{ id: string }> }
               </>
             )}
             <dt className="font-medium text-slate-900">Client IP</dt>
-            <dd className="font-mono">{request.ipAddress}</dd>
+            {/* Null once the request ended longer ago than IP_RETENTION_DAYS (db/queries/ip-retention.ts). */}
+            <dd className={request.ipAddress === null ? undefined : "font-mono"}>{request.ipAddress ?? "removed after the IP retention period"}</dd>
             <dt className="font-medium text-slate-900">User agent</dt>
             <dd className="break-all">{request.userAgent ?? "—"}</dd>
             {request.completedAt && (
