@@ -27,6 +27,8 @@ let web: ChildProcess | undefined;
 let port: number;
 let output = "";
 let base: string;
+/** A request that ended 100 days ago, written before the web server starts: its first retention pass clears it. */
+let oldRequestId: string;
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, ms: number): Promise<T> {
   const deadline = Date.now() + ms;
@@ -41,6 +43,13 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms: n
 beforeAll(async () => {
   await buildIfStale(createLogger({ component: "server-test" }));
   [t, dataDir, port] = await Promise.all([createTestDatabase(), mkdtemp(path.join(tmpdir(), "sponsorship-server-")), freePort()]);
+  const oldWallet = `0x${randomBytes(20).toString("hex")}`;
+  const [w] = await t.db.$client<{ id: string }[]>`INSERT INTO wallets (wallet_address) VALUES (${oldWallet}) RETURNING id`;
+  const [old] = await t.db.$client<{ id: string }[]>`
+    INSERT INTO sponsorship_requests (wallet_id, wallet_address, status, ip_address, client_key, user_agent, requested_at, rejected_at, eligibility_reason)
+    VALUES (${w!.id}, ${oldWallet}, 'rejected', '10.4.5.6', '10.4.5.6', 'server-test', now() - interval '100 days', now() - interval '100 days', 'wallet_blocked')
+    RETURNING id`;
+  oldRequestId = old!.id;
   const env = webServerEnv({ port, dataDir, databaseUrl: t.url, adminToken: ADMIN_TOKEN });
   web = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "server.ts")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
   web.stdout?.on("data", (c: Buffer) => (output += c.toString()));
@@ -414,6 +423,22 @@ describe("the public API through its routes' built entrypoints (issue 15; lib/ht
     });
     expect(res.encoding).toBe("gzip");
     expect(res.length).toBeLessThan(20_000);
+  });
+});
+
+describe("the web server's housekeeping (db/queries/ip-retention.ts)", () => {
+  it("removes, from its start, the IP address, client key and User-Agent of a request that ended more than IP_RETENTION_DAYS (90) ago", async () => {
+    const row = await until(
+      "the start's retention pass",
+      async () => {
+        const [r] = await t.db.$client<{ ip: string | null; key: string | null; agent: string | null; status: string }[]>`
+          SELECT ip_address AS ip, client_key AS key, user_agent AS agent, status FROM sponsorship_requests WHERE id = ${oldRequestId}`;
+        return r?.ip === null ? r : undefined;
+      },
+      30_000,
+    );
+    expect(row).toEqual({ ip: null, key: null, agent: null, status: "rejected" });
+    expect((await exchange("GET", `/sponsorship/${oldRequestId}`)).status).toBe(200);
   });
 });
 

@@ -4,6 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import next from "next";
 import { pruneBudgetCounts } from "@/db/queries/controls";
+import { removeExpiredPersonalData } from "@/db/queries/ip-retention";
 import { pruneRateLimitHits } from "@/db/queries/rate-limits";
 import { appDb, closeAppDb } from "@/lib/http/app-context";
 import type { Socket } from "node:net";
@@ -342,9 +343,26 @@ async function main(): Promise<void> {
       .catch((error: unknown) => log.warn("pruning rate-limit hits or budget counters failed", { error }))
       .finally(() => (pruning = undefined));
   };
-  const pruneTimer = setInterval(prune, PRUNE_INTERVAL_MS);
+  // IP_RETENTION_DAYS (db/queries/ip-retention.ts): on the same timer, but on its own, so a first pass over a long
+  // history does not hold back the counters' pruning. Any instance may run it, several at once.
+  const retentionStop = new AbortController();
+  let retaining: Promise<unknown> | undefined;
+  const removePersonalData = () => {
+    if (config.ipRetentionDays === 0) return;
+    retaining ??= removeExpiredPersonalData(appDb(), { retentionDays: config.ipRetentionDays, signal: retentionStop.signal })
+      .then((removed) => {
+        if (Object.values(removed).some((n) => n > 0)) log.info("personal data past IP_RETENTION_DAYS removed", { days: config.ipRetentionDays, ...removed });
+      })
+      .catch((error: unknown) => log.warn("removing personal data past IP_RETENTION_DAYS failed (tried again at the next pass)", { error }))
+      .finally(() => (retaining = undefined));
+  };
+  const pruneTimer = setInterval(() => {
+    prune();
+    removePersonalData();
+  }, PRUNE_INTERVAL_MS);
   pruneTimer.unref();
   prune();
+  removePersonalData();
   // worker.down: no worker can report its own absence (lib/webhooks/worker-watch.ts). Only with webhooks configured.
   const workerWatch =
     config.webhookUrls.length > 0 && config.webhookSecret
@@ -358,6 +376,7 @@ async function main(): Promise<void> {
     log.info("web server stopping", { signal });
     const drainUntil = performance.now() + DRAIN_TIMEOUT_MS;
     clearInterval(pruneTimer);
+    retentionStop.abort();
     await workerWatch?.stop().catch(() => {});
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();

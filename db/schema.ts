@@ -79,7 +79,8 @@ export type NewWallet = typeof wallets.$inferInsert;
 
 /**
  * Blocks of a wallet or an IP. Automatic blocks (rate limiting) expire at `expiresAt`; administrator blocks have
- * no expiry until lifted. A wallet `isBlocked` while it has a block that is not lifted and not expired.
+ * no expiry until lifted. A wallet `isBlocked` while it has a block that is not lifted and not expired. An automatic
+ * block of an IP (its subject a client identity) is deleted once it ended longer ago than IP_RETENTION_DAYS.
  */
 export const blocks = pgTable(
   "blocks",
@@ -289,6 +290,11 @@ export const sponsorshipRequests = pgTable(
       .where(sql`${t.status} IN ('pending', 'approved', 'relayed')`),
     // Dashboard listing and time ranges.
     index("sponsorship_requests_requested_at_idx").on(t.requestedAt.desc(), t.id.desc()),
+    // IP retention (db/queries/ip-retention.ts): the requests that still hold personal data, oldest first. A request
+    // leaves it when the retention removes its data, so a pass reads what it changes, not the whole history before it.
+    index("sponsorship_requests_personal_data_idx")
+      .on(t.requestedAt)
+      .where(sql`${t.ipAddress} IS NOT NULL OR ${t.userAgent} IS NOT NULL OR ${t.clientKey} IS NOT NULL`),
     check("sponsorship_requests_wallet_address_lowercase", sql`${t.walletAddress} ~ '^0x[0-9a-f]{40}$'`),
     check(
       "sponsorship_requests_timestamps_match_status",
@@ -447,6 +453,7 @@ export const adminSessions = pgTable(
     createdAt: ts("created_at").notNull().defaultNow(),
     expiresAt: ts("expires_at").notNull(),
     revokedAt: ts("revoked_at"),
+    /** Removed once the session ended (expired or revoked) longer ago than IP_RETENTION_DAYS. */
     ipAddress: text("ip_address"),
     userAgent: text("user_agent"),
   },
@@ -454,7 +461,10 @@ export const adminSessions = pgTable(
 );
 export type AdminSession = typeof adminSessions.$inferSelect;
 
-/** Every administrator action (sign-in, sign-out, block, unblock), with time and reason. */
+/**
+ * Every administrator action (sign-in, sign-out, block, unblock), with time and reason. `ipAddress` (and the
+ * User-Agent a sign-in keeps in `details`) are removed once the action is older than IP_RETENTION_DAYS.
+ */
 export const adminActions = pgTable(
   "admin_actions",
   {
@@ -467,7 +477,15 @@ export const adminActions = pgTable(
     details: jsonb("details").$type<Record<string, unknown>>().notNull().default({}),
     createdAt: ts("created_at").notNull().defaultNow(),
   },
-  (t) => [index("admin_actions_created_idx").on(t.createdAt.desc()), index("admin_actions_subject_idx").on(t.subject)],
+  (t) => [
+    index("admin_actions_created_idx").on(t.createdAt.desc()),
+    index("admin_actions_subject_idx").on(t.subject),
+    // IP retention (db/queries/ip-retention.ts): the actions that still hold an IP address or a User-Agent (sign-ins
+    // keep it in `details`), oldest first; failed sign-ins come from anyone on the internet, so there may be many.
+    index("admin_actions_personal_data_idx")
+      .on(t.createdAt)
+      .where(sql`${t.ipAddress} IS NOT NULL OR ${t.details} ? 'userAgent'`),
+  ],
 );
 export type AdminAction = typeof adminActions.$inferSelect;
 

@@ -21,6 +21,7 @@ describe("configuration", () => {
       maxRelayAttempts: 5,
       relayTimeoutMs: 60_000,
       confirmations: 1,
+      ipRetentionDays: 90,
       trustProxy: 0,
       corsOrigins: [],
       embeddedPgPort: 54329,
@@ -50,6 +51,13 @@ describe("configuration", () => {
     expect(parseConfig({ MAX_FEE_PER_GAS_GWEI: "0.000000001" }).maxFeePerGasWei).toBe(1n);
   });
 
+  it("reads IP_RETENTION_DAYS as whole days, 90 by default, 0 to keep IP addresses for ever", () => {
+    expect(parseConfig({}).ipRetentionDays).toBe(90);
+    expect(parseConfig({ IP_RETENTION_DAYS: " 30 " }).ipRetentionDays).toBe(30);
+    expect(parseConfig({ IP_RETENTION_DAYS: "0" }).ipRetentionDays).toBe(0);
+    expect(parseConfig({ IP_RETENTION_DAYS: "" }).ipRetentionDays).toBe(90);
+  });
+
   it("reads RPC_URL as one endpoint or a comma-separated list of them", () => {
     expect(parseConfig({}).rpcUrls).toEqual([]);
     const one = parseConfig({ RPC_URL: "https://rpc.example.org/key" });
@@ -72,6 +80,10 @@ describe("configuration", () => {
     ["DATABASE_URL", "not a url", /^Invalid configuration: DATABASE_URL must be a URL$/],
     ["TREASURY_ADDRESS", "0x12", /^Invalid configuration: TREASURY_ADDRESS /],
     ["CONFIRMATIONS", "0", /^Invalid configuration: CONFIRMATIONS /],
+    ["IP_RETENTION_DAYS", "-1", /^Invalid configuration: IP_RETENTION_DAYS must be a whole number$/],
+    ["IP_RETENTION_DAYS", "7.5", /^Invalid configuration: IP_RETENTION_DAYS must be a whole number$/],
+    ["IP_RETENTION_DAYS", "90d", /^Invalid configuration: IP_RETENTION_DAYS must be a whole number$/],
+    ["IP_RETENTION_DAYS", "36501", /^Invalid configuration: IP_RETENTION_DAYS must be at most 36500$/],
     ["SPONSOR_AMOUNT_WEI", "0", /^Invalid configuration: SPONSOR_AMOUNT_WEI must be greater than 0$/],
     ["SPONSOR_AMOUNT_WEI", (2n ** 128n).toString(), /^Invalid configuration: SPONSOR_AMOUNT_WEI must be less than 2\^128$/],
   ])("stops on a bad %s with one line naming it", (name, value, message) => {

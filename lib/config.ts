@@ -170,6 +170,11 @@ const envSchema = z.object({
    * network can drop its newest blocks (a reorg); a request completed before that would say paid when it was not.
    */
   CONFIRMATIONS: withDefault(integer(1, 64), "1"),
+  /**
+   * Days the requesters' and administrators' IP addresses and User-Agents are kept once what they belong to has ended
+   * (docs/deployment.md, "Personal data and how long it is kept"); 0: kept for ever. db/queries/ip-retention.ts.
+   */
+  IP_RETENTION_DAYS: withDefault(integer(0, 36_500), "90"),
   TRUST_PROXY: withDefault(integer(0, 32), "0"),
   CORS_ORIGINS: list(origin),
   ADMIN_TOKEN: optional(adminToken),
@@ -235,6 +240,8 @@ export type Config = Readonly<{
   /** MAX_FEE_PER_GAS_GWEI in wei; undefined: no ceiling. */
   maxFeePerGasWei: bigint | undefined;
   confirmations: number;
+  /** IP_RETENTION_DAYS: 0 keeps IP addresses and User-Agents for ever. */
+  ipRetentionDays: number;
   trustProxy: number;
   corsOrigins: readonly string[];
   adminToken: string | undefined;
@@ -301,6 +308,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     relayTimeoutMs: e.RELAY_TIMEOUT_MS,
     maxFeePerGasWei: e.MAX_FEE_PER_GAS_GWEI > 0n ? e.MAX_FEE_PER_GAS_GWEI : undefined,
     confirmations: e.CONFIRMATIONS,
+    ipRetentionDays: e.IP_RETENTION_DAYS,
     trustProxy: e.TRUST_PROXY,
     corsOrigins: Object.freeze(e.CORS_ORIGINS),
     adminToken: e.ADMIN_TOKEN,

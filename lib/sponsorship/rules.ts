@@ -61,6 +61,11 @@ export const OTHER_RULES: readonly SponsorshipRule[] = [
     where: "worker/stages/confirm/settle.ts, worker/stages/confirm/replace.ts",
   },
   {
+    rule: "IP retention (IP_RETENTION_DAYS): ended requests, sessions and actions lose IP and User-Agent, ended IP blocks go",
+    decisions: "Privacy",
+    where: "db/queries/ip-retention.ts, run by server.ts on its pruning timer",
+  },
+  {
     rule: "legal status transitions and the audit trail",
     decisions: "Statuses",
     where: "db/migrations/0001_status-triggers.sql (transition guards), db/functions/sponsorship_requests_audit.sql (audit trail)",

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
+import { removeExpiredPersonalData } from "@/db/queries/ip-retention";
 import { relayTransactions, sponsorshipRequests } from "@/db/schema";
 import { callApi, callRoute, expectProblem, randomAddress, reconfigure, setupApiTestContext } from "@/test/api-client";
 import { blockWallet } from "@/lib/sponsorship/blocks";
@@ -9,6 +10,7 @@ import {
   sponsorshipRequestByTransactionResponse,
   sponsorshipRequestDetailResponse,
   sponsorshipRequestResponse,
+  walletResponse,
 } from "@/lib/sponsorship/schemas";
 
 const ctx = setupApiTestContext();
@@ -222,6 +224,47 @@ describe("a request whose IP address and User-Agent were removed (IP_RETENTION_D
     } finally {
       reconfigure(ctx, {});
     }
+  });
+
+  it("after the retention pass: a request completed 100 days ago is answered by GET /sponsorship/:id with ipAddress null", async () => {
+    const address = randomAddress();
+    const wallet = walletResponse.parse((await callApi({ path: "/wallets/register", body: { walletAddress: address } })).json);
+    const at = new Date(Date.now() - 100 * 24 * 3600_000);
+    const [old] = await ctx.t.db
+      .insert(sponsorshipRequests)
+      .values({
+        walletId: wallet.id,
+        walletAddress: wallet.walletAddress,
+        status: "completed",
+        eligibilityReason: "eligible",
+        ipAddress: "203.0.113.77",
+        clientKey: "203.0.113.77",
+        userAgent: "wallet-app/2.1",
+        requestedAt: at,
+        approvedAt: at,
+        relayedAt: at,
+        completedAt: at,
+      })
+      .returning();
+    const relay = { id: randomUUID(), hash: hash() };
+    await ctx.t.db.insert(relayTransactions).values({
+      id: relay.id,
+      sponsorshipRequestId: old!.id,
+      relayAttempt: 1,
+      status: "confirmed",
+      transactionHash: relay.hash,
+      submittedAt: at,
+      confirmedAt: at,
+    });
+    const before = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${old!.id}` })).json);
+    expect(before.ipAddress).toBe("203.0.113.77");
+
+    expect((await removeExpiredPersonalData(ctx.t.db, { retentionDays: 90 })).requests).toBe(1);
+
+    const answer = await callApi({ path: `/sponsorship/${old!.id}` });
+    expect(answer.status).toBe(200);
+    expect(sponsorshipRequestDetailResponse.parse(answer.json)).toEqual({ ...before, ipAddress: null, userAgent: null });
+    expect((await callApi({ path: `/sponsorship/tx/${relay.hash}` })).status).toBe(200);
   });
 
   it("matches no replay: the same wallet from the same IP gets a new request (201)", async () => {
