@@ -78,3 +78,29 @@ export async function startCountingRpcProxy(target: string): Promise<CountingRpc
     cut: (on) => void (cut = on),
   };
 }
+
+export type SilentRpcProxy = RpcProxy & {
+  /**
+   * `true`: every request from now on is read and never answered (the connection stays open), as by a node that
+   * accepts connections and hangs. A RegExp: requests pass until the first whose body matches it, and from that one
+   * on none is answered. `false`: requests pass to the node again (those already held stay unanswered).
+   */
+  silence: (when: boolean | RegExp) => void;
+  /** Whether it is silent now. */
+  silent: () => boolean;
+  /** HTTP requests it received (answered or not). */
+  requests: () => number;
+};
+
+/** A JSON-RPC proxy that can go silent: it accepts TCP connections and requests and never answers them. */
+export async function startSilentRpcProxy(target: string, initially: boolean | RegExp = true): Promise<SilentRpcProxy> {
+  let when = initially;
+  let requests = 0;
+  const never = new Promise<undefined>(() => {});
+  const proxy = await startRpcProxy(target, (body) => {
+    requests++;
+    if (when instanceof RegExp && when.test(body)) when = true;
+    return when === true ? never : undefined;
+  });
+  return { ...proxy, silence: (on) => void (when = on), silent: () => when === true, requests: () => requests };
+}

@@ -1,4 +1,5 @@
-import { BaseError, HttpRequestError, RpcRequestError, TimeoutError } from "viem";
+import { BaseError, HttpRequestError, RpcRequestError } from "viem";
+import { endpointNotReached, rpcErrorMessage, type EndpointState } from "@/lib/chain/endpoint-breaker";
 
 /**
  * How the worker reads the chain's answers: a node that was not reached (ChainUnavailableError, counted by
@@ -22,27 +23,11 @@ export type BroadcastOutcome =
   /** Refused for good (invalid, underpriced replacement...). */
   | { kind: "rejected"; message: string };
 
-export function messageOf(error: unknown): string {
-  if (error instanceof BaseError) {
-    const rpc = error.walk((e) => e instanceof RpcRequestError);
-    if (rpc instanceof RpcRequestError) return rpc.details || rpc.shortMessage;
-    return error.details || error.shortMessage;
-  }
-  return error instanceof Error ? error.message : String(error);
-}
+export const messageOf = rpcErrorMessage;
 
 /** True when the error means "the node was not reached / did not answer", not "the node said no". */
 export function isUnreachable(error: unknown): boolean {
-  if (error instanceof ChainUnavailableError) return true;
-  if (!(error instanceof BaseError)) {
-    return error instanceof Error && /fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|socket hang up|aborted/i.test(error.message);
-  }
-  if (error.walk((e) => e instanceof TimeoutError) instanceof TimeoutError) return true;
-  const http = error.walk((e) => e instanceof HttpRequestError);
-  if (http instanceof HttpRequestError) return http.status === undefined || http.status >= 500 || http.status === 429;
-  const rpc = error.walk((e) => e instanceof RpcRequestError);
-  if (rpc instanceof RpcRequestError) return rpc.status !== undefined && (rpc.status >= 500 || rpc.status === 429);
-  return false;
+  return error instanceof ChainUnavailableError || endpointNotReached(error);
 }
 
 /**
@@ -210,4 +195,4 @@ export type RelayerNonces = {
 export type MinedReceipt = { status: "success" | "reverted"; blockNumber: bigint; gasUsed: bigint };
 
 /** One RPC endpoint as the worker last found it (shown in its heartbeat: `chain.endpoints`). */
-export type EndpointState = { url: string; reachable: boolean; downSince: Date | undefined; lastError: string | undefined };
+export type { EndpointState };

@@ -2,10 +2,12 @@ import { getAbiItem, hexToBigInt, numberToHex, type Address, type Hash, type Hex
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
+import { EndpointBreaker, EndpointSilentError, type EndpointChange } from "@/lib/chain/endpoint-breaker";
 import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
 import { describeRevert, readIsRelayer, readTreasuryState, SPONSOR_GAS_LIMIT, type TreasuryState } from "@/lib/chain/treasury";
+import { withTimeout } from "@/lib/with-timeout";
 import {
   ChainHealth,
   ChainUnavailableError,
@@ -56,7 +58,81 @@ export type WorkerChainOptions = {
   /** Per HTTP request; a stopped node is noticed after this long. */
   timeoutMs?: number;
   health?: ChainHealth;
+  /** The endpoints' breakers (workerEndpoints), when start-up's reads shared them; else new ones. */
+  endpoints?: EndpointBreaker;
 };
+
+/** Per HTTP request of the worker: a node that does not answer is given up after this long. */
+export const ENDPOINT_TIMEOUT_MS = 5_000;
+
+/**
+ * How long a survey of every endpoint (askEach) waits for the others once one has answered. One still silent then
+ * is left aside by reads until it answers: the worker's start-up and its maintenance checks do not wait out the
+ * timeout of an endpoint that accepts connections and never answers.
+ */
+export const SURVEY_GRACE_MS = 1_000;
+
+/**
+ * The longest a stage waits on the chain inside a database transaction (review, relay: rows locked meanwhile). Well
+ * under the server's idle_in_transaction_session_timeout (15 s, worker.ts), which ended such a transaction while
+ * reads failed over from endpoint to endpoint and the stage was logged as a database outage; past it the stage fails
+ * as a chain outage (ChainUnavailableError), its transaction is rolled back and the loop backs off.
+ */
+export const CHAIN_WAIT_IN_TRANSACTION_MS = 6_000;
+
+/** `read`, or a ChainUnavailableError once it has taken CHAIN_WAIT_IN_TRANSACTION_MS (it is not cancelled). */
+export function withinTransactionWait<T>(what: string, read: Promise<T>, ms = CHAIN_WAIT_IN_TRANSACTION_MS): Promise<T> {
+  return withTimeout(read, ms, () => new ChainUnavailableError(`${what}: no answer from the chain within ${ms} ms while the stage's rows were locked`));
+}
+
+/**
+ * The worker's breakers over RPC_URL's endpoints (lib/chain/endpoint-breaker.ts): re-probed only by its surveys
+ * (the heads at each maintenance check), so no read of a stage waits on an endpoint that may still be silent.
+ */
+export function workerEndpoints(rpcUrl: string | readonly string[], onChange?: (index: number, url: string, change: EndpointChange) => void): EndpointBreaker {
+  return new EndpointBreaker(rpcUrlList(rpcUrl), { reprobe: "survey", probeMs: ENDPOINT_TIMEOUT_MS, onChange: (i, e, change) => onChange?.(i, e.url, change) });
+}
+
+/**
+ * Asks every endpoint the breaker's survey targets, each on its own and all at once, and returns the answers by
+ * endpoint index: once every one has answered (or failed), or SURVEY_GRACE_MS after the first answer, whichever comes
+ * first. An endpoint still silent then is noted as not reached (EndpointSilentError: reads leave it aside until it
+ * answers); its own answer, when it comes, is noted too. With no answer at all: the first failure, as the caller's.
+ */
+export async function askEach<T>(
+  breaker: EndpointBreaker,
+  clients: readonly ChainPublicClient[],
+  ask: (client: ChainPublicClient) => Promise<T>,
+): Promise<{ answers: Map<number, T>; errors: unknown[] }> {
+  const targets = breaker.surveyTargets();
+  const answers = new Map<number, T>();
+  const errors: unknown[] = [];
+  const pending = new Set(targets);
+  // The grace period starts at the first answer, once.
+  let graceTimer: NodeJS.Timeout | undefined;
+  let firstAnswer: () => void = () => {};
+  const grace = new Promise<void>((resolve) => (firstAnswer = () => void (graceTimer ??= setTimeout(resolve, SURVEY_GRACE_MS))));
+  const all = Promise.all(
+    targets.map(async (index) => {
+      breaker.asking(index);
+      try {
+        const value = await ask(clients[index]!);
+        breaker.noteAnswer(index);
+        if (pending.delete(index)) answers.set(index, value);
+        firstAnswer();
+      } catch (error) {
+        breaker.noteAnswer(index, error);
+        if (pending.delete(index)) errors.push(error);
+      }
+    }),
+  );
+  await Promise.race([all, grace]);
+  clearTimeout(graceTimer);
+  firstAnswer = () => {};
+  for (const index of pending) breaker.noteAnswer(index, new EndpointSilentError(`no answer within ${SURVEY_GRACE_MS} ms of another endpoint's`));
+  pending.clear();
+  return { answers, errors };
+}
 
 /** Blocks per `eth_getLogs` query: hosted RPCs refuse wider ranges (commonly 1,000 to 10,000 blocks). */
 export const LOG_QUERY_BLOCKS = 1_000n;
@@ -73,13 +149,15 @@ export class WorkerChain {
   readonly treasuryAddress: Address;
   readonly registryFromBlock: bigint | undefined;
   readonly health: ChainHealth;
-  /** Each endpoint of RPC_URL, in order. */
-  readonly endpoints: EndpointState[];
+  /** Each endpoint's breaker: the order reads ask them in (lib/chain/endpoint-breaker.ts). */
+  readonly breaker: EndpointBreaker;
   /**
    * One client per endpoint, without failover: for broadcasts (every raw transaction goes to all) and for reads
    * that must come whole from one endpoint (receiptsWithNonces).
    */
   private readonly endpointClients: ChainPublicClient[];
+  /** The same without batching: the heads survey asks each endpoint alone. */
+  private readonly surveyClients: ChainPublicClient[];
   /**
    * The same endpoints without batching, for the head (`eth_blockNumber`), always asked alone: viem schedules a
    * batch with `setTimeout` even for one call, which about doubles a lone call's CPU (bench/worker-sign.ts).
@@ -89,51 +167,62 @@ export class WorkerChain {
   constructor(options: WorkerChainOptions) {
     this.health = options.health ?? new ChainHealth();
     const rpcUrls = rpcUrlList(options.rpcUrl);
-    this.endpoints = rpcUrls.map((url) => ({ url, reachable: true, downSince: undefined, lastError: undefined }));
+    this.breaker = options.endpoints ?? workerEndpoints(rpcUrls);
     const fetchFn = createNodeFetch();
     // No retries inside viem: the worker's loop backs off and logs, and a broadcast is retried from the database.
     const clientOptions = {
       chainId: options.chainId,
-      timeoutMs: options.timeoutMs ?? 5_000,
+      timeoutMs: options.timeoutMs ?? ENDPOINT_TIMEOUT_MS,
       retryCount: 0,
       // node:http with keep-alive instead of the global fetch: a fraction of the CPU per JSON-RPC request.
       fetchFn,
       maxResponseBodySize: false as const,
     };
-    const readOptions = {
-      ...clientOptions,
-      rpcUrl: rpcUrls,
-      onEndpointResponse: (url: string, outcome: { ok: true } | { ok: false; error: Error }) => this.noteEndpoint(url, outcome.ok ? undefined : outcome.error),
-    };
+    const readOptions = { ...clientOptions, rpcUrl: rpcUrls, endpoints: this.breaker };
     this.client = createChainClients(readOptions).publicClient;
     this.headClient = createChainClients({ ...readOptions, batch: false }).publicClient;
     this.endpointClients = rpcUrls.length === 1 ? [this.client] : rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl }).publicClient);
+    this.surveyClients =
+      rpcUrls.length === 1 ? [this.headClient] : rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl, batch: false }).publicClient);
     this.chainId = options.chainId;
     this.registryAddress = options.registryAddress;
     this.treasuryAddress = options.treasuryAddress;
     this.registryFromBlock = options.registryFromBlock;
   }
 
-  /** An answer (or an error: only "not reached" marks it down) from one endpoint. */
-  private noteEndpoint(url: string, error: unknown): void {
-    const e = this.endpoints.find((x) => x.url === url);
-    if (!e) return;
-    if (error !== undefined && isUnreachable(error)) {
-      e.lastError = messageOf(error).slice(0, 300);
-      if (e.reachable) {
-        e.reachable = false;
-        e.downSince = new Date();
-      }
-    } else if (!e.reachable) {
-      e.reachable = true;
-      e.downSince = undefined;
-    }
+  /** Each endpoint of RPC_URL, in order, as its breaker last found it. */
+  get endpoints(): readonly EndpointState[] {
+    return this.breaker.endpoints;
   }
 
-  /** eth_chainId of an RPC, for start-up (the deployment may not name the chain). */
-  static async readChainId(rpcUrl: string | readonly string[], timeoutMs = 5_000): Promise<number> {
-    const client = createChainClients({ rpcUrl, timeoutMs, retryCount: 0 }).publicClient;
-    return reach("eth_chainId", () => client.getChainId());
+  /**
+   * eth_chainId of an RPC, for start-up (the deployment may not name the chain). Several endpoints are asked at once
+   * (askEach): the first in RPC_URL's order that answers tells it, and one silent by then starts its cool-off in
+   * `endpoints`, the breakers the worker's reads then share, instead of costing every start-up read its timeout.
+   */
+  static async readChainId(rpcUrl: string | readonly string[], options: { timeoutMs?: number; endpoints?: EndpointBreaker } = {}): Promise<number> {
+    const rpcUrls = rpcUrlList(rpcUrl);
+    const clientOptions = { timeoutMs: options.timeoutMs ?? ENDPOINT_TIMEOUT_MS, retryCount: 0, batch: false };
+    if (rpcUrls.length === 1) {
+      const client = createChainClients({ rpcUrl: rpcUrls, ...clientOptions }).publicClient;
+      return reach("eth_chainId", () => client.getChainId());
+    }
+    const breaker = options.endpoints ?? workerEndpoints(rpcUrls);
+    const clients = rpcUrls.map((url) => createChainClients({ rpcUrl: url, ...clientOptions }).publicClient);
+    const { answers, errors } = await askEach(breaker, clients, (client) => client.getChainId());
+    const first = [...answers.keys()].sort((a, b) => a - b)[0];
+    if (first !== undefined) return answers.get(first)!;
+    // No endpoint answered: an outage when one was not reached (waited out), else the first endpoint's refusal.
+    const unreached = errors.find((e) => isUnreachable(e));
+    if (unreached !== undefined || errors.length === 0) {
+      throw new ChainUnavailableError(`eth_chainId: no RPC endpoint answered (${messageOf(unreached ?? "every endpoint silent")})`, { cause: unreached });
+    }
+    throw errors[0];
+  }
+
+  /** An answer (or an error: only "not reached" counts against it) from one endpoint. */
+  private noteEndpoint(index: number, error: unknown): void {
+    this.breaker.noteAnswer(index, error);
   }
 
   private reach<T>(what: string, read: () => Promise<T>): Promise<T> {
@@ -142,6 +231,29 @@ export class WorkerChain {
 
   async blockNumber(): Promise<bigint> {
     return this.reach("eth_blockNumber", async () => hexToBigInt(await this.headClient.request({ method: "eth_blockNumber" })));
+  }
+
+  /**
+   * The head, from every endpoint (the maintenance check's: once per heartbeat while busy, every 30 s idle): each is
+   * asked alone and all at once (askEach), so a silent endpoint costs the check SURVEY_GRACE_MS at most. Each answer
+   * is noted in the breakers: one whose cool-off has ended is re-probed. The head returned is the highest answered.
+   * One endpoint: `blockNumber()` (one call, as before).
+   */
+  async surveyHead(): Promise<bigint> {
+    if (this.endpointClients.length === 1) return this.blockNumber();
+    const { answers, errors } = await askEach(this.breaker, this.surveyClients, async (client) =>
+      hexToBigInt(await client.request({ method: "eth_blockNumber" })),
+    );
+    const current = [...answers.values()];
+    if (current.length === 0) {
+      const error = new ChainUnavailableError(`eth_blockNumber: no RPC endpoint answered (${messageOf(errors[0] ?? "every endpoint silent")})`, {
+        cause: errors[0],
+      });
+      this.health.noteUnreachable(error);
+      throw error;
+    }
+    this.health.noteReached();
+    return current.reduce((a, b) => (b > a ? b : a));
   }
 
   /**
@@ -201,21 +313,23 @@ export class WorkerChain {
     settledAt?: bigint,
   ): Promise<{ receipts: Map<Hash, MinedReceipt | null>; nonces: Map<Address, number> } | undefined> {
     const tag = settledAt === undefined ? "latest" : numberToHex(settledAt);
-    for (const [e, client] of this.endpointClients.entries()) {
+    for (const e of this.breaker.readOrder()) {
+      const client = this.endpointClients[e]!;
+      this.breaker.asking(e);
       try {
         // Issued together: viem's batching sends them in one HTTP request.
         const [answers, counts] = await Promise.all([
           Promise.all(hashes.map((hash) => client.request({ method: "eth_getTransactionReceipt", params: [hash] }))),
           Promise.all(relayers.map((address) => client.request({ method: "eth_getTransactionCount", params: [address, tag as "latest"] }))),
         ]);
-        this.noteEndpoint(this.endpoints[e]!.url, undefined);
+        this.noteEndpoint(e, undefined);
         return {
           receipts: toReceipts(hashes, answers as RpcReceipt[]),
           nonces: new Map(relayers.map((address, i) => [address, Number(BigInt(counts[i]!))])),
         };
       } catch (error) {
         // Not every call answered (down, a block behind the asked one, a limit): the next endpoint, whole.
-        this.noteEndpoint(this.endpoints[e]!.url, error);
+        this.noteEndpoint(e, error);
       }
     }
     return undefined;
@@ -224,21 +338,29 @@ export class WorkerChain {
   /**
    * Sends stored raw transactions together (one batched request per endpoint, in the given order) to every
    * endpoint, and classifies each transaction's answers (combineBroadcastOutcomes): accepted by any endpoint is
-   * accepted. The chain counts as unreachable only when no endpoint was reached.
+   * accepted. The chain counts as unreachable only when no endpoint was reached. The answers of endpoints cooling
+   * off (not reached lately) are waited for only when the others did not accept every transaction: an acceptance is
+   * final whatever they say, and a silent one would hold each broadcast for its timeout (its answer is still noted).
    */
   async broadcast(raws: readonly Hex[]): Promise<BroadcastOutcome[]> {
     if (raws.length === 0) return [];
-    const perEndpoint = await Promise.all(
-      this.endpointClients.map(async (client, e) => {
-        const settled = await Promise.allSettled(raws.map((raw) => client.request({ method: "eth_sendRawTransaction", params: [raw] })));
-        const unreachable = settled.find((s) => s.status === "rejected" && isUnreachable(s.reason));
-        this.noteEndpoint(this.endpoints[e]!.url, unreachable?.status === "rejected" ? unreachable.reason : undefined);
-        return {
-          unreachable: unreachable?.status === "rejected" ? (unreachable.reason as unknown) : undefined,
-          outcomes: settled.map((s): BroadcastOutcome => (s.status === "fulfilled" ? { kind: "accepted" } : classifyBroadcastError(s.reason))),
-        };
-      }),
-    );
+    type EndpointOutcomes = { unreachable: unknown; outcomes: BroadcastOutcome[] };
+    const answered: (EndpointOutcomes | undefined)[] = this.endpointClients.map(() => undefined);
+    const sends = this.endpointClients.map(async (client, e) => {
+      const settled = await Promise.allSettled(raws.map((raw) => client.request({ method: "eth_sendRawTransaction", params: [raw] })));
+      const unreachable = settled.find((s) => s.status === "rejected" && isUnreachable(s.reason));
+      this.noteEndpoint(e, unreachable?.status === "rejected" ? unreachable.reason : undefined);
+      answered[e] = {
+        unreachable: unreachable?.status === "rejected" ? (unreachable.reason as unknown) : undefined,
+        outcomes: settled.map((s): BroadcastOutcome => (s.status === "fulfilled" ? { kind: "accepted" } : classifyBroadcastError(s.reason))),
+      };
+    });
+    const coolingOff = new Set(this.endpoints.flatMap((endpoint, e) => (endpoint.failures > 0 ? [e] : [])));
+    const first = sends.filter((_, e) => !coolingOff.has(e));
+    await Promise.all(first.length > 0 ? first : sends);
+    const allAccepted = raws.every((_, i) => answered.some((p) => p?.outcomes[i]!.kind === "accepted"));
+    if (!allAccepted) await Promise.all(sends);
+    const perEndpoint = answered.filter((p): p is EndpointOutcomes => p !== undefined);
     const outcomes = raws.map((_, i) => combineBroadcastOutcomes(perEndpoint.map((p) => p.outcomes[i]!)));
     if (perEndpoint.every((p) => p.unreachable !== undefined)) {
       this.health.noteUnreachable(new ChainUnavailableError(`eth_sendRawTransaction: ${messageOf(perEndpoint[0]!.unreachable)}`));

@@ -34,8 +34,17 @@ export type HeartbeatDetails = {
     downSince: string | null;
     lastError: string | null;
     chainId: number;
-    /** Each RPC_URL endpoint by its origin (its path may hold a key), in order. */
-    endpoints: { endpoint: string; reachable: boolean; downSince: string | null; lastError: string | null }[];
+    /**
+     * Each RPC_URL endpoint by its origin (its path may hold a key), in order. `coolingOffUntil`: until when reads
+     * leave it aside for not answering (null: they ask it).
+     */
+    endpoints: {
+      endpoint: string;
+      reachable: boolean;
+      downSince: string | null;
+      lastError: string | null;
+      coolingOffUntil: string | null;
+    }[];
   };
   treasury: { address: string; balanceWei: string; amountWei: string; paused: boolean; underfunded: boolean; checkedAt: string } | null;
   /** MAX_FEE_PER_GAS_GWEI (null when unset): whether the base fee was above it when last read, and since when. */
@@ -90,6 +99,11 @@ export class Heartbeat {
           reachable: ctx.chain.endpoints.length === 1 ? health.reachable : e.reachable,
           downSince: e.downSince?.toISOString() ?? null,
           lastError: e.lastError ?? null,
+          // performance.now() to the wall clock, for people reading it.
+          coolingOffUntil:
+            ctx.chain.endpoints.length > 1 && e.coolingOffUntilMs > performance.now()
+              ? new Date(Date.now() + (e.coolingOffUntilMs - performance.now())).toISOString()
+              : null,
         })),
       },
       treasury: t

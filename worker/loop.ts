@@ -271,7 +271,8 @@ export class WorkerLoop {
         "confirm",
         async () => {
           this.lastBlockPoll = now;
-          const block = await ctx.chain.blockNumber();
+          // The maintenance check reads every endpoint's head (one call each): which answer again.
+          const block = maintenanceCheck ? await ctx.chain.surveyHead() : await ctx.chain.blockNumber();
           const newBlock = block !== this.lastBlock;
           ctx.status.blockNumber = block;
           if (!newBlock && !fullDue) return 0;

@@ -8,7 +8,7 @@ import { ConfigError, developmentSecretsRefusal, type Config } from "@/lib/confi
 import type { Logger } from "@/lib/log";
 import { startProcessMetricsServer } from "@/lib/metrics";
 import { withTimeout } from "@/lib/with-timeout";
-import { WorkerChain } from "./chain";
+import { WorkerChain, workerEndpoints } from "./chain";
 import { ChainHealth, ChainUnavailableError } from "./chain-answers";
 import { emptyTotals, type WorkerContext, type WorkerSettings } from "./context";
 import { FatalWorkerError, isDatabaseUnavailable } from "./errors";
@@ -48,8 +48,8 @@ export type RunningWorker = {
 
 /**
  * The worker pool's answer timeout (WorkerSettings.databaseAnswerTimeoutMs). Its statements have no statement_timeout;
- * the longest legitimate one waits on a row lock another worker holds across one chain read (5 s) and is ended by
- * idle_in_transaction_session_timeout (15 s) at worst, and the prune of old webhook events is a single statement
+ * the longest legitimate one waits on a row lock another worker holds while it waits on the chain (at most
+ * CHAIN_WAIT_IN_TRANSACTION_MS, 6 s) and is ended by idle_in_transaction_session_timeout (15 s) at worst, and the prune of old webhook events is a single statement
  * that the server completes even if this side gives up on it.
  */
 const DATABASE_ANSWER_TIMEOUT_MS = 60_000;
@@ -114,6 +114,14 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   const databaseUrl = config.databaseUrl;
   const rpcUrl = config.rpcUrls;
 
+  // The endpoints' breakers, shared by start-up's reads and the worker's (lib/chain/endpoint-breaker.ts): an endpoint
+  // that does not answer at start-up is left aside at once. Logged by position and origin (a path may hold a key).
+  const endpoints = workerEndpoints(rpcUrl, (index, url, change) => {
+    const fields = { endpoint: index + 1, origin: new URL(url).origin };
+    if (change.kind === "cooling_off") log.warn("RPC endpoint not answering: reads ask the others for a while", { ...fields, ...change });
+    else log.info("RPC endpoint answers again", { ...fields, downForMs: change.downForMs });
+  });
+
   const notice = functionsNotice(
     await untilReady(
       "database",
@@ -126,7 +134,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   const chainId = await untilReady(
     "chain",
     log,
-    () => WorkerChain.readChainId(rpcUrl),
+    () => WorkerChain.readChainId(rpcUrl, { endpoints }),
     () => stopped,
   );
   // Anvil's well-known keys sign for the local chain only. Configuration parsing refuses them with a remote RPC_URL;
@@ -151,6 +159,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     treasuryAddress: deployment.treasuryAddress,
     registryFromBlock: deployment.deployBlock === undefined ? undefined : BigInt(deployment.deployBlock),
     health,
+    endpoints,
   });
   const code = await untilReady(
     "chain",
@@ -180,8 +189,9 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
 
   // A worker frozen inside a transaction (SIGSTOP, a paused container) would hold its relayer's row lock and the
   // requests it claimed for ever, and another worker taking the expired lease over would wait on that lock: the
-  // server ends such a session. The longest legitimate idle gap inside a worker transaction is one chain read
-  // (5 s timeout) or signing a batch.
+  // server ends such a session. The longest legitimate idle gap inside a worker transaction is a stage's wait on the
+  // chain, bounded by CHAIN_WAIT_IN_TRANSACTION_MS (6 s, worker/chain.ts: reads failing over from endpoint to endpoint
+  // could take 5 s each), or signing a batch.
   const settings = workerSettings(config, options.settings);
   const db: Database = createDatabase(databaseUrl, {
     max: 6,

@@ -1,12 +1,13 @@
 import {
   createPublicClient,
+  createTransport,
   createWalletClient,
   defineChain,
-  fallback,
   http,
+  shouldThrow,
   type Account,
   type Chain,
-  type FallbackTransport,
+  type EIP1193RequestFn,
   type PublicClient,
   type Transport,
   type WalletClient,
@@ -14,13 +15,14 @@ import {
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { getConfig } from "@/lib/config";
+import { EndpointBreaker } from "./endpoint-breaker";
 
 /**
  * viem clients built from the configuration. The polling interval is explicit: viem's default (4 s) would make
  * every receipt wait on a local chain last seconds. JSON-RPC batching is on, so reads issued together (balances
  * of every relayer, the treasury's state) travel in one HTTP request. Several endpoints of one chain (RPC_URL as a
- * comma-separated list) go through viem's `fallback` transport: each call goes to the first endpoint that answers,
- * in the configured order.
+ * comma-separated list) go through `failover` below: each call goes to the first endpoint that answers, in the
+ * configured order, except those an EndpointBreaker leaves aside (not reached lately).
  */
 
 export type ChainClientOptions = {
@@ -48,8 +50,11 @@ export type ChainClientOptions = {
   fetchFn?: typeof fetch;
   /** The transport's cap on an answer's size (viem's default 10 MB); `false` when `fetchFn` enforces its own. */
   maxResponseBodySize?: number | false;
-  /** With several endpoints: told of every answer (or error) of each endpoint, by its URL. */
-  onEndpointResponse?: (rpcUrl: string, outcome: { ok: true } | { ok: false; error: Error }) => void;
+  /**
+   * With several endpoints: the order reads ask them in, and where their answers are noted (the worker shares one
+   * between its clients). Default: one of these clients' own, whose endpoints are re-probed by reads.
+   */
+  endpoints?: EndpointBreaker;
 };
 
 /** JSON-RPC calls one batched HTTP request carries at most (more are split into several requests). */
@@ -101,23 +106,18 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
       ...(options.fetchFn ? { fetchFn: options.fetchFn } : {}),
       ...(options.maxResponseBodySize !== undefined ? { maxResponseBodySize: options.maxResponseBodySize } : {}),
     });
-  // One endpoint: plain HTTP. Several: the first that answers, in order (no ranking: that would poll every endpoint).
+  // One endpoint: plain HTTP. Several: the first that answers, in the breaker's order (no latency ranking: that
+  // would poll every endpoint).
   const transport: Transport =
     rpcUrls.length === 1
       ? httpTo(rpcUrl, options.retryCount ?? 3)
-      : fallback(
+      : failover(
           rpcUrls.map((url) => httpTo(url, 0)),
-          { rank: false, retryCount: options.retryCount ?? 3 },
+          options.endpoints ?? new EndpointBreaker(rpcUrls, { reprobe: "reads", probeMs: options.timeoutMs ?? 10_000 }),
+          options.retryCount ?? 3,
         );
   const chain: Chain | undefined = options.chainId === undefined ? undefined : chainFromId(options.chainId, rpcUrl);
   const publicClient: ChainPublicClient = createPublicClient({ transport, chain, pollingInterval });
-  const onEndpointResponse = options.onEndpointResponse;
-  if (rpcUrls.length > 1 && onEndpointResponse) {
-    (publicClient.transport as unknown as ReturnType<FallbackTransport>["value"] & {}).onResponse((r) => {
-      const url = (r.transport as { value?: { url?: string } }).value?.url ?? rpcUrl;
-      onEndpointResponse(url, r.status === "success" ? { ok: true } : { ok: false, error: r.error ?? new Error("unknown error") });
-    });
-  }
   const walletClient = (privateKey: Hex, chainId?: number): RelayerWalletClient => {
     const id = chainId ?? options.chainId;
     if (id === undefined) throw new Error("walletClient needs a chain id: pass it, or create the clients with chainId");
@@ -130,6 +130,35 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
   };
   // `extend` returns a new client with the extra members; `publicClient` is the plain client underneath.
   return publicClient.extend(() => ({ publicClient, rpcUrl, rpcUrls, walletClient })) as unknown as ChainClients;
+}
+
+/**
+ * Several endpoints as one transport: a call asks the endpoints in `breaker.readOrder()`, one after the other, until
+ * one answers, and notes each outcome in the breaker. As viem's `fallback` (which it replaces: its order is fixed), a
+ * call the node refused in a way no other endpoint would judge otherwise (a revert, `shouldThrow`) is not asked of the
+ * next. Calls issued together still travel in one batched HTTP request per endpoint (the endpoints' own transports).
+ */
+function failover(transports: readonly Transport[], breaker: EndpointBreaker, retryCount: number): Transport {
+  return ({ chain, timeout, ...rest }) => {
+    const endpoints = transports.map((t) => t({ ...rest, chain, retryCount: 0, timeout }));
+    const request: EIP1193RequestFn = async ({ method, params }, requestOptions) => {
+      const order = breaker.readOrder();
+      for (const [n, index] of order.entries()) {
+        breaker.asking(index);
+        try {
+          // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the endpoint's transport takes any JSON-RPC method, as viem's fallback passes it
+          const response: unknown = await endpoints[index]!.request({ method, params } as any, requestOptions);
+          breaker.noteAnswer(index);
+          return response as never;
+        } catch (error) {
+          breaker.noteAnswer(index, error);
+          if (n === order.length - 1 || shouldThrow(error as Error)) throw error;
+        }
+      }
+      throw new Error("no RPC endpoint to ask");
+    };
+    return createTransport({ key: "failover", name: "Failover", type: "failover", request, retryCount }, { breaker });
+  };
 }
 
 let cached: { key: string; clients: ChainClients } | undefined;

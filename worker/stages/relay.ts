@@ -14,6 +14,7 @@ import {
 import type { RequestTimes } from "@/db/queries/request-times";
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import { lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
+import { withinTransactionWait } from "../chain";
 import { broadcastStored, type StoredTransaction } from "./broadcast";
 import { relayChainState, treasuryStatus, type WorkerContext } from "../context";
 import { metrics } from "../metrics";
@@ -46,8 +47,9 @@ export type RelayOutcome = {
  * above MAX_FEE_PER_GAS_GWEI (worker/fee-ceiling.ts); otherwise the fees offered are capped at the ceiling.
  *
  * Four round trips to the database: BEGIN with both locks (relayers, then requests); the re-read of the locked
- * requests with the count of open relays (while the treasury and the fees are read from the chain); the writes;
- * COMMIT once the nonce update is known to have found every relayer.
+ * requests with the count of open relays (while the treasury and the fees are read from the chain, for at most
+ * CHAIN_WAIT_IN_TRANSACTION_MS: worker/chain.ts); the writes; COMMIT once the nonce update is known to have found
+ * every relayer.
  */
 /** The set of leased relayers last found not authorised, per worker: logged when it changes. */
 const loggedUnauthorised = new WeakMap<WorkerContext, string[]>();
@@ -127,10 +129,11 @@ async function relayBatchOnce(ctx: WorkerContext): Promise<RelayOutcome> {
     // The locked requests re-read in a later statement (it sees every attempt committed before the locks were
     // granted). The treasury must cover what is already in flight plus each new attempt; otherwise the requests
     // wait (rows untouched, locks released at commit) and no attempt is created or burned. The chain is asked
-    // while the database answers, once per block (relayChainState).
+    // while the database answers, once per block (relayChainState), for CHAIN_WAIT_IN_TRANSACTION_MS at most: past
+    // it the batch is rolled back as a chain outage, long before the server would end the transaction.
     const [[candidates, openRelays], { treasury, fees, authorised }] = await Promise.all([
       tx.send([readRelayCandidates(locked), countOpenRelays()]),
-      relayChainState(ctx, [...nonces.keys()] as Address[]),
+      withinTransactionWait("relay", relayChainState(ctx, [...nonces.keys()] as Address[])),
     ]);
     if (candidates.length === 0) return { stored: [], claimed: 0 };
     ctx.status.treasury = treasuryStatus(treasury);

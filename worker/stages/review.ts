@@ -2,6 +2,7 @@ import { applyReviewDecisions, claimPendingRequests, type ReviewDecision } from 
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import { now } from "@/lib/sponsorship/clock";
 import type { Address } from "viem";
+import { withinTransactionWait } from "../chain";
 import { ChainUnavailableError } from "../chain-answers";
 import type { WorkerContext } from "../context";
 import { metrics } from "../metrics";
@@ -49,18 +50,22 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
       try {
         // Simulated from a relayer this worker may use (any configured one: eth_call needs no key). Both reads are
         // issued together, so they travel in one JSON-RPC batch (one HTTP request); a wallet found already sponsored
-        // is rejected as such whatever its dry run says.
+        // is rejected as such whatever its dry run says. The claimed rows are locked meanwhile: the wait is bounded
+        // (CHAIN_WAIT_IN_TRANSACTION_MS, worker/chain.ts), past it the requests stay pending as in an outage.
         const relayer = (ctx.pool.leased[0] ?? ctx.pool.configured[0]) as Address | undefined;
-        const [sponsored, reverts] = await Promise.all([
-          ctx.chain.areSponsored(toCheck.map((c) => c.walletAddress)),
-          relayer
-            ? ctx.chain.simulateSponsorships(
-                relayer,
-                toCheck.map((c) => ({ id: c.id, wallet: c.walletAddress as Address })),
-                SPONSOR_GAS_LIMIT,
-              )
-            : new Map<string, { errorName?: string; text: string } | null>(),
-        ]);
+        const [sponsored, reverts] = await withinTransactionWait(
+          "review",
+          Promise.all([
+            ctx.chain.areSponsored(toCheck.map((c) => c.walletAddress)),
+            relayer
+              ? ctx.chain.simulateSponsorships(
+                  relayer,
+                  toCheck.map((c) => ({ id: c.id, wallet: c.walletAddress as Address })),
+                  SPONSOR_GAS_LIMIT,
+                )
+              : new Map<string, { errorName?: string; text: string } | null>(),
+          ]),
+        );
         const payable: typeof toCheck = [];
         for (const c of toCheck) {
           const already = sponsored.get(c.walletAddress);

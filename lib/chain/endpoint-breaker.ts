@@ -1,0 +1,173 @@
+import { BaseError, HttpRequestError, RpcRequestError, TimeoutError } from "viem";
+
+/**
+ * Which of several RPC_URL endpoints a read asks, in which order (decisions.md "Several RPC endpoints": reads fail
+ * over to the next when one does not answer). Each endpoint has a circuit breaker:
+ * - an endpoint that was not reached (refused, reset, an HTTP 5xx or 429, no answer within the timeout) is not asked
+ *   by reads for a cool-off, COOL_OFF_MS doubling with each failure in a row up to MAX_COOL_OFF_MS; reads go to the
+ *   others meanwhile. Only while every endpoint is cooling off are they asked, in the order their cool-offs end.
+ *   Without it, an endpoint that accepts connections and never answers cost every read its whole timeout before the
+ *   next endpoint was asked;
+ * - after the cool-off it is asked again ("re-probed"): by the next read that gets to it (`reprobe: "reads"`, the
+ *   web server), or only by a survey (`reprobe: "survey"`, the worker: `surveyTargets`, once per maintenance check),
+ *   so that no read of the worker waits on an endpoint that may still be silent. Any answer closes the breaker.
+ * A single endpoint is always asked: there is nothing to fail over to.
+ */
+
+/** The first cool-off of an endpoint that was not reached; it doubles with each failure in a row. */
+export const COOL_OFF_MS = 10_000;
+/** The longest cool-off: an endpoint back in service is used again within this (plus one survey) at the latest. */
+export const MAX_COOL_OFF_MS = 60_000;
+
+/** A survey gave up waiting for this endpoint: another one answered SURVEY_GRACE_MS before (endpointNotReached). */
+export class EndpointSilentError extends Error {
+  override name = "EndpointSilentError";
+}
+
+/** The text of a viem error worth keeping: the node's own words when it gave some. */
+export function rpcErrorMessage(error: unknown): string {
+  if (error instanceof BaseError) {
+    const rpc = error.walk((e) => e instanceof RpcRequestError);
+    if (rpc instanceof RpcRequestError) return rpc.details || rpc.shortMessage;
+    return error.details || error.shortMessage;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** True when the error means "the endpoint was not reached / did not answer", not "the node said no". */
+export function endpointNotReached(error: unknown): boolean {
+  if (error instanceof EndpointSilentError) return true;
+  if (!(error instanceof BaseError)) {
+    return error instanceof Error && /fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|socket hang up|aborted/i.test(error.message);
+  }
+  if (error.walk((e) => e instanceof TimeoutError) instanceof TimeoutError) return true;
+  const http = error.walk((e) => e instanceof HttpRequestError);
+  if (http instanceof HttpRequestError) return http.status === undefined || http.status >= 500 || http.status === 429;
+  const rpc = error.walk((e) => e instanceof RpcRequestError);
+  if (rpc instanceof RpcRequestError) return rpc.status !== undefined && (rpc.status >= 500 || rpc.status === 429);
+  return false;
+}
+
+/** One RPC endpoint as this process last found it (the worker's heartbeat shows it: `chain.endpoints`). */
+export type EndpointState = {
+  url: string;
+  /** The last call to it reached it. */
+  reachable: boolean;
+  downSince: Date | undefined;
+  lastError: string | undefined;
+  /**
+   * Cool-offs in a row (0: the last call reached it). A failure of a call sent while it cools off (a broadcast, a
+   * call that was already on its way) is the same episode and does not lengthen it.
+   */
+  failures: number;
+  /** performance.now() until which reads leave it aside (0: none). */
+  coolingOffUntilMs: number;
+  /** performance.now() until which a re-probe sent after its cool-off is awaited (others leave it aside meanwhile). */
+  probingUntilMs: number;
+};
+
+export type EndpointChange = { kind: "cooling_off"; coolOffMs: number; error: string } | { kind: "answers_again"; downForMs: number };
+
+export type EndpointBreakerOptions = {
+  /** Who asks an endpoint again once its cool-off has ended: the next read that gets to it, or only a survey. */
+  reprobe: "reads" | "survey";
+  /** Told of each change of an endpoint's state (index from 0), once per change. */
+  onChange?: (index: number, endpoint: EndpointState, change: EndpointChange) => void;
+  /** How long a re-probing read keeps other reads away from it: the transport's timeout. Default 10,000 ms. */
+  probeMs?: number;
+};
+
+export function coolOffAfter(failures: number): number {
+  return Math.min(MAX_COOL_OFF_MS, COOL_OFF_MS * 2 ** Math.max(0, Math.min(failures - 1, 10)));
+}
+
+export class EndpointBreaker {
+  readonly endpoints: EndpointState[];
+  private readonly downSinceMs: number[];
+
+  constructor(
+    urls: readonly string[],
+    private readonly options: EndpointBreakerOptions,
+  ) {
+    this.endpoints = urls.map((url) => ({
+      url,
+      reachable: true,
+      downSince: undefined,
+      lastError: undefined,
+      failures: 0,
+      coolingOffUntilMs: 0,
+      probingUntilMs: 0,
+    }));
+    this.downSinceMs = urls.map(() => 0);
+  }
+
+  indexOf(url: string): number {
+    return this.endpoints.findIndex((e) => e.url === url);
+  }
+
+  /**
+   * The endpoints a read asks, in order: those neither cooling off nor behind, in the configured order (with
+   * `reprobe: "reads"`, one whose cool-off has ended among them); when none is left, those cooling off, the one whose
+   * cool-off ends first first.
+   */
+  readOrder(now = performance.now()): number[] {
+    if (this.endpoints.length === 1) return [0];
+    const usable: number[] = [];
+    const resting: number[] = [];
+    this.endpoints.forEach((e, i) => {
+      if (e.failures === 0 || (this.options.reprobe === "reads" && this.dueForProbe(e, now))) usable.push(i);
+      else resting.push(i);
+    });
+    if (usable.length > 0) return usable;
+    return resting.sort((a, b) => this.endpoints[a]!.coolingOffUntilMs - this.endpoints[b]!.coolingOffUntilMs);
+  }
+
+  /**
+   * The endpoints a survey asks: every one not cooling off, and those whose cool-off has ended (their re-probe); all
+   * of them when every one is cooling off.
+   */
+  surveyTargets(now = performance.now()): number[] {
+    const due = this.endpoints.flatMap((e, i) => (e.failures === 0 || this.dueForProbe(e, now) ? [i] : []));
+    return due.length > 0 ? due : this.endpoints.map((_, i) => i);
+  }
+
+  private dueForProbe(e: EndpointState, now: number): boolean {
+    return now >= e.coolingOffUntilMs && now >= e.probingUntilMs;
+  }
+
+  /** A call is about to be sent to endpoint `index`: a re-probe keeps other reads away until it is answered. */
+  asking(index: number, now = performance.now()): void {
+    const e = this.endpoints[index];
+    if (e && e.failures > 0 && this.dueForProbe(e, now)) e.probingUntilMs = now + (this.options.probeMs ?? 10_000);
+  }
+
+  /** The outcome of a call to endpoint `index`: an error that says it was not reached, or anything else (it was). */
+  noteAnswer(index: number, error?: unknown, now = performance.now()): void {
+    const e = this.endpoints[index];
+    if (!e) return;
+    if (error !== undefined && endpointNotReached(error)) {
+      e.lastError = rpcErrorMessage(error).slice(0, 300);
+      e.probingUntilMs = 0;
+      if (e.failures > 0 && now < e.coolingOffUntilMs) return;
+      e.failures++;
+      const coolOffMs = coolOffAfter(e.failures);
+      e.coolingOffUntilMs = now + coolOffMs;
+      if (e.reachable) {
+        e.reachable = false;
+        e.downSince = new Date();
+        this.downSinceMs[index] = now;
+        if (this.endpoints.length > 1) this.options.onChange?.(index, e, { kind: "cooling_off", coolOffMs, error: e.lastError });
+      }
+      return;
+    }
+    const wasDown = !e.reachable;
+    e.failures = 0;
+    e.coolingOffUntilMs = 0;
+    e.probingUntilMs = 0;
+    if (wasDown) {
+      e.reachable = true;
+      e.downSince = undefined;
+      if (this.endpoints.length > 1) this.options.onChange?.(index, e, { kind: "answers_again", downForMs: Math.round(now - this.downSinceMs[index]!) });
+    }
+  }
+}
