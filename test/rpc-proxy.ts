@@ -79,6 +79,64 @@ export async function startCountingRpcProxy(target: string): Promise<CountingRpc
   };
 }
 
+type Call = { jsonrpc: "2.0"; id: number; method: string; params?: unknown[] };
+
+export type LaggingRpcProxy = RpcProxy & {
+  /** From now on answer as the chain stood at block `at` (undefined: pass everything through, caught up). */
+  freeze: (at: bigint | undefined) => void;
+  /** performance.now() of each eth_getTransactionReceipt it was asked while frozen. */
+  receiptAsks: () => number[];
+};
+
+/**
+ * An endpoint behind the node, consistently: while frozen it answers as the chain stood at `at` (the head, nonces,
+ * receipts and logs of later blocks unknown), like a node that has not imported the newest blocks yet, or one that
+ * stopped importing them and still answers.
+ */
+export async function startLaggingRpcProxy(target: string): Promise<LaggingRpcProxy> {
+  let frozenAt: bigint | undefined;
+  const asks: number[] = [];
+  const node = async (call: Call): Promise<{ result?: unknown }> =>
+    (await (await fetch(target, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(call) })).json()) as {
+      result?: unknown;
+    };
+  const hex = (n: bigint) => `0x${n.toString(16)}`;
+  const answer = async (call: Call, at: bigint): Promise<unknown> => {
+    const params = call.params ?? [];
+    switch (call.method) {
+      case "eth_blockNumber":
+        return { jsonrpc: "2.0", id: call.id, result: hex(at) };
+      case "eth_getTransactionCount":
+      case "eth_getBlockByNumber":
+        return node({
+          ...call,
+          params: params.map((p, i) => (i === (call.method === "eth_getBlockByNumber" ? 0 : 1) && (p === "latest" || p === "pending") ? hex(at) : p)),
+        });
+      case "eth_getTransactionReceipt": {
+        asks.push(performance.now());
+        const answered = (await node(call)) as { result: { blockNumber: string } | null };
+        return answered.result && BigInt(answered.result.blockNumber) > at ? { ...answered, result: null } : answered;
+      }
+      case "eth_getLogs": {
+        const [filter] = params as [{ fromBlock?: string; toBlock?: string }];
+        if (filter.fromBlock && filter.fromBlock.startsWith("0x") && BigInt(filter.fromBlock) > at) return { jsonrpc: "2.0", id: call.id, result: [] };
+        const to = filter.toBlock && filter.toBlock.startsWith("0x") && BigInt(filter.toBlock) < at ? filter.toBlock : hex(at);
+        return node({ ...call, params: [{ ...filter, toBlock: to }] });
+      }
+      default:
+        return node(call);
+    }
+  };
+  const proxy = await startRpcProxy(target, async (body) => {
+    const at = frozenAt;
+    if (at === undefined) return undefined;
+    const parsed = JSON.parse(body) as Call | Call[];
+    const answers = await Promise.all((Array.isArray(parsed) ? parsed : [parsed]).map((call) => answer(call, at)));
+    return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? answers : answers[0]) };
+  });
+  return { ...proxy, freeze: (at) => void (frozenAt = at), receiptAsks: () => [...asks] };
+}
+
 export type SilentRpcProxy = RpcProxy & {
   /**
    * `true`: every request from now on is read and never answered (the connection stays open), as by a node that

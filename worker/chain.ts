@@ -2,7 +2,7 @@ import { getAbiItem, hexToBigInt, numberToHex, type Address, type Hash, type Hex
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
-import { EndpointBreaker, EndpointSilentError, type EndpointChange } from "@/lib/chain/endpoint-breaker";
+import { EndpointBreaker, EndpointSilentError, LAGGING_BLOCKS, type EndpointChange } from "@/lib/chain/endpoint-breaker";
 import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
@@ -236,19 +236,24 @@ export class WorkerChain {
   /**
    * The head, from every endpoint (the maintenance check's: once per heartbeat while busy, every 30 s idle): each is
    * asked alone and all at once (askEach), so a silent endpoint costs the check SURVEY_GRACE_MS at most. Each answer
-   * is noted in the breakers: one whose cool-off has ended is re-probed. The head returned is the highest answered.
-   * One endpoint: `blockNumber()` (one call, as before).
+   * is noted in the breakers: an endpoint more than LAGGING_BLOCKS behind the best head seen is left aside by reads
+   * until it catches up, and one whose cool-off has ended is re-probed. The head returned is the highest of the
+   * endpoints not behind. One endpoint: `blockNumber()` (one call, as before).
    */
   async surveyHead(): Promise<bigint> {
     if (this.endpointClients.length === 1) return this.blockNumber();
     const { answers, errors } = await askEach(this.breaker, this.surveyClients, async (client) =>
       hexToBigInt(await client.request({ method: "eth_blockNumber" })),
     );
-    const current = [...answers.values()];
+    this.breaker.noteHeads(answers);
+    const current = [...answers].filter(([i]) => !this.endpoints[i]!.behind).map(([, head]) => head);
     if (current.length === 0) {
-      const error = new ChainUnavailableError(`eth_blockNumber: no RPC endpoint answered (${messageOf(errors[0] ?? "every endpoint silent")})`, {
-        cause: errors[0],
-      });
+      const error = new ChainUnavailableError(
+        answers.size === 0
+          ? `eth_blockNumber: no RPC endpoint answered (${messageOf(errors[0] ?? "every endpoint silent")})`
+          : `eth_blockNumber: every RPC endpoint that answered is more than ${LAGGING_BLOCKS} blocks behind block ${this.breaker.bestHead}`,
+        { cause: errors[0] },
+      );
       this.health.noteUnreachable(error);
       throw error;
     }

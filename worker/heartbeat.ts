@@ -36,7 +36,9 @@ export type HeartbeatDetails = {
     chainId: number;
     /**
      * Each RPC_URL endpoint by its origin (its path may hold a key), in order. `coolingOffUntil`: until when reads
-     * leave it aside for not answering (null: they ask it).
+     * leave it aside for not answering (null: they ask it); `blockNumber`: its head at the last maintenance check that
+     * it answered (several endpoints only); `behind`: more than LAGGING_BLOCKS (3) behind the best head seen, so
+     * reads leave it aside until it catches up.
      */
     endpoints: {
       endpoint: string;
@@ -44,6 +46,8 @@ export type HeartbeatDetails = {
       downSince: string | null;
       lastError: string | null;
       coolingOffUntil: string | null;
+      blockNumber: string | null;
+      behind: boolean;
     }[];
   };
   treasury: { address: string; balanceWei: string; amountWei: string; paused: boolean; underfunded: boolean; checkedAt: string } | null;
@@ -104,6 +108,8 @@ export class Heartbeat {
             ctx.chain.endpoints.length > 1 && e.coolingOffUntilMs > performance.now()
               ? new Date(Date.now() + (e.coolingOffUntilMs - performance.now())).toISOString()
               : null,
+          blockNumber: e.head?.toString() ?? null,
+          behind: e.behind,
         })),
       },
       treasury: t

@@ -271,7 +271,7 @@ export class WorkerLoop {
         "confirm",
         async () => {
           this.lastBlockPoll = now;
-          // The maintenance check reads every endpoint's head (one call each): which answer again.
+          // The maintenance check reads every endpoint's head (one call each): which are behind, which answer again.
           const block = maintenanceCheck ? await ctx.chain.surveyHead() : await ctx.chain.blockNumber();
           const newBlock = block !== this.lastBlock;
           ctx.status.blockNumber = block;

@@ -2,7 +2,7 @@ import type { Hex } from "viem";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { checkHealth } from "@/lib/health";
 import { healthResponse } from "@/lib/sponsorship/schemas";
-import { startCountingRpcProxy, startRpcProxy, type CountingRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
+import { startCountingRpcProxy, startLaggingRpcProxy, startRpcProxy, type CountingRpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
 import {
   anvilRpc,
@@ -97,54 +97,6 @@ describe("RPC_URL with several endpoints", () => {
 
 type Call = { jsonrpc: "2.0"; id: number; method: string; params?: unknown[] };
 
-/**
- * An endpoint a block behind, consistently: it answers as the chain stood at `frozenAt` (the head, nonces, receipts
- * and logs of later blocks unknown), like a node that has not imported the newest block yet.
- */
-async function startLaggingEndpoint(): Promise<RpcProxy & { freeze: (at: bigint | undefined) => void; receiptAsks: () => number[] }> {
-  let frozenAt: bigint | undefined;
-  const asks: number[] = [];
-  const node = async (call: Call): Promise<{ result?: unknown }> =>
-    (await (await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(call) })).json()) as {
-      result?: unknown;
-    };
-  const hex = (n: bigint) => `0x${n.toString(16)}`;
-  const answer = async (call: Call, at: bigint): Promise<unknown> => {
-    const params = call.params ?? [];
-    switch (call.method) {
-      case "eth_blockNumber":
-        return { jsonrpc: "2.0", id: call.id, result: hex(at) };
-      case "eth_getTransactionCount":
-      case "eth_getBlockByNumber":
-        return node({
-          ...call,
-          params: params.map((p, i) => (i === (call.method === "eth_getBlockByNumber" ? 0 : 1) && (p === "latest" || p === "pending") ? hex(at) : p)),
-        });
-      case "eth_getTransactionReceipt": {
-        asks.push(performance.now());
-        const answered = (await node(call)) as { result: { blockNumber: string } | null };
-        return answered.result && BigInt(answered.result.blockNumber) > at ? { ...answered, result: null } : answered;
-      }
-      case "eth_getLogs": {
-        const [filter] = params as [{ fromBlock?: string; toBlock?: string }];
-        if (filter.fromBlock && filter.fromBlock.startsWith("0x") && BigInt(filter.fromBlock) > at) return { jsonrpc: "2.0", id: call.id, result: [] };
-        const to = filter.toBlock && filter.toBlock.startsWith("0x") && BigInt(filter.toBlock) < at ? filter.toBlock : hex(at);
-        return node({ ...call, params: [{ ...filter, toBlock: to }] });
-      }
-      default:
-        return node(call);
-    }
-  };
-  const proxy = await startRpcProxy(fx.anvil.rpcUrl, async (body) => {
-    const at = frozenAt;
-    if (at === undefined) return undefined;
-    const parsed = JSON.parse(body) as Call | Call[];
-    const answers = await Promise.all((Array.isArray(parsed) ? parsed : [parsed]).map((call) => answer(call, at)));
-    return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? answers : answers[0]) };
-  });
-  return { ...proxy, freeze: (at) => void (frozenAt = at), receiptAsks: () => [...asks] };
-}
-
 /** The current endpoint's refusal of receipts and logs: the whole HTTP request, or each such call in a 200 answer. */
 const refusals = {
   "a 503 for any request carrying them": async (body: string) =>
@@ -172,7 +124,7 @@ describe("an endpoint behind the other", () => {
       // The first endpoint is current but cannot serve receipts or logs (a provider's method outage or limit): those
       // reads fail over to the second, which is a block behind until it is let catch up.
       const current = await startRpcProxy(fx.anvil.rpcUrl, refusals[refusal]);
-      const behind = await startLaggingEndpoint();
+      const behind = await startLaggingRpcProxy(fx.anvil.rpcUrl);
       try {
         behind.freeze(BigInt(await anvilRpc<string>(fx, "eth_blockNumber")));
         // One attempt: a nonce judged "used by a transaction this service did not send" would fail the request.

@@ -71,7 +71,11 @@ describe("RPC endpoints that accept connections and never answer", () => {
       const d = row?.details as HeartbeatDetails | undefined;
       return d?.chain.endpoints.every((e, i) => i < 2 === (e.coolingOffUntil !== null)) ? d : undefined;
     });
-    expect(details.chain.endpoints.map((e) => e.reachable)).toEqual([false, false, true]);
+    expect(details.chain.endpoints.map((e) => [e.reachable, e.behind])).toEqual([
+      [false, false],
+      [false, false],
+      [true, false],
+    ]);
     expect(lines.filter((l) => l.msg.startsWith("RPC endpoint not answering")).map((l) => l.fields?.endpoint)).toEqual([1, 2]);
 
     // The first answers again: once its cool-off has ended, a maintenance check asks it, and reads use it again.

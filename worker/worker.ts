@@ -119,7 +119,15 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   const endpoints = workerEndpoints(rpcUrl, (index, url, change) => {
     const fields = { endpoint: index + 1, origin: new URL(url).origin };
     if (change.kind === "cooling_off") log.warn("RPC endpoint not answering: reads ask the others for a while", { ...fields, ...change });
-    else log.info("RPC endpoint answers again", { ...fields, downForMs: change.downForMs });
+    else if (change.kind === "answers_again") log.info("RPC endpoint answers again", { ...fields, downForMs: change.downForMs });
+    else if (change.kind === "behind") {
+      log.warn("RPC endpoint behind the others: reads leave it aside until it catches up", {
+        ...fields,
+        head: change.head,
+        bestHead: change.bestHead,
+        behindBy: change.bestHead - change.head,
+      });
+    } else log.info("RPC endpoint caught up", { ...fields, head: change.head, bestHead: change.bestHead });
   });
 
   const notice = functionsNotice(

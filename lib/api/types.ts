@@ -439,7 +439,7 @@ export interface components {
          * @description Why the check is not ok; clients switch on it. Absent when the check is ok
          * @enum {string}
          */
-        HealthCheckCode: "unreachable" | "timeout" | "auth_failed" | "starting_up" | "too_many_connections" | "rpc_error" | "error" | "chain_down" | "database_down" | "no_heartbeat" | "heartbeat_stale" | "relayers_without_gas" | "relayers_not_authorised" | "underfunded" | "treasury_paused" | "no_deployment" | "fees_above_ceiling" | "endpoints_down";
+        HealthCheckCode: "unreachable" | "timeout" | "auth_failed" | "starting_up" | "too_many_connections" | "rpc_error" | "error" | "chain_down" | "database_down" | "no_heartbeat" | "heartbeat_stale" | "relayers_without_gas" | "relayers_not_authorised" | "underfunded" | "treasury_paused" | "no_deployment" | "fees_above_ceiling" | "endpoints_down" | "endpoints_behind";
         HealthCheck: {
             /** @enum {string} */
             status: "ok" | "degraded" | "down" | "not_configured";
@@ -471,8 +471,11 @@ export interface components {
             endpoints?: {
                 /** @description Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key) */
                 index: number;
-                /** @enum {string} */
-                status: "ok" | "down";
+                /**
+                 * @description behind: answers, with a head more than 3 blocks below the best endpoint's (the worker reads from the others)
+                 * @enum {string}
+                 */
+                status: "ok" | "behind" | "down";
                 code?: components["schemas"]["HealthCheckCode"];
                 blockNumber?: string;
                 latencyMs?: number;

@@ -22,7 +22,7 @@ import { EndpointBreaker } from "./endpoint-breaker";
  * every receipt wait on a local chain last seconds. JSON-RPC batching is on, so reads issued together (balances
  * of every relayer, the treasury's state) travel in one HTTP request. Several endpoints of one chain (RPC_URL as a
  * comma-separated list) go through `failover` below: each call goes to the first endpoint that answers, in the
- * configured order, except those an EndpointBreaker leaves aside (not reached lately).
+ * configured order, except those an EndpointBreaker leaves aside (not reached lately, or behind the others).
  */
 
 export type ChainClientOptions = {

@@ -8,7 +8,8 @@ import { COOL_OFF_MS, EndpointBreaker, MAX_COOL_OFF_MS, coolOffAfter } from "./e
 
 /**
  * decisions.md "Several RPC endpoints": reads fail over to the next endpoint when one does not answer. The breaker
- * decides the order: an endpoint not reached lately is left aside for a bounded cool-off, then asked again.
+ * decides the order: an endpoint not reached lately is left aside for a bounded cool-off, then asked again; one more
+ * than LAGGING_BLOCKS behind the best head seen is left aside until it catches up.
  */
 
 const urls = ["http://a.invalid", "http://b.invalid", "http://c.invalid"];
@@ -58,6 +59,42 @@ describe("the endpoints' breaker", () => {
     expect(breaker.surveyTargets(COOL_OFF_MS + 2)).toEqual([1, 2]);
     breaker.noteAnswer(0, undefined, COOL_OFF_MS + 3);
     expect(breaker.readOrder(COOL_OFF_MS + 4)).toEqual([0, 1, 2]);
+  });
+
+  it("leaves aside an endpoint more than 3 blocks behind the best head seen until it is within 3 again", () => {
+    const changes: string[] = [];
+    const breaker = new EndpointBreaker(urls, { reprobe: "survey", onChange: (i, _, c) => changes.push(`${i}:${c.kind}`) });
+    breaker.noteHeads(
+      new Map([
+        [0, 100n],
+        [1, 103n],
+        [2, 104n],
+      ]),
+    );
+    expect(breaker.endpoints.map((e) => e.behind)).toEqual([true, false, false]);
+    expect(breaker.readOrder()).toEqual([1, 2]);
+    // The best head only rises: the endpoint that was ahead gone, the one behind stays aside while it does not move.
+    breaker.noteHeads(new Map([[0, 100n]]));
+    expect(breaker.bestHead).toBe(104n);
+    expect(breaker.endpoints[0]!.behind).toBe(true);
+    breaker.noteHeads(
+      new Map([
+        [0, 101n],
+        [1, 104n],
+      ]),
+    );
+    expect(breaker.endpoints[0]!.behind).toBe(false);
+    // Every endpoint below the best head seen (a test chain reset): the best head is what they say now.
+    breaker.noteHeads(
+      new Map([
+        [0, 5n],
+        [1, 6n],
+        [2, 6n],
+      ]),
+    );
+    expect(breaker.bestHead).toBe(6n);
+    expect(breaker.endpoints.map((e) => e.behind)).toEqual([false, false, false]);
+    expect(changes).toEqual(["0:behind", "0:caught_up"]);
   });
 });
 

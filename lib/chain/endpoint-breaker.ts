@@ -10,10 +10,15 @@ import { BaseError, HttpRequestError, RpcRequestError, TimeoutError } from "viem
  *   next endpoint was asked;
  * - after the cool-off it is asked again ("re-probed"): by the next read that gets to it (`reprobe: "reads"`, the
  *   web server), or only by a survey (`reprobe: "survey"`, the worker: `surveyTargets`, once per maintenance check),
- *   so that no read of the worker waits on an endpoint that may still be silent. Any answer closes the breaker.
+ *   so that no read of the worker waits on an endpoint that may still be silent. Any answer closes the breaker;
+ * - an endpoint whose head is more than LAGGING_BLOCKS behind the best head a survey has seen (`noteHeads`) is not
+ *   asked by reads until it catches up: a node that stopped importing blocks answers every call, with the chain as it
+ *   was (receipts null, nonces unused), and asked first it blinded the worker.
  * A single endpoint is always asked: there is nothing to fail over to.
  */
 
+/** Blocks an endpoint may be behind the best head seen before reads leave it aside (docs/deployment.md). */
+export const LAGGING_BLOCKS = 3n;
 /** The first cool-off of an endpoint that was not reached; it doubles with each failure in a row. */
 export const COOL_OFF_MS = 10_000;
 /** The longest cool-off: an endpoint back in service is used again within this (plus one survey) at the latest. */
@@ -64,9 +69,17 @@ export type EndpointState = {
   coolingOffUntilMs: number;
   /** performance.now() until which a re-probe sent after its cool-off is awaited (others leave it aside meanwhile). */
   probingUntilMs: number;
+  /** Its head at the last survey that it answered (worker), undefined before. */
+  head: bigint | undefined;
+  /** More than LAGGING_BLOCKS behind the best head seen: reads leave it aside until it catches up. */
+  behind: boolean;
 };
 
-export type EndpointChange = { kind: "cooling_off"; coolOffMs: number; error: string } | { kind: "answers_again"; downForMs: number };
+export type EndpointChange =
+  | { kind: "cooling_off"; coolOffMs: number; error: string }
+  | { kind: "answers_again"; downForMs: number }
+  | { kind: "behind"; head: bigint; bestHead: bigint }
+  | { kind: "caught_up"; head: bigint; bestHead: bigint };
 
 export type EndpointBreakerOptions = {
   /** Who asks an endpoint again once its cool-off has ended: the next read that gets to it, or only a survey. */
@@ -83,6 +96,8 @@ export function coolOffAfter(failures: number): number {
 
 export class EndpointBreaker {
   readonly endpoints: EndpointState[];
+  /** The highest head a survey has seen: what "behind" is measured from. */
+  bestHead: bigint | undefined;
   private readonly downSinceMs: number[];
 
   constructor(
@@ -97,6 +112,8 @@ export class EndpointBreaker {
       failures: 0,
       coolingOffUntilMs: 0,
       probingUntilMs: 0,
+      head: undefined,
+      behind: false,
     }));
     this.downSinceMs = urls.map(() => 0);
   }
@@ -108,23 +125,27 @@ export class EndpointBreaker {
   /**
    * The endpoints a read asks, in order: those neither cooling off nor behind, in the configured order (with
    * `reprobe: "reads"`, one whose cool-off has ended among them); when none is left, those cooling off, the one whose
-   * cool-off ends first first.
+   * cool-off ends first first. An endpoint behind is left out while any other is there.
    */
   readOrder(now = performance.now()): number[] {
     if (this.endpoints.length === 1) return [0];
     const usable: number[] = [];
     const resting: number[] = [];
+    const behind: number[] = [];
     this.endpoints.forEach((e, i) => {
-      if (e.failures === 0 || (this.options.reprobe === "reads" && this.dueForProbe(e, now))) usable.push(i);
+      if (e.behind) behind.push(i);
+      else if (e.failures === 0 || (this.options.reprobe === "reads" && this.dueForProbe(e, now))) usable.push(i);
       else resting.push(i);
     });
     if (usable.length > 0) return usable;
-    return resting.sort((a, b) => this.endpoints[a]!.coolingOffUntilMs - this.endpoints[b]!.coolingOffUntilMs);
+    if (resting.length > 0) return resting.sort((a, b) => this.endpoints[a]!.coolingOffUntilMs - this.endpoints[b]!.coolingOffUntilMs);
+    // Every endpoint behind the best head seen (its endpoint gone since): the freshest first.
+    return behind.sort((a, b) => Number((this.endpoints[b]!.head ?? 0n) - (this.endpoints[a]!.head ?? 0n)));
   }
 
   /**
-   * The endpoints a survey asks: every one not cooling off, and those whose cool-off has ended (their re-probe); all
-   * of them when every one is cooling off.
+   * The endpoints a survey asks: every one not cooling off (behind ones included: a survey is how they are seen to
+   * catch up), and those whose cool-off has ended (their re-probe); all of them when every one is cooling off.
    */
   surveyTargets(now = performance.now()): number[] {
     const due = this.endpoints.flatMap((e, i) => (e.failures === 0 || this.dueForProbe(e, now) ? [i] : []));
@@ -168,6 +189,29 @@ export class EndpointBreaker {
       e.reachable = true;
       e.downSince = undefined;
       if (this.endpoints.length > 1) this.options.onChange?.(index, e, { kind: "answers_again", downForMs: Math.round(now - this.downSinceMs[index]!) });
+    }
+  }
+
+  /**
+   * The heads a survey read (by endpoint index): each endpoint more than LAGGING_BLOCKS behind the best head seen is
+   * behind until a survey finds it within that again. The best head only rises, so an endpoint left alone with an old
+   * view while the current one is down stays aside; it falls only when every endpoint answered below it (the chain
+   * itself went back: a reorg deeper than LAGGING_BLOCKS, a reset test chain).
+   */
+  noteHeads(heads: ReadonlyMap<number, bigint>): void {
+    if (heads.size === 0) return;
+    const highest = [...heads.values()].reduce((a, b) => (b > a ? b : a));
+    if (this.bestHead === undefined || highest > this.bestHead) this.bestHead = highest;
+    else if (heads.size === this.endpoints.length && highest + LAGGING_BLOCKS < this.bestHead) this.bestHead = highest;
+    const best = this.bestHead;
+    for (const [index, head] of heads) {
+      const e = this.endpoints[index];
+      if (!e) continue;
+      e.head = head;
+      const behind = head + LAGGING_BLOCKS < best;
+      if (behind === e.behind) continue;
+      e.behind = behind;
+      this.options.onChange?.(index, e, { kind: behind ? "behind" : "caught_up", head, bestHead: best });
     }
   }
 }

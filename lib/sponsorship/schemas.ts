@@ -204,6 +204,7 @@ export const healthCheckCode = named(
       "no_deployment",
       "fees_above_ceiling",
       "endpoints_down",
+      "endpoints_behind",
     ])
     .meta({ description: "Why the check is not ok; clients switch on it. Absent when the check is ok" }),
 );
@@ -244,7 +245,9 @@ export const healthCheck = named(
             .int()
             .min(1)
             .meta({ description: "Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key)" }),
-          status: z.enum(["ok", "down"]),
+          status: z
+            .enum(["ok", "behind", "down"])
+            .meta({ description: "behind: answers, with a head more than 3 blocks below the best endpoint's (the worker reads from the others)" }),
           code: healthCheckCode.optional(),
           blockNumber: z.string().optional(),
           latencyMs: z.number().nonnegative().optional(),

@@ -256,9 +256,11 @@ function ChainEndpoints({ overview }: { overview: DashboardOverview }) {
           <ul className="space-y-1" aria-label="RPC endpoints">
             {endpoints.map((e, i) => (
               <li key={`${i}-${e.endpoint}`} className="text-sm break-all">
-                <span className={e.status === "ok" ? "font-medium text-green-800" : "font-medium text-red-800"}>{e.status === "ok" ? "Up" : "Down"}</span>{" "}
+                <span className={e.status === "ok" ? "font-medium text-green-800" : "font-medium text-red-800"}>
+                  {e.status === "ok" ? "Up" : e.status === "behind" ? "Behind" : "Down"}
+                </span>{" "}
                 <span className="font-mono text-slate-900">{e.endpoint}</span>
-                {e.status === "ok" ? (
+                {e.status !== "down" ? (
                   <span className="text-slate-700">
                     {" "}
                     block {e.blockNumber}, {e.latencyMs} ms
