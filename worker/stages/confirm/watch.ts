@@ -26,11 +26,6 @@ export async function watch(ctx: WorkerContext, state: ConfirmState, groups: Gro
     // The newest open transaction is the one the node should hold (a refused replacement is closed, so the one it
     // was to replace is the newest open again).
     const latestOpen = open[open.length - 1]!;
-    // Paused, a relay that never left (no transaction at its nonce ever taken by a node: stored, then its broadcast
-    // met an outage or a relayer without gas money) is held back, its first broadcast and its re-pricing alike: a
-    // pause sends no new relay transaction (decisions.md, "Pause"). What was sent goes on being confirmed or replaced,
-    // and fills (which pay nobody) are sent. Before, it was broadcast the moment its relayer was funded, pause or not.
-    if (ctx.status.pause !== undefined && group.rows.every((r) => r.kind === "relay" && r.submittedAgeMs === null)) continue;
     const pending = nonces.get(group.relayer)?.pending ?? 0;
     // Never accepted by the node yet (queued: crash or outage before the broadcast was recorded), or lost by it
     // (the node's pending nonce stops below this nonce): send the stored bytes again.
