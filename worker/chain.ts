@@ -8,6 +8,7 @@ import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
 import { describeRevert, readIsRelayer, readTreasuryState, SPONSOR_GAS_LIMIT, type TreasuryState } from "@/lib/chain/treasury";
 import { withTimeout } from "@/lib/with-timeout";
+import { FatalWorkerError } from "./errors";
 import {
   ChainHealth,
   ChainUnavailableError,
@@ -211,6 +212,14 @@ export class WorkerChain {
     const clients = rpcUrls.map((url) => createChainClients({ rpcUrl: url, ...clientOptions }).publicClient);
     const { answers, errors } = await askEach(breaker, clients, (client) => client.getChainId());
     const first = [...answers.keys()].sort((a, b) => a - b)[0];
+    // One endpoint of another chain (a mainnet URL beside a testnet's) would answer reads, and its higher head would
+    // make the right endpoints look behind and leave it every read: refused at start-up, naming both.
+    const other = [...answers].find(([, id]) => first !== undefined && id !== answers.get(first));
+    if (first !== undefined && other !== undefined) {
+      throw new FatalWorkerError(
+        `RPC_URL lists endpoints of different chains: endpoint ${first + 1} serves chain ${answers.get(first)}, endpoint ${other[0] + 1} chain ${other[1]}; every endpoint must serve the same chain`,
+      );
+    }
     if (first !== undefined) return answers.get(first)!;
     // No endpoint answered: an outage when one was not reached (waited out), else the first endpoint's refusal.
     const unreached = errors.find((e) => isUnreachable(e));

@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { checkHealth } from "@/lib/health";
 import { healthResponse } from "@/lib/sponsorship/schemas";
 import { startCountingRpcProxy, startLaggingRpcProxy, startRpcProxy, type CountingRpcProxy } from "@/test/rpc-proxy";
+import { WorkerChain } from "./chain";
 import type { RunningWorker } from "./worker";
 import {
   anvilRpc,
@@ -165,4 +166,22 @@ describe("an endpoint behind the other", () => {
     },
     60_000,
   );
+
+  it("refuses to start when RPC_URL lists an endpoint of another chain (its higher head would take every read)", async () => {
+    // A mainnet URL beside the testnet's, say: this one answers eth_chainId 8453, anvil 31337.
+    const foreign = await startRpcProxy(fx.anvil.rpcUrl, (body) => {
+      const call = JSON.parse(body) as { id?: unknown; method?: string };
+      if (Array.isArray(call) || call.method !== "eth_chainId") return undefined;
+      return { status: 200, body: JSON.stringify({ jsonrpc: "2.0", id: call.id, result: "0x2105" }) };
+    });
+    try {
+      // Before: started on the first endpoint's answer; the foreign one was never asked what chain it serves.
+      await expect(WorkerChain.readChainId([fx.anvil.rpcUrl, foreign.url])).rejects.toThrow(
+        /^RPC_URL lists endpoints of different chains: endpoint 1 serves chain 31337, endpoint 2 chain 8453/,
+      );
+      await expect(WorkerChain.readChainId([fx.anvil.rpcUrl, fx.anvil.rpcUrl])).resolves.toBe(31337);
+    } finally {
+      await foreign.close();
+    }
+  });
 });
