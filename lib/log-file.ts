@@ -23,16 +23,19 @@ export type LogFile = {
  * It is rotated by size, so a service left running for months does not fill its disk (and stop PostgreSQL on the
  * same one) with logs: a chunk that would take the file past `maxBytes` (64 MiB) first renames it `<file>.1`, the
  * older ones to `.2` and `.3` (`keep`), the oldest removed; at most (keep + 1) x maxBytes on disk. A chunk is never
- * split across two files. A rotation that fails (the directory not writable) is logged once and the file grows on.
+ * split across two files. A rotation that fails (the directory not writable) is logged once and the file grows on;
+ * it is tried again a minute later.
  */
 export const LOG_FILE_MAX_BYTES = 64 * 1024 * 1024;
 export const LOG_FILE_KEEP = 3;
+const ROTATION_RETRY_MS = 60_000;
 
 export function openLogFile(file: string, logger: Logger, { maxBytes = LOG_FILE_MAX_BYTES, keep = LOG_FILE_KEEP } = {}): LogFile {
   let fd: number | undefined;
   /** The open file's size (regular files only; a device is never rotated). */
   let size: number | undefined;
   let rotationFailed = false;
+  let rotationFailedAtMs = 0;
   let failing = false;
   let droppedBytes = 0;
   let closed = false;
@@ -61,6 +64,7 @@ export function openLogFile(file: string, logger: Logger, { maxBytes = LOG_FILE_
     } catch (error) {
       if (!rotationFailed) logger.warn("cannot rotate the log file; it grows on until it can", { file, error });
       rotationFailed = true;
+      rotationFailedAtMs = performance.now();
     }
   };
   const write = (chunk: Buffer | string) => {
@@ -68,7 +72,9 @@ export function openLogFile(file: string, logger: Logger, { maxBytes = LOG_FILE_
     const data = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
     let written = 0;
     try {
-      if (fd !== undefined && size !== undefined && size > 0 && size + data.length > maxBytes) rotate();
+      // A rotation that failed is tried again a minute later, not at every chunk (each try is a close, renames, an open).
+      const rotationDue = !rotationFailed || performance.now() - rotationFailedAtMs >= ROTATION_RETRY_MS;
+      if (fd !== undefined && size !== undefined && size > 0 && size + data.length > maxBytes && rotationDue) rotate();
       if (fd === undefined) {
         fd = openSync(file, "a", 0o600);
         const stat = fstatSync(fd);

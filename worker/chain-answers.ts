@@ -18,8 +18,12 @@ export type BroadcastOutcome =
   | { kind: "accepted" }
   /** "nonce too low": this or another transaction at the nonce was mined; receipts tell which. */
   | { kind: "nonce_used"; message: string }
-  /** Not reachable, timed out, or a temporary refusal (relayer out of gas money): try again later. */
-  | { kind: "unavailable"; message: string }
+  /**
+   * Not reachable, timed out, or a temporary refusal (relayer out of gas money): try again later. `nodeFailure`: the
+   * node answered that it failed (-32603, "internal error", "upstream"...), which ./stages/broadcast.ts waits out for
+   * RELAY_TIMEOUT_MS at most before it takes it as a refusal.
+   */
+  | { kind: "unavailable"; message: string; nodeFailure?: true }
   /** Refused for good (invalid, underpriced replacement...). */
   | { kind: "rejected"; message: string };
 
@@ -155,8 +159,8 @@ export function classifyBroadcastError(error: unknown): BroadcastOutcome {
   // internal error, a timeout on its side, a node that is still syncing. It may even have passed the transaction on
   // (hosted providers do): left queued, it is sent again, and the answer then ("already known", "nonce too low") or
   // its receipt settles it. Read as a refusal, it burned an attempt and closed the record of a payment that was made.
-  if (rpc instanceof RpcRequestError && rpc.code === -32603) return { kind: "unavailable", message };
-  if (TRANSIENT_NODE_FAILURE.test(message)) return { kind: "unavailable", message };
+  if (rpc instanceof RpcRequestError && rpc.code === -32603) return { kind: "unavailable", message, nodeFailure: true };
+  if (TRANSIENT_NODE_FAILURE.test(message)) return { kind: "unavailable", message, nodeFailure: true };
   return { kind: "rejected", message };
 }
 

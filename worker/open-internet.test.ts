@@ -45,10 +45,10 @@ let refuseCalls: { refused: number } | undefined;
 /**
  * While set, raw transactions are handled as `"lost"` (passed on to the node, then answered 503: the node took them,
  * the worker hears an outage), `"internal"` (passed on, then answered JSON-RPC's -32603 "Internal error", as a hosted
- * provider's gateway does) or `"refused"` (answered "transaction underpriced", a refusal for good; `onRefusal`
+ * provider's gateway does), `"failing"` (answered so, and not passed on) or `"refused"` (answered "transaction underpriced", a refusal for good; `onRefusal`
  * runs first). Either way `seen` counts them.
  */
-let sends: { mode: "lost" | "internal" | "refused"; seen: number; onRefusal?: () => Promise<void> } | undefined;
+let sends: { mode: "lost" | "internal" | "failing" | "refused"; seen: number; onRefusal?: () => Promise<void> } | undefined;
 /**
  * While set, every eth_call of `selector` (default `sponsor`: review's dry run) waits for `released` before it is
  * passed on; `held` counts them.
@@ -81,8 +81,9 @@ beforeAll(async () => {
         await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
         return { status: 503, contentType: "text/plain", body: "service unavailable" };
       }
-      if (sends.mode === "internal") {
-        await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
+      if (sends.mode === "internal" || sends.mode === "failing") {
+        // "failing": a gateway that answers every broadcast -32603 and passes nothing on.
+        if (sends.mode === "internal") await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body });
         const failure = (call: { id?: unknown }) => ({ jsonrpc: "2.0", id: call.id, error: { code: -32603, message: "Internal error" } });
         const parsed = JSON.parse(body) as { id?: unknown } | { id?: unknown }[];
         return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? parsed.map(failure) : failure(parsed)) };
@@ -543,5 +544,19 @@ describe("the registry's mirror", () => {
     expect((refusal as SponsorshipError).code).toBe("already_sponsored");
     // Another wallet is created as usual.
     expect((await createRequest(fx)).id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+// Last in the file: the refused attempt leaves its nonce unused, a hole the next requests of the relayer wait on
+// until the confirm stage fills it.
+describe("a node that fails on a broadcast without end", () => {
+  it("takes a broadcast a node keeps failing on for RELAY_TIMEOUT_MS as a refusal, so the request is not held for ever (MAX_RELAY_ATTEMPTS=1)", async () => {
+    const { id } = await createRequest(fx);
+    const failing = (sends = { mode: "failing", seen: 0 });
+    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", MAX_RELAY_ATTEMPTS: "1", RELAY_TIMEOUT_MS: "1500" });
+    // Before (with -32603 waited out): broadcast again every 3 s for ever, the request relayed, nothing said.
+    const row = await waitStatus(id, "failed", 20_000);
+    expect(failing.seen).toBeGreaterThan(1);
+    expect(row.failureReason).toMatch(/rejected by the node before broadcast: .*taken as a refusal/);
   });
 });

@@ -19,6 +19,8 @@ import { BaseError, HttpRequestError, RpcRequestError, TimeoutError } from "viem
 
 /** Blocks an endpoint may be behind the best head seen before reads leave it aside (docs/deployment.md). */
 export const LAGGING_BLOCKS = 3n;
+/** How long the best head seen is kept while no endpoint answers near it (EndpointBreaker.noteHeads). */
+export const BEST_HEAD_KEPT_MS = 60_000;
 /** The first cool-off of an endpoint that was not reached; it doubles with each failure in a row. */
 export const COOL_OFF_MS = 10_000;
 /** The longest cool-off: an endpoint back in service is used again within this (plus one survey) at the latest. */
@@ -98,6 +100,8 @@ export class EndpointBreaker {
   readonly endpoints: EndpointState[];
   /** The highest head a survey has seen: what "behind" is measured from. */
   bestHead: bigint | undefined;
+  /** performance.now() when an endpoint last answered a head within LAGGING_BLOCKS of bestHead. */
+  private bestHeadSeenMs = 0;
   private readonly downSinceMs: number[];
 
   constructor(
@@ -124,8 +128,8 @@ export class EndpointBreaker {
 
   /**
    * The endpoints a read asks, in order: those neither cooling off nor behind, in the configured order (with
-   * `reprobe: "reads"`, one whose cool-off has ended among them); when none is left, those cooling off, the one whose
-   * cool-off ends first first. An endpoint behind is left out while any other is there.
+   * `reprobe: "reads"`, one whose cool-off has ended among them); then those cooling off, the one whose cool-off ends
+   * first first. An endpoint behind is left out while any other is there.
    */
   readOrder(now = performance.now()): number[] {
     if (this.endpoints.length === 1) return [0];
@@ -137,8 +141,10 @@ export class EndpointBreaker {
       else if (e.failures === 0 || (this.options.reprobe === "reads" && this.dueForProbe(e, now))) usable.push(i);
       else resting.push(i);
     });
-    if (usable.length > 0) return usable;
-    if (resting.length > 0) return resting.sort((a, b) => this.endpoints[a]!.coolingOffUntilMs - this.endpoints[b]!.coolingOffUntilMs);
+    // Those cooling off after the others, the one whose cool-off ends first first: a read asks them only when every
+    // other failed, and still fails over rather than failing (decisions.md: reads fail over to the next).
+    resting.sort((a, b) => this.endpoints[a]!.coolingOffUntilMs - this.endpoints[b]!.coolingOffUntilMs);
+    if (usable.length > 0 || resting.length > 0) return [...usable, ...resting];
     // Every endpoint behind the best head seen (its endpoint gone since): the freshest first.
     return behind.sort((a, b) => Number((this.endpoints[b]!.head ?? 0n) - (this.endpoints[a]!.head ?? 0n)));
   }
@@ -194,15 +200,25 @@ export class EndpointBreaker {
 
   /**
    * The heads a survey read (by endpoint index): each endpoint more than LAGGING_BLOCKS behind the best head seen is
-   * behind until a survey finds it within that again. The best head only rises, so an endpoint left alone with an old
-   * view while the current one is down stays aside; it falls only when every endpoint answered below it (the chain
-   * itself went back: a reorg deeper than LAGGING_BLOCKS, a reset test chain).
+   * behind until a survey finds it within that again. The best head only rises while some endpoint shows it, so an
+   * endpoint left alone with an old view while the current one is down stays aside for a while; it falls when every
+   * endpoint answered below it (the chain itself went back: a reorg deeper than LAGGING_BLOCKS, a reset test chain),
+   * or when no endpoint has come near it for BEST_HEAD_KEPT_MS (its endpoint gone for good, or a head no other shows).
    */
-  noteHeads(heads: ReadonlyMap<number, bigint>): void {
+  noteHeads(heads: ReadonlyMap<number, bigint>, now = performance.now()): void {
     if (heads.size === 0) return;
     const highest = [...heads.values()].reduce((a, b) => (b > a ? b : a));
-    if (this.bestHead === undefined || highest > this.bestHead) this.bestHead = highest;
-    else if (heads.size === this.endpoints.length && highest + LAGGING_BLOCKS < this.bestHead) this.bestHead = highest;
+    if (this.bestHead === undefined || highest >= this.bestHead) {
+      this.bestHead = highest;
+      this.bestHeadSeenMs = now;
+    } else if (highest + LAGGING_BLOCKS >= this.bestHead) {
+      this.bestHeadSeenMs = now;
+    } else if (heads.size === this.endpoints.length || now - this.bestHeadSeenMs > BEST_HEAD_KEPT_MS) {
+      // Every endpoint below it, or none near it for a minute (the one that showed it gone, or that head was never
+      // the chain's): the endpoints left are not held behind a head nobody shows any more.
+      this.bestHead = highest;
+      this.bestHeadSeenMs = now;
+    }
     const best = this.bestHead;
     for (const [index, head] of heads) {
       const e = this.endpoints[index];

@@ -78,6 +78,37 @@ export type StoredTransaction = {
 
 export type BroadcastSummary = { accepted: number; unavailable: number; rejected: number; nonceUsed: number };
 
+/**
+ * When each transaction was first answered with a node's own failure (-32603, "internal error"...), by hash: such an
+ * answer is waited out, but not for ever. One that a node keeps failing on for RELAY_TIMEOUT_MS (while the chain
+ * answers otherwise) is taken as a refusal: a gateway that words a verdict as a failure ("upstream error: intrinsic
+ * gas too low") would otherwise hold the request, and every later nonce of its relayer, without end and unseen.
+ */
+const nodeFailingSince = new WeakMap<WorkerContext, Map<string, number>>();
+
+function boundNodeFailures(ctx: WorkerContext, txs: readonly StoredTransaction[], outcomes: BroadcastOutcome[], now: number): void {
+  let since = nodeFailingSince.get(ctx);
+  if (!since) nodeFailingSince.set(ctx, (since = new Map()));
+  // A transaction settled another way is never broadcast again: its entry goes once it is old.
+  for (const [hash, first] of since) if (now - first > 10 * ctx.settings.relayTimeoutMs) since.delete(hash);
+  txs.forEach((tx, i) => {
+    const outcome = outcomes[i]!;
+    if (outcome.kind !== "unavailable" || !outcome.nodeFailure) {
+      since.delete(tx.hash);
+      return;
+    }
+    const first = since.get(tx.hash);
+    if (first === undefined) {
+      since.set(tx.hash, now);
+      return;
+    }
+    const failingMs = now - first;
+    if (ctx.chain.health.reachableWithinMs(failingMs) < ctx.settings.relayTimeoutMs) return;
+    since.delete(tx.hash);
+    outcomes[i] = { kind: "rejected", message: `${outcome.message} (the node failed on it for ${Math.round(failingMs / 1000)} s: taken as a refusal)` };
+  });
+}
+
 export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTransaction[], why: "first" | "again"): Promise<BroadcastSummary> {
   const summary: BroadcastSummary = { accepted: 0, unavailable: 0, rejected: 0, nonceUsed: 0 };
   if (txs.length === 0) return summary;
@@ -85,6 +116,7 @@ export async function broadcastStored(ctx: WorkerContext, txs: readonly StoredTr
   const ordered = [...txs].sort((a, b) => (a.relayer === b.relayer ? a.nonce - b.nonce : a.relayer < b.relayer ? -1 : 1));
   const sentAt = performance.now();
   const outcomes = await ctx.chain.broadcast(ordered.map((t) => t.raw));
+  boundNodeFailures(ctx, ordered, outcomes, sentAt);
   const unfunded = await recheckRefusals(ctx, ordered, outcomes);
 
   const accepted: Hash[] = [];
