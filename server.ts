@@ -262,7 +262,8 @@ async function main(): Promise<void> {
       refuse("invalid_path", "The path contains a malformed percent-escape");
       return;
     }
-    if (isNextOwnPath(routedPath(req.url))) {
+    const routed = routedPath(req.url);
+    if (isNextOwnPath(routed)) {
       refuse("not_found", "No endpoint at this path; see /openapi.json");
       return;
     }
@@ -291,7 +292,7 @@ async function main(): Promise<void> {
       return;
     }
     // 405 with Allow where Next would render a page or answer an empty 400 (lib/http/methods.ts).
-    const methods = decideMethod(req.method ?? "GET", req.url ?? "/");
+    const methods = decideMethod(req.method ?? "GET", req.url, routed);
     if (methods.kind === "page-options") {
       res.writeHead(204, { allow: methods.allow }).end();
       return;

@@ -59,9 +59,9 @@ export function routedPath(url: string): string {
   return pathname.length > 1 ? pathname.replace(/\/+$/, "") || "/" : pathname;
 }
 
-/** `url` is the request target as Node hands it over (`req.url`). */
-export function decideMethod(method: string, url: string): MethodDecision {
-  const page = pageMethods(routedPath(url));
+/** `url` is the request target as Node hands it over (`req.url`); `pathname` its routedPath, when already read. */
+export function decideMethod(method: string, url: string, pathname = routedPath(url)): MethodDecision {
+  const page = pageMethods(pathname);
   if (!page) return NEXT_METHODS.has(method) ? { kind: "next" } : { kind: "unrouted" };
   if (page.includes(method)) return { kind: "next" };
   const allow = [...page, "OPTIONS"].join(", ");
