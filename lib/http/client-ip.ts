@@ -152,15 +152,21 @@ export function resolveClientProto(input: {
   trustProxy: number;
 }): "https" | "http" {
   if (input.encrypted) return "https";
-  if (input.trustProxy <= 0 || input.forwardedProto === undefined) return "http";
-  const raw = typeof input.forwardedProto === "string" ? [input.forwardedProto] : input.forwardedProto;
-  const entries = raw
+  return trustedHopEntry(input.forwardedProto, input.trustProxy) === "https" ? "https" : "http";
+}
+
+/**
+ * A forwarded header's entry that the trusted hop wrote (TRUST_PROXY=N > 0): its N-th entry from the right, lowercase,
+ * over every line of the header (its left-most when the list is shorter); undefined with TRUST_PROXY=0, without the
+ * header, or with no entry in it.
+ */
+function trustedHopEntry(header: string | readonly string[] | undefined, trustProxy: number): string | undefined {
+  if (trustProxy <= 0 || header === undefined) return undefined;
+  const entries = (typeof header === "string" ? [header] : header)
     .flatMap((value) => value.split(","))
     .map((entry) => entry.trim().toLowerCase())
     .filter((entry) => entry !== "");
-  if (entries.length === 0) return "http";
-  const hop = entries[Math.max(0, entries.length - input.trustProxy)];
-  return hop === "https" ? "https" : "http";
+  return entries.length === 0 ? undefined : entries[Math.max(0, entries.length - trustProxy)];
 }
 
 /**
@@ -171,14 +177,7 @@ export function resolveClientProto(input: {
  * (which compare `Origin` with `X-Forwarded-Host`, else `Host`).
  */
 export function resolveForwardedHost(input: { forwardedHost: string | readonly string[] | undefined; trustProxy: number }): string | undefined {
-  if (input.trustProxy <= 0 || input.forwardedHost === undefined) return undefined;
-  const raw = typeof input.forwardedHost === "string" ? [input.forwardedHost] : input.forwardedHost;
-  const entries = raw
-    .flatMap((value) => value.split(","))
-    .map((entry) => entry.trim().toLowerCase())
-    .filter((entry) => entry !== "");
-  if (entries.length === 0) return undefined;
-  return entries[Math.max(0, entries.length - input.trustProxy)];
+  return trustedHopEntry(input.forwardedHost, input.trustProxy);
 }
 
 /** The host the request addressed, for the app's own origin: a trusted X-Forwarded-Host (server.ts), else Host. */
