@@ -11,6 +11,7 @@ import { LOCAL_DEV_KEYS } from "@/lib/config";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { chainRpc, startTestChain } from "@/test/chain";
 import { freePort } from "@/test/ports";
+import { startSilentRpcProxy } from "@/test/rpc-proxy";
 import type { Anvil } from "@/contracts/anvil";
 import { createViemChainReader } from "./chain-reader";
 import { serveMetricsRequest, startMetricsServer } from "./expose";
@@ -214,6 +215,29 @@ describe("service-wide metrics from the database and the chain", () => {
       await chainRpc(chain.rpcUrl, "anvil_setBalance", [treasury, toHex(before)]);
     }
   });
+
+  it("reads the chain from the next RPC endpoint once the first stops answering: a silent first endpoint cools off", async () => {
+    // RPC_URL with a first endpoint that takes connections and never answers, at the defaults (each call's timeout
+    // and the scrape's are both 3 s). Asked in a fixed order (viem's fallback, before), every scrape waited for the
+    // silent one and went on without the chain's series, for as long as it stayed silent.
+    const silent = await startSilentRpcProxy(chain.rpcUrl);
+    try {
+      const registry = createMetricsRegistry("web", { defaultMetrics: false });
+      const reader = createViemChainReader([silent.url, chain.rpcUrl]);
+      registerServiceMetrics(registry, { sources: () => ({ db: testDb.db, chain: reader, treasuryAddress: treasury }), cacheMs: 0 });
+      const balance = Number(await createViemChainReader(chain.rpcUrl).getBalance(treasury));
+      const seen = await waitFor(
+        "a scrape with the treasury's balance",
+        async () => ((await value(registry, "sponsorship_treasury_balance_wei")) === balance ? true : undefined),
+        { timeoutMs: 20_000 },
+      );
+      expect(seen).toBe(true);
+      // And the scrapes after it keep it: the silent endpoint is asked after the other while it cools off.
+      expect(await value(registry, "sponsorship_treasury_balance_wei")).toBe(balance);
+    } finally {
+      await silent.close();
+    }
+  }, 30_000);
 
   it("still answers a scrape, without the database's series, when the database cannot be reached", async () => {
     const registry = createMetricsRegistry("web", { defaultMetrics: false });
