@@ -1,4 +1,4 @@
-import { getAbiItem, hexToBigInt, numberToHex, type Address, type Hash, type Hex } from "viem";
+import { encodeEventTopics, formatLog, getAbiItem, hexToBigInt, numberToHex, parseEventLogs, type Address, type Hash, type Hex, type RpcLog } from "viem";
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
@@ -46,7 +46,6 @@ function toReceipts(hashes: readonly Hash[], answers: readonly RpcReceipt[]): Ma
 }
 
 const sponsoredEvent = getAbiItem({ abi: treasuryAbi, name: "Sponsored" });
-const walletSponsoredEvent = getAbiItem({ abi: registryAbi, name: "WalletSponsored" });
 
 export type WorkerChainOptions = {
   /** One endpoint, or several of the same chain: reads fail over in order, broadcasts go to all. */
@@ -382,13 +381,63 @@ export class WorkerChain {
     return outcomes;
   }
 
-  /** The registry's `WalletSponsored` events in [fromBlock, toBlock] (worker/registry-index.ts). */
-  async walletsSponsored(fromBlock: bigint, toBlock: bigint): Promise<{ wallet: Address; blockNumber: bigint }[]> {
+  /**
+   * The registry's `WalletSponsored` events in [fromBlock, toBlock] (worker/registry-index.ts), and `through`: the
+   * last block the answer is known to cover. Each endpoint is asked, in the breaker's read order, for its head
+   * (`eth_blockNumber`) and the logs together, in one batched HTTP request, the head first: geth runs a batch's calls
+   * one after another in order (rpc/handler.go, handleBatch), so its logs were read at a head at least that high. The first endpoint whose head reaches
+   * `toBlock` answers for the whole range. An endpoint behind it does not say so: anvil and older geth answer the
+   * blocks they have (a range past the head is cut at it, without an error), a pool of nodes answers from whichever
+   * is asked, and the surveyed head the range ends at may be another endpoint's. When none reaches `toBlock`, the
+   * answer of the one that got furthest covers up to its head (`through` below `toBlock`); when none knows even
+   * `fromBlock`, undefined: nothing is covered yet. A failed call (not reached, or refused: current geth answers a
+   * range past its head with an error) moves on to the next endpoint; when every endpoint failed, the first failure
+   * is thrown (one not reached first, so it counts as a chain outage).
+   */
+  async walletsSponsored(fromBlock: bigint, toBlock: bigint): Promise<{ wallets: { wallet: Address; blockNumber: bigint }[]; through: bigint } | undefined> {
+    const topics = encodeEventTopics({ abi: registryAbi, eventName: "WalletSponsored" });
+    const filter = { address: this.registryAddress, topics, fromBlock: numberToHex(fromBlock), toBlock: numberToHex(toBlock) };
     return this.reach("eth_getLogs", async () => {
-      const logs = await this.client.getLogs({ address: this.registryAddress, event: walletSponsoredEvent, fromBlock, toBlock });
-      return logs.flatMap((log) =>
-        log.args.wallet && log.blockNumber !== null ? [{ wallet: log.args.wallet.toLowerCase() as Address, blockNumber: log.blockNumber }] : [],
+      let best: { logs: RpcLog[]; through: bigint } | undefined;
+      let behind = false;
+      const errors: unknown[] = [];
+      for (const e of this.breaker.readOrder()) {
+        const client = this.endpointClients[e]!;
+        this.breaker.asking(e);
+        // Issued together, the head first: viem's batching sends them in one HTTP request, in this order.
+        const [head, logs] = await Promise.allSettled([
+          client.request({ method: "eth_blockNumber" }),
+          client.request({ method: "eth_getLogs", params: [filter] }),
+        ]);
+        if (head.status === "rejected") {
+          this.noteEndpoint(e, head.reason);
+          errors.push(head.reason);
+          continue;
+        }
+        this.noteEndpoint(e, logs.status === "rejected" ? logs.reason : undefined);
+        const known = hexToBigInt(head.value);
+        if (logs.status === "rejected") {
+          // Behind the range's end, a refusal is the node's way of saying so (current geth): not an error of ours.
+          if (known < toBlock) behind = true;
+          else errors.push(logs.reason);
+          continue;
+        }
+        if (known >= toBlock) {
+          best = { logs: logs.value, through: toBlock };
+          break;
+        }
+        behind = true;
+        if (known >= fromBlock && (best === undefined || known > best.through)) best = { logs: logs.value, through: known };
+      }
+      if (best === undefined) {
+        if (behind) return undefined;
+        throw errors.find((error) => isUnreachable(error)) ?? errors[0] ?? new ChainUnavailableError("eth_getLogs: no RPC endpoint to ask");
+      }
+      const through = best.through;
+      const wallets = parseEventLogs({ abi: registryAbi, eventName: "WalletSponsored", logs: best.logs.map((log) => formatLog(log)) }).flatMap((log) =>
+        log.blockNumber !== null && log.blockNumber <= through ? [{ wallet: log.args.wallet.toLowerCase() as Address, blockNumber: log.blockNumber }] : [],
       );
+      return { wallets, through };
     });
   }
 

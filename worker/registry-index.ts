@@ -10,6 +10,13 @@ import type { WorkerContext } from "./context";
  * the chain. Review still asks the chain (`areSponsored`), so a mirror that lags (the first catch-up, a node that
  * is down) never lets a wallet be paid twice: it only lets a request reach review before it is rejected.
  *
+ * The cursor never passes a block the answering endpoint did not know. `head` is the highest of the survey's
+ * endpoints, but the logs may come from another endpoint, or another node of a provider's pool, a few blocks behind
+ * it, which answers a range past its own head with the logs it has and no error (anvil, older geth). So each window
+ * is read with that endpoint's own head (WorkerChain.walletsSponsored) and recorded only up to it: a window covered
+ * in part ends the pass there, one no endpoint reaches yet leaves the cursor where it is. Before, the cursor moved
+ * past such blocks and the wallets they marked were missing from the mirror for good (worker/registry-index.test.ts).
+ *
  * Runs with the worker's maintenance, at most every REGISTRY_INDEX_INTERVAL_MS, and reads at most
  * MAX_WINDOWS_PER_PASS windows a pass (a long catch-up is spread over passes). Idempotent: several workers may
  * index the same range.
@@ -33,9 +40,14 @@ export async function indexRegistry(ctx: WorkerContext, head: bigint): Promise<{
   for (let window = 0; window < MAX_WINDOWS_PER_PASS && next <= safeHead; window++) {
     const to = next + LOG_QUERY_BLOCKS - 1n < safeHead ? next + LOG_QUERY_BLOCKS - 1n : safeHead;
     const found = await ctx.chain.walletsSponsored(next, to);
-    await recordRegistryRange(ctx.db, registry, found, to + 1n);
-    wallets += found.length;
-    next = to + 1n;
+    // No endpoint knows `next` yet (the head surveyed was another endpoint's, or another node's of a pool): the
+    // cursor stays, and a later pass reads the range.
+    if (found === undefined) break;
+    await recordRegistryRange(ctx.db, registry, found.wallets, found.through + 1n);
+    wallets += found.wallets.length;
+    next = found.through + 1n;
+    // Covered only up to the head of the endpoint that got furthest: the rest waits for a later pass.
+    if (found.through < to) break;
   }
   return { wallets, nextBlock: next };
 }
