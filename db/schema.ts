@@ -221,7 +221,8 @@ export type InstalledFunctions = typeof installedFunctions.$inferSelect;
 /**
  * The registry's mirror (decisions.md, "No chain call for a request the database refuses"): wallets its
  * `WalletSponsored` events name, indexed by the worker, so creation decides "already sponsored" without a chain
- * call. Review still asks the chain itself. `registry_index` keeps the next block to read per registry.
+ * call. Review still asks the chain itself. `registry_index` keeps the next block to read per registry: every block
+ * below it was read from an endpoint that knew it (worker/registry-index.ts).
  */
 export const registrySponsoredWallets = pgTable(
   "registry_sponsored_wallets",
