@@ -6,8 +6,9 @@ import { createChainClients } from "@/lib/chain/clients";
 import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { startTestChain } from "@/test/chain";
-import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
+import { startLaggingRpcProxy, startRpcProxy, type LaggingRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
 import { LOG_QUERY_BLOCKS, WorkerChain } from "./chain";
+import { ChainUnavailableError } from "./chain-answers";
 
 /**
  * Settling by events after a crash or a lost receipt (confirm.ts) asks for the treasury's Sponsored events of the
@@ -91,5 +92,30 @@ describe("WorkerChain.findSponsoredEvents", () => {
     expect(all.has(unknown)).toBe(false);
     // 2,500+ blocks in windows of 1,000: three queries, none refused.
     expect(logQueries).toBe(3);
+  });
+});
+
+describe("WorkerChain.findSponsoredEvents with an endpoint a block behind", () => {
+  let lagging: LaggingRpcProxy;
+  beforeAll(async () => {
+    lagging = await startLaggingRpcProxy(chain.rpcUrl);
+    // It has every block but the one that holds the recent payment: a node one import behind, not yet "behind".
+    lagging.freeze(blocks[recentRequest]! - 1n);
+  });
+  afterAll(async () => {
+    await lagging?.close();
+  });
+
+  it("asks the next endpoint for a window the first has not reached, and finds the payment in it", async () => {
+    // Before: the head came from the first endpoint, the search stopped at its block, and the payment that was made
+    // looked missing (settleDropped then took its nonce as used by a transaction this service did not send).
+    const workerChain = new WorkerChain({ rpcUrl: [lagging.url, chain.rpcUrl], ...deployment });
+    const found = await workerChain.findSponsoredEvents([recentRequest], { throughBlock: blocks[recentRequest]! });
+    expect(found.get(recentRequest)?.blockNumber).toBe(blocks[recentRequest]);
+  });
+
+  it("throws ChainUnavailableError, not 'not found', while no endpoint has reached the block searched", async () => {
+    const workerChain = new WorkerChain({ rpcUrl: lagging.url, ...deployment });
+    await expect(workerChain.findSponsoredEvents([recentRequest], { throughBlock: blocks[recentRequest]! })).rejects.toBeInstanceOf(ChainUnavailableError);
   });
 });

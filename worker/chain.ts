@@ -1,4 +1,4 @@
-import { encodeEventTopics, formatLog, getAbiItem, hexToBigInt, numberToHex, parseEventLogs, type Address, type Hash, type Hex, type RpcLog } from "viem";
+import { encodeEventTopics, formatLog, hexToBigInt, numberToHex, parseEventLogs, type Address, type Hash, type Hex, type Log, type RpcLog } from "viem";
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
@@ -44,8 +44,6 @@ function toReceipts(hashes: readonly Hash[], answers: readonly RpcReceipt[]): Ma
     }),
   );
 }
-
-const sponsoredEvent = getAbiItem({ abi: treasuryAbi, name: "Sponsored" });
 
 export type WorkerChainOptions = {
   /** One endpoint, or several of the same chain: reads fail over in order, broadcasts go to all. */
@@ -383,62 +381,77 @@ export class WorkerChain {
 
   /**
    * The registry's `WalletSponsored` events in [fromBlock, toBlock] (worker/registry-index.ts), and `through`: the
-   * last block the answer is known to cover. Each endpoint is asked, in the breaker's read order, for its head
-   * (`eth_blockNumber`) and the logs together, in one batched HTTP request, the head first: geth runs a batch's calls
-   * one after another in order (rpc/handler.go, handleBatch), so its logs were read at a head at least that high. The first endpoint whose head reaches
-   * `toBlock` answers for the whole range. An endpoint behind it does not say so: anvil and older geth answer the
-   * blocks they have (a range past the head is cut at it, without an error), a pool of nodes answers from whichever
-   * is asked, and the surveyed head the range ends at may be another endpoint's. When none reaches `toBlock`, the
-   * answer of the one that got furthest covers up to its head (`through` below `toBlock`); when none knows even
-   * `fromBlock`, undefined: nothing is covered yet. A failed call (not reached, or refused: current geth answers a
-   * range past its head with an error) moves on to the next endpoint; when every endpoint failed, the first failure
-   * is thrown (one not reached first, so it counts as a chain outage).
+   * last block the answer is known to cover (logsOfOneEndpoint); undefined when no endpoint knows `fromBlock` yet.
    */
   async walletsSponsored(fromBlock: bigint, toBlock: bigint): Promise<{ wallets: { wallet: Address; blockNumber: bigint }[]; through: bigint } | undefined> {
     const topics = encodeEventTopics({ abi: registryAbi, eventName: "WalletSponsored" });
-    const filter = { address: this.registryAddress, topics, fromBlock: numberToHex(fromBlock), toBlock: numberToHex(toBlock) };
     return this.reach("eth_getLogs", async () => {
-      let best: { logs: RpcLog[]; through: bigint } | undefined;
-      let behind = false;
-      const errors: unknown[] = [];
-      for (const e of this.breaker.readOrder()) {
-        const client = this.endpointClients[e]!;
-        this.breaker.asking(e);
-        // Issued together, the head first: viem's batching sends them in one HTTP request, in this order.
-        const [head, logs] = await Promise.allSettled([
-          client.request({ method: "eth_blockNumber" }),
-          client.request({ method: "eth_getLogs", params: [filter] }),
-        ]);
-        if (head.status === "rejected") {
-          this.noteEndpoint(e, head.reason);
-          errors.push(head.reason);
-          continue;
-        }
-        this.noteEndpoint(e, logs.status === "rejected" ? logs.reason : undefined);
-        const known = hexToBigInt(head.value);
-        if (logs.status === "rejected") {
-          // Behind the range's end, a refusal is the node's way of saying so (current geth): not an error of ours.
-          if (known < toBlock) behind = true;
-          else errors.push(logs.reason);
-          continue;
-        }
-        if (known >= toBlock) {
-          best = { logs: logs.value, through: toBlock };
-          break;
-        }
-        behind = true;
-        if (known >= fromBlock && (best === undefined || known > best.through)) best = { logs: logs.value, through: known };
-      }
-      if (best === undefined) {
-        if (behind) return undefined;
-        throw errors.find((error) => isUnreachable(error)) ?? errors[0] ?? new ChainUnavailableError("eth_getLogs: no RPC endpoint to ask");
-      }
-      const through = best.through;
-      const wallets = parseEventLogs({ abi: registryAbi, eventName: "WalletSponsored", logs: best.logs.map((log) => formatLog(log)) }).flatMap((log) =>
-        log.blockNumber !== null && log.blockNumber <= through ? [{ wallet: log.args.wallet.toLowerCase() as Address, blockNumber: log.blockNumber }] : [],
+      const answer = await this.logsOfOneEndpoint({ address: this.registryAddress, topics }, fromBlock, toBlock);
+      if (answer === undefined) return undefined;
+      const { logs, through } = answer;
+      const wallets = parseEventLogs({ abi: registryAbi, eventName: "WalletSponsored", logs }).flatMap((log) =>
+        log.blockNumber !== null ? [{ wallet: log.args.wallet.toLowerCase() as Address, blockNumber: log.blockNumber }] : [],
       );
       return { wallets, through };
     });
+  }
+
+  /**
+   * `eth_getLogs` over [fromBlock, toBlock] from one endpoint, with `through`: the last block the answer is known to
+   * cover. Each endpoint is asked, in the breaker's read order, for its head (`eth_blockNumber`) and the logs
+   * together, in one batched HTTP request, the head first: geth runs a batch's calls one after another in order
+   * (rpc/handler.go, handleBatch), so its logs were read at a head at least that high. The first endpoint whose head
+   * reaches `toBlock` answers for the whole range. An endpoint behind it does not say so: anvil and older geth answer
+   * the blocks they have (a range past the head is cut at it, without an error), a pool of nodes answers from
+   * whichever is asked, and the head the range ends at may be another endpoint's. When none reaches `toBlock`, the
+   * answer of the one that got furthest covers up to its head (`through` below `toBlock`, logs above it dropped); when
+   * none knows even `fromBlock`, undefined: nothing is covered yet. A failed call (not reached, or refused: current
+   * geth answers a range past its head with an error) moves on to the next endpoint; when every endpoint failed, the
+   * first failure is thrown (one not reached first, so it counts as a chain outage).
+   */
+  private async logsOfOneEndpoint(
+    filter: { address: Address; topics: (Hex | Hex[] | null)[] },
+    fromBlock: bigint,
+    toBlock: bigint,
+  ): Promise<{ logs: Log[]; through: bigint } | undefined> {
+    const params = { ...filter, fromBlock: numberToHex(fromBlock), toBlock: numberToHex(toBlock) };
+    let best: { logs: RpcLog[]; through: bigint } | undefined;
+    let behind = false;
+    const errors: unknown[] = [];
+    for (const e of this.breaker.readOrder()) {
+      const client = this.endpointClients[e]!;
+      this.breaker.asking(e);
+      // Issued together, the head first: viem's batching sends them in one HTTP request, in this order.
+      const [head, logs] = await Promise.allSettled([
+        client.request({ method: "eth_blockNumber" }),
+        client.request({ method: "eth_getLogs", params: [params] }),
+      ]);
+      if (head.status === "rejected") {
+        this.noteEndpoint(e, head.reason);
+        errors.push(head.reason);
+        continue;
+      }
+      this.noteEndpoint(e, logs.status === "rejected" ? logs.reason : undefined);
+      const known = hexToBigInt(head.value);
+      if (logs.status === "rejected") {
+        // Behind the range's end, a refusal is the node's way of saying so (current geth): not an error of ours.
+        if (known < toBlock) behind = true;
+        else errors.push(logs.reason);
+        continue;
+      }
+      if (known >= toBlock) {
+        best = { logs: logs.value, through: toBlock };
+        break;
+      }
+      behind = true;
+      if (known >= fromBlock && (best === undefined || known > best.through)) best = { logs: logs.value, through: known };
+    }
+    if (best === undefined) {
+      if (behind) return undefined;
+      throw errors.find((error) => isUnreachable(error)) ?? errors[0] ?? new ChainUnavailableError("eth_getLogs: no RPC endpoint to ask");
+    }
+    const through = best.through;
+    return { logs: best.logs.map((log) => formatLog(log)).filter((log) => log.blockNumber !== null && log.blockNumber <= through), through };
   }
 
   async areSponsored(wallets: readonly Address[]): Promise<Map<string, boolean>> {
@@ -577,7 +590,12 @@ export class WorkerChain {
    *
    * The treasury's `Sponsored` events of these request ids over the last `lookbackBlocks`, asked newest first in
    * windows of LOG_QUERY_BLOCKS (hosted RPCs refuse wider `eth_getLogs` ranges), until every id is found. With
-   * `throughBlock`, blocks above it (not yet confirmed deep enough) are not searched.
+   * `throughBlock`, the search starts there (blocks above it are not confirmed deep enough), else at the head.
+   * Each window comes whole from one endpoint that knows its last block (logsOfOneEndpoint): "not found" is the
+   * answer of a node that had every block searched. While no endpoint has reached a window's end, the search throws
+   * ChainUnavailableError and its caller waits: read from an endpoint a block behind (the reads' failover, a pool of
+   * nodes), the event of a payment that was made looked missing, and its nonce was taken as used by a transaction
+   * this service did not send (settleDropped).
    */
   async findSponsoredEvents(
     requestIds: readonly string[],
@@ -588,20 +606,17 @@ export class WorkerChain {
     if (requestIds.length === 0) return found;
     const byTopic = new Map(requestIds.map((id) => [requestIdHash(id), id]));
     return this.reach("eth_getLogs", async () => {
-      const head = await this.blockNumber();
-      const latest = options.throughBlock !== undefined && options.throughBlock < head ? options.throughBlock : head;
+      const latest = options.throughBlock ?? (await this.blockNumber());
       const oldest = latest > lookbackBlocks ? latest - lookbackBlocks : 0n;
       for (let to = latest; to >= oldest && found.size < requestIds.length; to -= LOG_QUERY_BLOCKS) {
         const from = to - LOG_QUERY_BLOCKS + 1n > oldest ? to - LOG_QUERY_BLOCKS + 1n : oldest;
         const missing = [...byTopic].filter(([, id]) => !found.has(id)).map(([topic]) => topic as Hex);
-        const logs = await this.client.getLogs({
-          address: this.treasuryAddress,
-          event: sponsoredEvent,
-          args: { requestIdHash: missing },
-          fromBlock: from,
-          toBlock: to,
-        });
-        for (const log of logs) {
+        const topics = encodeEventTopics({ abi: treasuryAbi, eventName: "Sponsored", args: { requestIdHash: missing } });
+        const answer = await this.logsOfOneEndpoint({ address: this.treasuryAddress, topics }, from, to);
+        if (answer === undefined || answer.through < to) {
+          throw new ChainUnavailableError(`no RPC endpoint has reached block ${to} yet (the newest answered ${answer?.through ?? "below " + from})`);
+        }
+        for (const log of parseEventLogs({ abi: treasuryAbi, eventName: "Sponsored", logs: answer.logs })) {
           const hash = log.args.requestIdHash;
           if (!hash || !log.transactionHash || log.blockNumber === null) continue;
           const uuid = byTopic.get(hash.toLowerCase() as Hex);
