@@ -1,5 +1,5 @@
 import { createChainClients, type ChainPublicClient } from "@/lib/chain/clients";
-import { LAGGING_BLOCKS } from "@/lib/chain/endpoint-breaker";
+import { HeadTimeline } from "@/lib/chain/endpoint-breaker";
 import { resolveDeployment } from "@/lib/chain/deployment";
 import { readTreasuryState } from "@/lib/chain/treasury";
 import type { Database } from "@/db/client";
@@ -13,7 +13,7 @@ import { withTimeout } from "@/lib/with-timeout";
 /**
  * GET /health (decisions.md, "Reads"): 200 `ok` or `degraded` while the database answers, 503 `unavailable` when
  * it does not. `checks` reports the database, the chain (each RPC_URL endpoint: ok, down, or behind the others by
- * more than LAGGING_BLOCKS), the worker's heartbeat, the treasury's balance, the administrator's pause (`sponsorships`: degraded with the reason while paused) and the fees
+ * more than LAGGING_BLOCKS and LAGGING_MS), the worker's heartbeat, the treasury's balance, the administrator's pause (`sponsorships`: degraded with the reason while paused) and the fees
  * against MAX_FEE_PER_GAS_GWEI (`fees`: degraded with `fees_above_ceiling` while the base fee is above it, when the
  * worker signs nothing).
  *
@@ -38,6 +38,8 @@ type EndpointState = NonNullable<HealthCheck["endpoints"]>[number];
 
 let clients: { key: string; clients: ChainPublicClient[] } | undefined;
 let chainCache: { key: string; expiresAt: number; value: Promise<ChainChecks> } | undefined;
+/** The best head /health's reads have seen over time, per set of endpoints: how long ago it passed a head. */
+let timeline: { key: string; heads: HeadTimeline } | undefined;
 /** The chain id each set of RPC endpoints answered, once: a chain's id never changes, so an outage need not hide it. */
 const answeredChainIds = new Map<string, number>();
 
@@ -85,7 +87,7 @@ const DETAILS: Record<HealthCheckCode, string> = {
   no_deployment: "no TREASURY_ADDRESS and no local deployment",
   fees_above_ceiling: "the base fee is above MAX_FEE_PER_GAS_GWEI: new relays wait (requests stay approved) and stuck ones are not replaced until it falls",
   endpoints_down: "some RPC endpoints do not answer (the others serve)",
-  endpoints_behind: "some RPC endpoints are more than 3 blocks behind the others (the worker reads from the others until they catch up)",
+  endpoints_behind: "some RPC endpoints are more than 3 blocks and 3 s behind the others (the worker reads from the others until they catch up)",
 };
 
 const failed = (status: HealthCheck["status"], code: HealthCheckCode, subject?: string): HealthCheck => ({
@@ -151,14 +153,19 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
     return { chain: { status: "not_configured" }, treasury: { status: "not_configured" }, fees: { status: "not_configured" } };
   }
   const reads = await Promise.all(endpointClients(config.rpcUrls).map((client, i) => readEndpoint(i + 1, client)));
-  // An endpoint that answers with a head more than LAGGING_BLOCKS below the best one's has stopped following the
-  // chain (or lags far behind): its answers are of the past, and the worker leaves it aside (docs/worker.md).
+  // An endpoint that answers with a head more than LAGGING_BLOCKS below the best one's, a head the best one had passed
+  // LAGGING_MS before, has stopped following the chain (or lags far behind): its answers are of the past, and the
+  // worker leaves it aside by the same rule (lib/chain/endpoint-breaker.ts, docs/worker.md).
   const best = reads.reduce<bigint | undefined>(
     (b, r) => (r.blockNumber !== undefined && (b === undefined || r.blockNumber > b) ? r.blockNumber : b),
     undefined,
   );
+  const key = config.rpcUrls.join(",");
+  if (timeline?.key !== key) timeline = { key, heads: new HeadTimeline() };
+  const now = performance.now();
+  if (best !== undefined) timeline.heads.note(best, now);
   for (const r of reads) {
-    if (r.state.status === "ok" && best !== undefined && r.blockNumber! + LAGGING_BLOCKS < best) {
+    if (r.state.status === "ok" && best !== undefined && timeline.heads.isBehind(r.blockNumber!, best, now)) {
       r.state = { ...r.state, status: "behind" };
       logger.warn("health: an RPC endpoint is behind the others", { endpoint: r.state.index, blockNumber: r.blockNumber, bestBlockNumber: best });
     }
@@ -176,7 +183,7 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
   }
   const down = reads.some((r) => r.state.status === "down");
   const behind = reads.some((r) => r.state.status === "behind");
-  answeredChainIds.set(config.rpcUrls.join(","), reachable.chainId!);
+  answeredChainIds.set(key, reachable.chainId!);
   const chain: HealthCheck = {
     ...(down ? failed("degraded", "endpoints_down") : behind ? failed("degraded", "endpoints_behind") : { status: "ok" as const }),
     chainId: reachable.chainId!,

@@ -2,7 +2,7 @@ import { encodeEventTopics, formatLog, hexToBigInt, numberToHex, parseEventLogs,
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
-import { EndpointBreaker, EndpointSilentError, LAGGING_BLOCKS, type EndpointChange } from "@/lib/chain/endpoint-breaker";
+import { EndpointBreaker, EndpointSilentError, LAGGING_BLOCKS, LAGGING_MS, type EndpointChange } from "@/lib/chain/endpoint-breaker";
 import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
@@ -242,8 +242,8 @@ export class WorkerChain {
   /**
    * The head, from every endpoint (the maintenance check's: once per heartbeat while busy, every 30 s idle): each is
    * asked alone and all at once (askEach), so a silent endpoint costs the check SURVEY_GRACE_MS at most. Each answer
-   * is noted in the breakers: an endpoint more than LAGGING_BLOCKS behind the best head seen is left aside by reads
-   * until it catches up, and one whose cool-off has ended is re-probed. The head returned is the highest of the
+   * is noted in the breakers: an endpoint more than LAGGING_BLOCKS behind the best head seen, at a head the best head
+   * had passed LAGGING_MS before, is left aside by reads until it catches up, and one whose cool-off has ended is re-probed. The head returned is the highest of the
    * endpoints not behind. One endpoint: `blockNumber()` (one call, as before).
    */
   async surveyHead(): Promise<bigint> {
@@ -257,7 +257,7 @@ export class WorkerChain {
       const error = new ChainUnavailableError(
         answers.size === 0
           ? `eth_blockNumber: no RPC endpoint answered (${messageOf(errors[0] ?? "every endpoint silent")})`
-          : `eth_blockNumber: every RPC endpoint that answered is more than ${LAGGING_BLOCKS} blocks behind block ${this.breaker.bestHead}`,
+          : `eth_blockNumber: every RPC endpoint that answered is more than ${LAGGING_BLOCKS} blocks and ${LAGGING_MS} ms behind block ${this.breaker.bestHead}`,
         { cause: errors[0] },
       );
       this.health.noteUnreachable(error);

@@ -37,8 +37,8 @@ export type HeartbeatDetails = {
     /**
      * Each RPC_URL endpoint by its origin (its path may hold a key), in order. `coolingOffUntil`: until when reads
      * leave it aside for not answering (null: they ask it); `blockNumber`: its head at the last maintenance check that
-     * it answered (several endpoints only); `behind`: more than LAGGING_BLOCKS (3) behind the best head seen, so
-     * reads leave it aside until it catches up.
+     * it answered (several endpoints only); `behind`: more than LAGGING_BLOCKS (3) behind the best head seen, at a
+     * head the best head had passed LAGGING_MS (3 s) before, so reads leave it aside until it catches up.
      */
     endpoints: {
       endpoint: string;

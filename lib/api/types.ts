@@ -472,7 +472,7 @@ export interface components {
                 /** @description Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key) */
                 index: number;
                 /**
-                 * @description behind: answers, with a head more than 3 blocks below the best endpoint's (the worker reads from the others)
+                 * @description behind: answers, with a head more than 3 blocks below the best endpoint's, and one the best had passed over 3 s before (the worker reads from the others)
                  * @enum {string}
                  */
                 status: "ok" | "behind" | "down";

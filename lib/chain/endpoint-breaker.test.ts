@@ -4,12 +4,13 @@ import type { Anvil } from "@/contracts/anvil";
 import { startTestChain } from "@/test/chain";
 import { startSilentRpcProxy, type SilentRpcProxy } from "@/test/rpc-proxy";
 import { createChainClients } from "./clients";
-import { BEST_HEAD_KEPT_MS, COOL_OFF_MS, EndpointBreaker, MAX_COOL_OFF_MS, coolOffAfter } from "./endpoint-breaker";
+import { BEST_HEAD_KEPT_MS, COOL_OFF_MS, EndpointBreaker, LAGGING_MS, MAX_COOL_OFF_MS, coolOffAfter } from "./endpoint-breaker";
 
 /**
  * decisions.md "Several RPC endpoints": reads fail over to the next endpoint when one does not answer. The breaker
  * decides the order: an endpoint not reached lately is left aside for a bounded cool-off, then asked again; one more
- * than LAGGING_BLOCKS behind the best head seen is left aside until it catches up.
+ * than LAGGING_BLOCKS behind the best head seen, at a head the best head had passed LAGGING_MS before, is left aside
+ * until it catches up.
  */
 
 const urls = ["http://a.invalid", "http://b.invalid", "http://c.invalid"];
@@ -115,6 +116,66 @@ describe("the endpoints' breaker", () => {
     expect(breaker.bestHead).toBe(6n);
     expect(breaker.endpoints.map((e) => e.behind)).toEqual([false, false, false]);
     expect(changes).toEqual(["0:behind", "0:caught_up"]);
+  });
+});
+
+/** Surveys every `everyMs` from `fromMs` to `toMs`: endpoint i answers `heads(t)[i]`; returns the changes, "t:i:kind". */
+function survey(breaker: EndpointBreaker, heads: (t: number) => bigint[], fromMs: number, toMs: number, everyMs = 2_000): string[] {
+  const changes: string[] = [];
+  for (let t = fromMs; t <= toMs; t += everyMs) {
+    const before = breaker.endpoints.map((e) => e.behind);
+    breaker.noteHeads(new Map(heads(t).map((h, i) => [i, h])), t);
+    breaker.endpoints.forEach((e, i) => e.behind !== before[i] && changes.push(`${t}:${i}:${e.behind ? "behind" : "caught_up"}`));
+  }
+  return changes;
+}
+
+describe("behind: by LAGGING_BLOCKS and by LAGGING_MS", () => {
+  // A chain of 0.25-s blocks (Arbitrum's pace): 3 blocks are 750 ms, less than a node's ordinary propagation delay.
+  const fast = (t: number) => 1_000n + BigInt(Math.floor(t / 250));
+
+  it("does not leave aside a healthy endpoint of a chain of 0.25-s blocks that lags up to 2 s (8 blocks) now and then", () => {
+    const breaker = new EndpointBreaker(urls.slice(0, 2), { reprobe: "survey" });
+    // Surveys every 2 s for a minute; the second endpoint is 1 block late at one, 8 at the next.
+    const changes = survey(breaker, (t) => [fast(t), fast(t) - (t % 4_000 === 0 ? 1n : 8n)], 0, 60_000);
+    // Before: behind at every other survey and caught up at the next, 30 flaps (each a log line, and reads moving).
+    expect(changes).toEqual([]);
+    expect(breaker.readOrder(60_000)).toEqual([0, 1]);
+  });
+
+  it("leaves aside an endpoint of that chain that stopped, once the best head passed it LAGGING_MS before (within a survey or two more)", () => {
+    const breaker = new EndpointBreaker(urls.slice(0, 2), { reprobe: "survey" });
+    const stoppedAt = 10_000;
+    const changes = survey(breaker, (t) => [fast(t), fast(Math.min(t, stoppedAt))], 0, 40_000);
+    expect(changes).toHaveLength(1);
+    const [at] = changes[0]!.split(":").map(Number);
+    // Not before the chain has been past it for LAGGING_MS (before: at the next survey, 8 blocks and 2 s behind)...
+    expect(at).toBeGreaterThan(stoppedAt + LAGGING_MS);
+    // ...and within LAGGING_MS and two surveys of it (the time the chain passed it is known to a survey's precision).
+    expect(at).toBeLessThanOrEqual(stoppedAt + LAGGING_MS + 2 * 2_000);
+    expect(changes[0]).toBe(`${at}:1:behind`);
+    expect(breaker.readOrder(40_000)).toEqual([0]);
+  });
+
+  it("with 5 blocks mined in one instant on a chain that stalls, the endpoint that did not follow is behind LAGGING_MS after the burst was seen, and stays so", () => {
+    const breaker = new EndpointBreaker(urls.slice(0, 2), { reprobe: "survey" });
+    // A chain mined on demand (anvil with blockTime 0, anvil_mine 5): both at 100, then 5 blocks at 11 s; the second
+    // endpoint stays at 100. Read as a block interval, the burst would be a 0.4-s chain and 3 s 8 blocks, more than 5.
+    const changes = survey(breaker, (t) => [t < 11_000 ? 100n : 105n, 100n], 0, 60_000);
+    // The burst was first seen by the survey at 12 s: the first survey LAGGING_MS after that one (16 s) finds it behind.
+    expect(changes).toEqual([`${12_000 + LAGGING_MS + 1_000}:1:behind`]);
+  });
+
+  it("leaves aside at once, at the first survey, an endpoint more than LAGGING_BLOCKS below: nothing tells yet how long ago the chain passed it", () => {
+    const breaker = new EndpointBreaker(urls.slice(0, 2), { reprobe: "survey" });
+    expect(survey(breaker, () => [105n, 100n], 0, 0)).toEqual(["0:1:behind"]);
+  });
+
+  it("on a chain of 12-s blocks, an endpoint 4 blocks (48 s) behind is behind as before, and one 3 blocks behind is not", () => {
+    const slow = (t: number) => 100n + BigInt(Math.floor(t / 12_000));
+    const breaker = new EndpointBreaker(urls, { reprobe: "survey" });
+    const changes = survey(breaker, (t) => [slow(t), slow(t) - 3n, t < 60_000 ? slow(t) : slow(t) - 4n], 0, 120_000);
+    expect(changes).toEqual(["60000:2:behind"]);
   });
 });
 

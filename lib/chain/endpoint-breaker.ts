@@ -11,14 +11,25 @@ import { BaseError, HttpRequestError, RpcRequestError, TimeoutError } from "viem
  * - after the cool-off it is asked again ("re-probed"): by the next read that gets to it (`reprobe: "reads"`, the
  *   web server), or only by a survey (`reprobe: "survey"`, the worker: `surveyTargets`, once per maintenance check),
  *   so that no read of the worker waits on an endpoint that may still be silent. Any answer closes the breaker;
- * - an endpoint whose head is more than LAGGING_BLOCKS behind the best head a survey has seen (`noteHeads`) is not
- *   asked by reads until it catches up: a node that stopped importing blocks answers every call, with the chain as it
- *   was (receipts null, nonces unused), and asked first it blinded the worker.
+ * - an endpoint whose head is more than LAGGING_BLOCKS behind the best head a survey has seen (`noteHeads`), and one
+ *   the best head had already passed LAGGING_MS before (HeadTimeline), is not asked by reads until it catches up: a
+ *   node that stopped importing blocks answers every call, with the chain as it was (receipts null, nonces unused),
+ *   and asked first it blinded the worker.
  * A single endpoint is always asked: there is nothing to fail over to.
  */
 
 /** Blocks an endpoint may be behind the best head seen before reads leave it aside (docs/deployment.md). */
 export const LAGGING_BLOCKS = 3n;
+/**
+ * And how long before the best head must have passed an endpoint's head for reads to leave it aside
+ * (docs/deployment.md). Blocks alone measured time in the chain's block interval: 36 s on a 12-s chain, but 750 ms on
+ * a chain of 0.25-s blocks, where a healthy node a propagation late flapped between behind and caught up (a log line
+ * each, and reads moving). 3 s is LAGGING_BLOCKS blocks of the local chain (1 s, LOCAL_BLOCK_TIME), so on chains of
+ * 1 s or more per block the blocks decide as before, and several times the ordinary propagation of a block between
+ * nodes (well under a second); it stays short against RELAY_TIMEOUT_MS (60 s), which a stale endpoint asked first had
+ * every relay wait out before a replacement.
+ */
+export const LAGGING_MS = 3_000;
 /** How long the best head seen is kept while no endpoint answers near it (EndpointBreaker.noteHeads). */
 export const BEST_HEAD_KEPT_MS = 60_000;
 /** The first cool-off of an endpoint that was not reached; it doubles with each failure in a row. */
@@ -73,7 +84,10 @@ export type EndpointState = {
   probingUntilMs: number;
   /** Its head at the last survey that it answered (worker), undefined before. */
   head: bigint | undefined;
-  /** More than LAGGING_BLOCKS behind the best head seen: reads leave it aside until it catches up. */
+  /**
+   * More than LAGGING_BLOCKS behind the best head seen, at a head the best head had passed LAGGING_MS before: reads
+   * leave it aside until it catches up.
+   */
   behind: boolean;
 };
 
@@ -92,6 +106,44 @@ export type EndpointBreakerOptions = {
   probeMs?: number;
 };
 
+/**
+ * The best head over time, to tell how long ago the chain passed a head: the heads a survey showed rising, each with
+ * when it was first seen, kept back to the newest one at least LAGGING_MS old. No extra call: the surveys' own heads.
+ * A block interval estimated from the best head's rise would need care where this needs none: 5 blocks mined in one
+ * instant (anvil_mine, a burst after a stall) read as a 0.2-s chain for a while, a stalled chain has no interval, the
+ * first survey none yet, and irregular blocks only an average; here the question is asked directly, of each head.
+ */
+export class HeadTimeline {
+  private seen: { head: bigint; atMs: number }[] = [];
+
+  /** The best head at `now`. One below the last seen (a reorg deeper than LAGGING_BLOCKS, a reset chain) starts over. */
+  note(best: bigint, now: number): void {
+    const last = this.seen.at(-1);
+    if (last !== undefined && best < last.head) this.seen = [];
+    if (last === undefined || best !== last.head) this.seen.push({ head: best, atMs: now });
+    this.forget(now);
+  }
+
+  /**
+   * True when `head` is more than LAGGING_BLOCKS below `best` and the best head already stood above it LAGGING_MS
+   * before `now`. Before the timeline reaches that far back (the first survey, or just after the best head fell), its
+   * oldest head is what is known: a head at or above it was passed since, less than LAGGING_MS ago (not behind); one
+   * below it was passed before anything was seen, so LAGGING_BLOCKS alone decides, as it did for every head before.
+   * A 5-block burst is seen behind LAGGING_MS after it was first seen (plus a survey); a stalled chain, at once.
+   */
+  isBehind(head: bigint, best: bigint, now: number): boolean {
+    if (head + LAGGING_BLOCKS >= best) return false;
+    this.forget(now);
+    const then = this.seen[0];
+    return then === undefined || then.head > head;
+  }
+
+  /** Keeps one head at least LAGGING_MS old (the best head as of then) and every newer one. */
+  private forget(now: number): void {
+    while (this.seen.length >= 2 && this.seen[1]!.atMs <= now - LAGGING_MS) this.seen.shift();
+  }
+}
+
 export function coolOffAfter(failures: number): number {
   return Math.min(MAX_COOL_OFF_MS, COOL_OFF_MS * 2 ** Math.max(0, Math.min(failures - 1, 10)));
 }
@@ -100,6 +152,8 @@ export class EndpointBreaker {
   readonly endpoints: EndpointState[];
   /** The highest head a survey has seen: what "behind" is measured from. */
   bestHead: bigint | undefined;
+  /** When the best head rose to what (what "behind by LAGGING_MS" is measured on). */
+  private readonly timeline = new HeadTimeline();
   /** performance.now() when an endpoint last answered a head within LAGGING_BLOCKS of bestHead. */
   private bestHeadSeenMs = 0;
   private readonly downSinceMs: number[];
@@ -199,11 +253,12 @@ export class EndpointBreaker {
   }
 
   /**
-   * The heads a survey read (by endpoint index): each endpoint more than LAGGING_BLOCKS behind the best head seen is
-   * behind until a survey finds it within that again. The best head only rises while some endpoint shows it, so an
-   * endpoint left alone with an old view while the current one is down stays aside for a while; it falls when every
-   * endpoint answered below it (the chain itself went back: a reorg deeper than LAGGING_BLOCKS, a reset test chain),
-   * or when no endpoint has come near it for BEST_HEAD_KEPT_MS (its endpoint gone for good, or a head no other shows).
+   * The heads a survey read (by endpoint index): each endpoint more than LAGGING_BLOCKS behind the best head seen, at
+   * a head the best head had passed LAGGING_MS before (HeadTimeline.isBehind), is behind until a survey finds it out
+   * of that again. The best head only rises while some endpoint shows it, so an endpoint left alone with an old view
+   * while the current one is down stays aside for a while; it falls when every endpoint answered below it (the chain
+   * itself went back: a reorg deeper than LAGGING_BLOCKS, a reset test chain), or when no endpoint has come near it
+   * for BEST_HEAD_KEPT_MS (its endpoint gone for good, or a head no other shows).
    */
   noteHeads(heads: ReadonlyMap<number, bigint>, now = performance.now()): void {
     if (heads.size === 0) return;
@@ -220,11 +275,12 @@ export class EndpointBreaker {
       this.bestHeadSeenMs = now;
     }
     const best = this.bestHead;
+    this.timeline.note(best, now);
     for (const [index, head] of heads) {
       const e = this.endpoints[index];
       if (!e) continue;
       e.head = head;
-      const behind = head + LAGGING_BLOCKS < best;
+      const behind = this.timeline.isBehind(head, best, now);
       if (behind === e.behind) continue;
       e.behind = behind;
       this.options.onChange?.(index, e, { kind: behind ? "behind" : "caught_up", head, bestHead: best });

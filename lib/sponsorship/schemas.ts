@@ -245,9 +245,10 @@ export const healthCheck = named(
             .int()
             .min(1)
             .meta({ description: "Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key)" }),
-          status: z
-            .enum(["ok", "behind", "down"])
-            .meta({ description: "behind: answers, with a head more than 3 blocks below the best endpoint's (the worker reads from the others)" }),
+          status: z.enum(["ok", "behind", "down"]).meta({
+            description:
+              "behind: answers, with a head more than 3 blocks below the best endpoint's, and one the best had passed over 3 s before (the worker reads from the others)",
+          }),
           code: healthCheckCode.optional(),
           blockNumber: z.string().optional(),
           latencyMs: z.number().nonnegative().optional(),
