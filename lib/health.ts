@@ -12,8 +12,8 @@ import { withTimeout } from "@/lib/with-timeout";
 
 /**
  * GET /health (decisions.md, "Reads"): 200 `ok` or `degraded` while the database answers, 503 `unavailable` when
- * it does not. `checks` reports the database, the chain (each RPC_URL endpoint: ok, down, or behind the others by
- * more than LAGGING_BLOCKS and LAGGING_MS), the worker's heartbeat, the treasury's balance, the administrator's pause (`sponsorships`: degraded with the reason while paused) and the fees
+ * it does not. `checks` reports the database, the chain (each RPC_URL endpoint: ok, down, behind the others by more
+ * than LAGGING_BLOCKS and LAGGING_MS, or of another chain), the worker's heartbeat, the treasury's balance, the administrator's pause (`sponsorships`: degraded with the reason while paused) and the fees
  * against MAX_FEE_PER_GAS_GWEI (`fees`: degraded with `fees_above_ceiling` while the base fee is above it, when the
  * worker signs nothing).
  *
@@ -87,6 +87,7 @@ const DETAILS: Record<HealthCheckCode, string> = {
   no_deployment: "no TREASURY_ADDRESS and no local deployment",
   fees_above_ceiling: "the base fee is above MAX_FEE_PER_GAS_GWEI: new relays wait (requests stay approved) and stuck ones are not replaced until it falls",
   endpoints_down: "some RPC endpoints do not answer (the others serve)",
+  endpoints_other_chain: "some RPC endpoints serve another chain (the worker never reads them: fix RPC_URL)",
   endpoints_behind: "some RPC endpoints are more than 3 blocks and 3 s behind the others (the worker reads from the others until they catch up)",
 };
 
@@ -153,13 +154,20 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
     return { chain: { status: "not_configured" }, treasury: { status: "not_configured" }, fees: { status: "not_configured" } };
   }
   const reads = await Promise.all(endpointClients(config.rpcUrls).map((client, i) => readEndpoint(i + 1, client)));
+  // decisions.md "Several RPC endpoints": endpoints of one chain. One that answers another chain's id (a mainnet URL
+  // beside the testnet's) is named, and neither its head (higher, it made the right ones look behind) nor its reads
+  // count: the chain is CHAIN_ID's, the deployment's, or else the first answering endpoint's, as the worker's start-up.
+  const expectedChainId = knownChainId(config) ?? reads.find((r) => r.chainId !== undefined)?.chainId;
+  for (const r of reads) {
+    if (r.state.status === "ok" && r.chainId !== expectedChainId) {
+      r.state = { ...r.state, status: "other_chain", chainId: r.chainId! };
+      logger.warn("health: an RPC endpoint serves another chain", { endpoint: r.state.index, chainId: r.chainId, expectedChainId });
+    }
+  }
   // An endpoint that answers with a head more than LAGGING_BLOCKS below the best one's, a head the best one had passed
   // LAGGING_MS before, has stopped following the chain (or lags far behind): its answers are of the past, and the
   // worker leaves it aside by the same rule (lib/chain/endpoint-breaker.ts, docs/worker.md).
-  const best = reads.reduce<bigint | undefined>(
-    (b, r) => (r.blockNumber !== undefined && (b === undefined || r.blockNumber > b) ? r.blockNumber : b),
-    undefined,
-  );
+  const best = reads.reduce<bigint | undefined>((b, r) => (r.state.status === "ok" && (b === undefined || r.blockNumber! > b) ? r.blockNumber! : b), undefined);
   const key = config.rpcUrls.join(",");
   if (timeline?.key !== key) timeline = { key, heads: new HeadTimeline() };
   const now = performance.now();
@@ -183,9 +191,17 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
   }
   const down = reads.some((r) => r.state.status === "down");
   const behind = reads.some((r) => r.state.status === "behind");
+  const otherChain = reads.some((r) => r.state.status === "other_chain");
   answeredChainIds.set(key, reachable.chainId!);
   const chain: HealthCheck = {
-    ...(down ? failed("degraded", "endpoints_down") : behind ? failed("degraded", "endpoints_behind") : { status: "ok" as const }),
+    // A configuration mistake first: it lasts until RPC_URL is fixed.
+    ...(otherChain
+      ? failed("degraded", "endpoints_other_chain")
+      : down
+        ? failed("degraded", "endpoints_down")
+        : behind
+          ? failed("degraded", "endpoints_behind")
+          : { status: "ok" as const }),
     chainId: reachable.chainId!,
     blockNumber: reachable.blockNumber!.toString(),
     latencyMs: reachable.state.latencyMs!,

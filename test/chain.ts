@@ -5,9 +5,14 @@ import { startAnvil, type Anvil } from "@/contracts/anvil";
 import { freePort } from "./ports";
 
 /** A private anvil for one test file (free port, temporary directory): call in `beforeAll`, stop in `afterAll`. */
-export async function startTestChain(options: { blockTime?: number } = {}): Promise<Anvil> {
+export async function startTestChain(options: { blockTime?: number; chainId?: number } = {}): Promise<Anvil> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "sponsorship-anvil-"));
-  const anvil = await startAnvil({ port: await freePort(), blockTime: options.blockTime ?? 0, dataDir });
+  const anvil = await startAnvil({
+    port: await freePort(),
+    blockTime: options.blockTime ?? 0,
+    dataDir,
+    ...(options.chainId === undefined ? {} : { chainId: options.chainId }),
+  });
   return {
     ...anvil,
     stop: async () => {

@@ -14,6 +14,7 @@ export type RpcProxy = { url: string; close: () => Promise<void> };
 export async function startRpcProxy(
   target: string,
   intercept: (body: string) => RpcProxyAnswer | undefined | Promise<RpcProxyAnswer | undefined> = () => undefined,
+  options: { accepts?: () => boolean } = {},
 ): Promise<RpcProxy> {
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -34,6 +35,10 @@ export async function startRpcProxy(
         res.end();
       });
     });
+  });
+  // A connection it does not accept is reset at once, as by a host whose node is down.
+  server.on("connection", (socket) => {
+    if (options.accepts && !options.accepts()) socket.destroy();
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
@@ -161,4 +166,27 @@ export async function startSilentRpcProxy(target: string, initially: boolean | R
     return when === true ? never : undefined;
   });
   return { ...proxy, silence: (on) => void (when = on), silent: () => when === true, requests: () => requests };
+}
+
+export type DownRpcProxy = RpcProxy & {
+  /** From now on connections are accepted and requests forwarded to the node. */
+  up: () => void;
+  /** JSON-RPC calls forwarded since it came up (each element of a batch counts), by method. */
+  byMethod: () => Record<string, number>;
+};
+
+/** An endpoint down until `up()`: each connection is reset at once (not reached), then it forwards to the node. */
+export async function startDownRpcProxy(target: string): Promise<DownRpcProxy> {
+  let up = false;
+  const methods: Record<string, number> = {};
+  const proxy = await startRpcProxy(
+    target,
+    (body) => {
+      const parsed = JSON.parse(body) as { method: string } | { method: string }[];
+      for (const call of Array.isArray(parsed) ? parsed : [parsed]) methods[call.method] = (methods[call.method] ?? 0) + 1;
+      return undefined;
+    },
+    { accepts: () => up },
+  );
+  return { ...proxy, up: () => void (up = true), byMethod: () => ({ ...methods }) };
 }

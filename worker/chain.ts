@@ -1,4 +1,16 @@
-import { encodeEventTopics, formatLog, hexToBigInt, numberToHex, parseEventLogs, type Address, type Hash, type Hex, type Log, type RpcLog } from "viem";
+import {
+  encodeEventTopics,
+  formatLog,
+  hexToBigInt,
+  hexToNumber,
+  numberToHex,
+  parseEventLogs,
+  type Address,
+  type Hash,
+  type Hex,
+  type Log,
+  type RpcLog,
+} from "viem";
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
@@ -100,7 +112,7 @@ export function workerEndpoints(rpcUrl: string | readonly string[], onChange?: (
 export async function askEach<T>(
   breaker: EndpointBreaker,
   clients: readonly ChainPublicClient[],
-  ask: (client: ChainPublicClient) => Promise<T>,
+  ask: (client: ChainPublicClient, index: number) => Promise<T>,
 ): Promise<{ answers: Map<number, T>; errors: unknown[] }> {
   const targets = breaker.surveyTargets();
   const answers = new Map<number, T>();
@@ -114,7 +126,7 @@ export async function askEach<T>(
     targets.map(async (index) => {
       breaker.asking(index);
       try {
-        const value = await ask(clients[index]!);
+        const value = await ask(clients[index]!, index);
         breaker.noteAnswer(index);
         if (pending.delete(index)) answers.set(index, value);
         firstAnswer();
@@ -166,6 +178,8 @@ export class WorkerChain {
     this.health = options.health ?? new ChainHealth();
     const rpcUrls = rpcUrlList(options.rpcUrl);
     this.breaker = options.endpoints ?? workerEndpoints(rpcUrls);
+    // Reads and the best head take only endpoints that answered this chain id (start-up's, or a survey's).
+    this.breaker.useChain(options.chainId);
     const fetchFn = createNodeFetch();
     // No retries inside viem: the worker's loop backs off and logs, and a broadcast is retried from the database.
     const clientOptions = {
@@ -197,6 +211,8 @@ export class WorkerChain {
    * eth_chainId of an RPC, for start-up (the deployment may not name the chain). Several endpoints are asked at once
    * (askEach): the first in RPC_URL's order that answers tells it, and one silent by then starts its cool-off in
    * `endpoints`, the breakers the worker's reads then share, instead of costing every start-up read its timeout.
+   * The chain ids answered are noted there: an endpoint silent now is asked its chain id by the first survey that
+   * reaches it, and read only once it has answered this one (surveyHead).
    */
   static async readChainId(rpcUrl: string | readonly string[], options: { timeoutMs?: number; endpoints?: EndpointBreaker } = {}): Promise<number> {
     const rpcUrls = rpcUrlList(rpcUrl);
@@ -217,7 +233,12 @@ export class WorkerChain {
         `RPC_URL lists endpoints of different chains: endpoint ${first + 1} serves chain ${answers.get(first)}, endpoint ${other[0] + 1} chain ${other[1]}; every endpoint must serve the same chain`,
       );
     }
-    if (first !== undefined) return answers.get(first)!;
+    if (first !== undefined) {
+      const chainId = answers.get(first)!;
+      for (const [index, id] of answers) breaker.noteChainId(index, id);
+      breaker.useChain(chainId);
+      return chainId;
+    }
     // No endpoint answered: an outage when one was not reached (waited out), else the first endpoint's refusal.
     const unreached = errors.find((e) => isUnreachable(e));
     if (unreached !== undefined || errors.length === 0) {
@@ -243,14 +264,24 @@ export class WorkerChain {
    * The head, from every endpoint (the maintenance check's: once per heartbeat while busy, every 30 s idle): each is
    * asked alone and all at once (askEach), so a silent endpoint costs the check SURVEY_GRACE_MS at most. Each answer
    * is noted in the breakers: an endpoint more than LAGGING_BLOCKS behind the best head seen, at a head the best head
-   * had passed LAGGING_MS before, is left aside by reads until it catches up, and one whose cool-off has ended is re-probed. The head returned is the highest of the
-   * endpoints not behind. One endpoint: `blockNumber()` (one call, as before).
+   * had passed LAGGING_MS before, is left aside by reads until it catches up, and one whose cool-off has ended is
+   * re-probed. An endpoint whose chain id is not known yet (silent at start-up) is asked it too, in the same HTTP
+   * request as its head: only one that answers this chain's is read and has its head counted; one of another chain is
+   * left aside for good (EndpointBreaker.noteChainId, one error line) and the worker goes on with the others. The
+   * head returned is the highest of the endpoints of the chain not behind. One endpoint: `blockNumber()` (one call,
+   * as before).
    */
   async surveyHead(): Promise<bigint> {
     if (this.endpointClients.length === 1) return this.blockNumber();
-    const { answers, errors } = await askEach(this.breaker, this.surveyClients, async (client) =>
-      hexToBigInt(await client.request({ method: "eth_blockNumber" })),
-    );
+    const { answers: surveyed, errors } = await askEach(this.breaker, this.surveyClients, async (client, index) => {
+      if (this.endpoints[index]!.chainId !== undefined) return { head: hexToBigInt(await client.request({ method: "eth_blockNumber" })) };
+      // Batched: one HTTP request carries both calls.
+      const batched = this.endpointClients[index]!;
+      const [chainId, head] = await Promise.all([batched.request({ method: "eth_chainId" }), batched.request({ method: "eth_blockNumber" })]);
+      return { head: hexToBigInt(head), chainId: hexToNumber(chainId) };
+    });
+    for (const [index, { chainId }] of surveyed) if (chainId !== undefined) this.breaker.noteChainId(index, chainId);
+    const answers = new Map([...surveyed].filter(([i]) => this.breaker.servesChain(i)).map(([i, { head }]) => [i, head]));
     this.breaker.noteHeads(answers);
     const current = [...answers].filter(([i]) => !this.endpoints[i]!.behind).map(([, head]) => head);
     if (current.length === 0) {
@@ -352,12 +383,18 @@ export class WorkerChain {
    * accepted. The chain counts as unreachable only when no endpoint was reached. The answers of endpoints cooling
    * off (not reached lately) are waited for only when the others did not accept every transaction: an acceptance is
    * final whatever they say, and a silent one would hold each broadcast for its timeout (its answer is still noted).
+   * An endpoint of another chain (EndpointBreaker.noteChainId) is sent nothing: the signatures bind this chain's id
+   * (EIP-155), so it could not use them. One whose chain id is not known yet (silent at start-up) is sent them, but
+   * its answers do not decide (EndpointBreaker.askable): a node of another chain would refuse them, or find their
+   * nonce used, and a refusal outweighs endpoints that did not answer (combineBroadcastOutcomes).
    */
   async broadcast(raws: readonly Hex[]): Promise<BroadcastOutcome[]> {
     if (raws.length === 0) return [];
     type EndpointOutcomes = { unreachable: unknown; outcomes: BroadcastOutcome[] };
     const answered: (EndpointOutcomes | undefined)[] = this.endpointClients.map(() => undefined);
+    const decides = this.breaker.askable();
     const sends = this.endpointClients.map(async (client, e) => {
+      if (this.endpoints[e]!.otherChain) return;
       const settled = await Promise.allSettled(raws.map((raw) => client.request({ method: "eth_sendRawTransaction", params: [raw] })));
       const unreachable = settled.find((s) => s.status === "rejected" && isUnreachable(s.reason));
       this.noteEndpoint(e, unreachable?.status === "rejected" ? unreachable.reason : undefined);
@@ -369,9 +406,10 @@ export class WorkerChain {
     const coolingOff = new Set(this.endpoints.flatMap((endpoint, e) => (endpoint.failures > 0 ? [e] : [])));
     const first = sends.filter((_, e) => !coolingOff.has(e));
     await Promise.all(first.length > 0 ? first : sends);
-    const allAccepted = raws.every((_, i) => answered.some((p) => p?.outcomes[i]!.kind === "accepted"));
+    const decisive = () => answered.filter((p, e): p is EndpointOutcomes => p !== undefined && decides[e] === true);
+    const allAccepted = raws.every((_, i) => decisive().some((p) => p.outcomes[i]!.kind === "accepted"));
     if (!allAccepted) await Promise.all(sends);
-    const perEndpoint = answered.filter((p): p is EndpointOutcomes => p !== undefined);
+    const perEndpoint = decisive();
     const outcomes = raws.map((_, i) => combineBroadcastOutcomes(perEndpoint.map((p) => p.outcomes[i]!)));
     if (perEndpoint.every((p) => p.unreachable !== undefined)) {
       this.health.noteUnreachable(new ChainUnavailableError(`eth_sendRawTransaction: ${messageOf(perEndpoint[0]!.unreachable)}`));

@@ -127,6 +127,14 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
         bestHead: change.bestHead,
         behindBy: change.bestHead - change.head,
       });
+    } else if (change.kind === "other_chain") {
+      // An operator's mistake (a mainnet URL beside the testnet's) that start-up could not see: the endpoint was
+      // silent then. The worker goes on with the others, as it did before this endpoint answered.
+      log.error("RPC endpoint serves another chain: left aside for good (fix RPC_URL)", {
+        ...fields,
+        chainId: change.chainId,
+        expectedChainId: change.expectedChainId,
+      });
     } else log.info("RPC endpoint caught up", { ...fields, head: change.head, bestHead: change.bestHead });
   });
 

@@ -439,7 +439,7 @@ export interface components {
          * @description Why the check is not ok; clients switch on it. Absent when the check is ok
          * @enum {string}
          */
-        HealthCheckCode: "unreachable" | "timeout" | "auth_failed" | "starting_up" | "too_many_connections" | "rpc_error" | "error" | "chain_down" | "database_down" | "no_heartbeat" | "heartbeat_stale" | "relayers_without_gas" | "relayers_not_authorised" | "underfunded" | "treasury_paused" | "no_deployment" | "fees_above_ceiling" | "endpoints_down" | "endpoints_behind";
+        HealthCheckCode: "unreachable" | "timeout" | "auth_failed" | "starting_up" | "too_many_connections" | "rpc_error" | "error" | "chain_down" | "database_down" | "no_heartbeat" | "heartbeat_stale" | "relayers_without_gas" | "relayers_not_authorised" | "underfunded" | "treasury_paused" | "no_deployment" | "fees_above_ceiling" | "endpoints_down" | "endpoints_behind" | "endpoints_other_chain";
         HealthCheck: {
             /** @enum {string} */
             status: "ok" | "degraded" | "down" | "not_configured";
@@ -472,13 +472,15 @@ export interface components {
                 /** @description Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key) */
                 index: number;
                 /**
-                 * @description behind: answers, with a head more than 3 blocks below the best endpoint's, and one the best had passed over 3 s before (the worker reads from the others)
+                 * @description behind: answers, with a head more than 3 blocks below the best endpoint's, and one the best had passed over 3 s before (the worker reads from the others); other_chain: answers another chain's id than the service's (never read by the worker, its head not counted)
                  * @enum {string}
                  */
-                status: "ok" | "behind" | "down";
+                status: "ok" | "behind" | "down" | "other_chain";
                 code?: components["schemas"]["HealthCheckCode"];
                 blockNumber?: string;
                 latencyMs?: number;
+                /** @description The chain id it answered (other_chain only) */
+                chainId?: number;
             }[];
         };
         Health: {

@@ -119,6 +119,54 @@ describe("the endpoints' breaker", () => {
   });
 });
 
+describe("endpoints of another chain", () => {
+  it("once the chain is set, reads and surveys' heads take only endpoints that answered its id; one of another chain is left aside for good, told once", () => {
+    const changes: string[] = [];
+    const breaker = new EndpointBreaker(urls, { reprobe: "survey", onChange: (i, _, c) => changes.push(`${i}:${c.kind}`) });
+    // Start-up: the first two answered chain 11155111, the third was silent.
+    breaker.noteChainId(0, 11155111);
+    breaker.noteChainId(1, 11155111);
+    breaker.noteAnswer(2, silence(), 0);
+    breaker.useChain(11155111);
+    expect(breaker.readOrder(COOL_OFF_MS + 1)).toEqual([0, 1]);
+    expect(breaker.askable()).toEqual([true, true, false]);
+    // Its cool-off over, a survey asks it (its chain id with its head); a head of unknown chain does not count.
+    expect(breaker.surveyTargets(COOL_OFF_MS + 1)).toEqual([0, 1, 2]);
+    breaker.noteAnswer(2, undefined, COOL_OFF_MS + 2);
+    breaker.noteHeads(
+      new Map([
+        [0, 100n],
+        [1, 100n],
+        [2, 21_000_000n],
+      ]),
+      COOL_OFF_MS + 2,
+    );
+    expect([breaker.bestHead, breaker.endpoints.map((e) => e.behind)]).toEqual([100n, [false, false, false]]);
+    expect(breaker.readOrder(COOL_OFF_MS + 3)).toEqual([0, 1]);
+    // It serves mainnet: aside for good, from reads, surveys and broadcasts.
+    breaker.noteChainId(2, 1);
+    breaker.noteChainId(2, 1);
+    expect(breaker.endpoints[2]).toMatchObject({ chainId: 1, otherChain: true, head: undefined });
+    expect(changes).toEqual(["2:cooling_off", "2:answers_again", "2:other_chain"]);
+    expect(breaker.surveyTargets(COOL_OFF_MS + 4)).toEqual([0, 1]);
+    expect(breaker.askable()).toEqual([true, true, false]);
+    // Every other endpoint cooling off: reads still never reach it.
+    breaker.noteAnswer(0, silence(), COOL_OFF_MS + 5);
+    breaker.noteAnswer(1, silence(), COOL_OFF_MS + 5);
+    expect(breaker.readOrder(COOL_OFF_MS + 6)).toEqual([0, 1]);
+    expect(breaker.surveyTargets(COOL_OFF_MS + 6)).toEqual([0, 1]);
+  });
+
+  it("checks no chain id while none is set (the web server's reads), and one endpoint is always asked", () => {
+    const breaker = new EndpointBreaker(urls.slice(0, 2), { reprobe: "reads" });
+    breaker.noteChainId(1, 1);
+    expect(breaker.readOrder()).toEqual([0, 1]);
+    const single = new EndpointBreaker(urls.slice(0, 1), { reprobe: "survey" });
+    single.useChain(31337);
+    expect(single.readOrder()).toEqual([0]);
+  });
+});
+
 /** Surveys every `everyMs` from `fromMs` to `toMs`: endpoint i answers `heads(t)[i]`; returns the changes, "t:i:kind". */
 function survey(breaker: EndpointBreaker, heads: (t: number) => bigint[], fromMs: number, toMs: number, everyMs = 2_000): string[] {
   const changes: string[] = [];

@@ -14,7 +14,12 @@ import { BaseError, HttpRequestError, RpcRequestError, TimeoutError } from "viem
  * - an endpoint whose head is more than LAGGING_BLOCKS behind the best head a survey has seen (`noteHeads`), and one
  *   the best head had already passed LAGGING_MS before (HeadTimeline), is not asked by reads until it catches up: a
  *   node that stopped importing blocks answers every call, with the chain as it was (receipts null, nonces unused),
- *   and asked first it blinded the worker.
+ *   and asked first it blinded the worker;
+ * - once the chain id is known (`useChain`: the worker's, read at start-up), an endpoint is asked by reads and its
+ *   head counts only after it answered that chain id (`noteChainId`: at start-up, or by the survey that first reaches
+ *   it); one that answered another is left aside for good (`otherChain`): decisions.md "Several RPC endpoints" lists
+ *   endpoints of one chain, and a mainnet URL beside a testnet's, silent at start-up, would otherwise have served
+ *   reads and, with its higher head, left the right endpoints behind.
  * A single endpoint is always asked: there is nothing to fail over to.
  */
 
@@ -89,13 +94,18 @@ export type EndpointState = {
    * leave it aside until it catches up.
    */
   behind: boolean;
+  /** The chain id it answered (undefined until it has: silent at start-up, not reached since). */
+  chainId: number | undefined;
+  /** It answered a chain id other than the service's (`useChain`): never asked again, its head ignored. */
+  otherChain: boolean;
 };
 
 export type EndpointChange =
   | { kind: "cooling_off"; coolOffMs: number; error: string }
   | { kind: "answers_again"; downForMs: number }
   | { kind: "behind"; head: bigint; bestHead: bigint }
-  | { kind: "caught_up"; head: bigint; bestHead: bigint };
+  | { kind: "caught_up"; head: bigint; bestHead: bigint }
+  | { kind: "other_chain"; chainId: number; expectedChainId: number };
 
 export type EndpointBreakerOptions = {
   /** Who asks an endpoint again once its cool-off has ended: the next read that gets to it, or only a survey. */
@@ -152,6 +162,8 @@ export class EndpointBreaker {
   readonly endpoints: EndpointState[];
   /** The highest head a survey has seen: what "behind" is measured from. */
   bestHead: bigint | undefined;
+  /** The chain the endpoints must serve (`useChain`); undefined: not checked (the web server's reads). */
+  chainId: number | undefined;
   /** When the best head rose to what (what "behind by LAGGING_MS" is measured on). */
   private readonly timeline = new HeadTimeline();
   /** performance.now() when an endpoint last answered a head within LAGGING_BLOCKS of bestHead. */
@@ -172,6 +184,8 @@ export class EndpointBreaker {
       probingUntilMs: 0,
       head: undefined,
       behind: false,
+      chainId: undefined,
+      otherChain: false,
     }));
     this.downSinceMs = urls.map(() => 0);
   }
@@ -181,16 +195,63 @@ export class EndpointBreaker {
   }
 
   /**
+   * The chain every endpoint must serve (the worker's, once start-up has read it): from now on an endpoint is asked by
+   * reads, and its head counts, only once it has answered this chain id (`noteChainId`).
+   */
+  useChain(chainId: number): void {
+    this.chainId = chainId;
+    this.endpoints.forEach((e, i) => {
+      if (e.chainId !== undefined) this.noteChainId(i, e.chainId);
+    });
+  }
+
+  /**
+   * Endpoint `index` answered eth_chainId `chainId`. Another chain than `useChain`'s leaves it aside for good (told
+   * once, `other_chain`): reads, surveys and broadcasts no longer ask it, and its head is forgotten.
+   */
+  noteChainId(index: number, chainId: number): void {
+    const e = this.endpoints[index];
+    if (!e || e.otherChain) return;
+    e.chainId = chainId;
+    if (this.chainId === undefined || chainId === this.chainId) return;
+    e.otherChain = true;
+    e.head = undefined;
+    e.behind = false;
+    this.options.onChange?.(index, e, { kind: "other_chain", chainId, expectedChainId: this.chainId });
+  }
+
+  /** Whether endpoint `index` answered the chain's id (always true while no chain is set, or with one endpoint). */
+  servesChain(index: number): boolean {
+    const e = this.endpoints[index];
+    if (!e) return false;
+    return this.endpoints.length === 1 || this.chainId === undefined || e.chainId === this.chainId;
+  }
+
+  /**
+   * By endpoint index, whether reads may ask it and its answer to a broadcast decides: those that answered the chain
+   * id; none of another chain, nor one not known yet. While none has answered it yet (a WorkerChain built without
+   * start-up's readChainId), those of an unknown chain id: there is nothing surer.
+   */
+  askable(): boolean[] {
+    const serving = this.endpoints.map((_, i) => this.servesChain(i));
+    if (serving.some(Boolean)) return serving;
+    return this.endpoints.map((e) => !e.otherChain);
+  }
+
+  /**
    * The endpoints a read asks, in order: those neither cooling off nor behind, in the configured order (with
    * `reprobe: "reads"`, one whose cool-off has ended among them); then those cooling off, the one whose cool-off ends
-   * first first. An endpoint behind is left out while any other is there.
+   * first first. An endpoint behind is left out while any other is there; one whose chain id is not known yet or is
+   * another chain's (`useChain`), always.
    */
   readOrder(now = performance.now()): number[] {
     if (this.endpoints.length === 1) return [0];
     const usable: number[] = [];
     const resting: number[] = [];
     const behind: number[] = [];
+    const readable = this.askable();
     this.endpoints.forEach((e, i) => {
+      if (!readable[i]) return;
       if (e.behind) behind.push(i);
       else if (e.failures === 0 || (this.options.reprobe === "reads" && this.dueForProbe(e, now))) usable.push(i);
       else resting.push(i);
@@ -205,11 +266,13 @@ export class EndpointBreaker {
 
   /**
    * The endpoints a survey asks: every one not cooling off (behind ones included: a survey is how they are seen to
-   * catch up), and those whose cool-off has ended (their re-probe); all of them when every one is cooling off.
+   * catch up), and those whose cool-off has ended (their re-probe); all of them when every one is cooling off. Never
+   * one of another chain.
    */
   surveyTargets(now = performance.now()): number[] {
-    const due = this.endpoints.flatMap((e, i) => (e.failures === 0 || this.dueForProbe(e, now) ? [i] : []));
-    return due.length > 0 ? due : this.endpoints.map((_, i) => i);
+    const candidates = this.endpoints.flatMap((e, i) => (e.otherChain ? [] : [i]));
+    const due = candidates.filter((i) => this.endpoints[i]!.failures === 0 || this.dueForProbe(this.endpoints[i]!, now));
+    return due.length > 0 ? due : candidates;
   }
 
   private dueForProbe(e: EndpointState, now: number): boolean {
@@ -255,12 +318,15 @@ export class EndpointBreaker {
   /**
    * The heads a survey read (by endpoint index): each endpoint more than LAGGING_BLOCKS behind the best head seen, at
    * a head the best head had passed LAGGING_MS before (HeadTimeline.isBehind), is behind until a survey finds it out
-   * of that again. The best head only rises while some endpoint shows it, so an endpoint left alone with an old view
-   * while the current one is down stays aside for a while; it falls when every endpoint answered below it (the chain
-   * itself went back: a reorg deeper than LAGGING_BLOCKS, a reset test chain), or when no endpoint has come near it
-   * for BEST_HEAD_KEPT_MS (its endpoint gone for good, or a head no other shows).
+   * of that again. Heads of endpoints that have not answered the chain id (`servesChain`) are ignored: an endpoint of
+   * another chain with a higher head would have left the right ones behind. The best head only rises while some
+   * endpoint shows it, so an endpoint left alone with an old view while the current one is down stays aside for a
+   * while; it falls when every endpoint of the chain answered below it (the chain itself went back: a reorg deeper
+   * than LAGGING_BLOCKS, a reset test chain), or when no endpoint has come near it for BEST_HEAD_KEPT_MS (its endpoint
+   * gone for good, or a head no other shows).
    */
-  noteHeads(heads: ReadonlyMap<number, bigint>, now = performance.now()): void {
+  noteHeads(answered: ReadonlyMap<number, bigint>, now = performance.now()): void {
+    const heads = new Map([...answered].filter(([index]) => this.servesChain(index)));
     if (heads.size === 0) return;
     const highest = [...heads.values()].reduce((a, b) => (b > a ? b : a));
     if (this.bestHead === undefined || highest >= this.bestHead) {
@@ -268,7 +334,7 @@ export class EndpointBreaker {
       this.bestHeadSeenMs = now;
     } else if (highest + LAGGING_BLOCKS >= this.bestHead) {
       this.bestHeadSeenMs = now;
-    } else if (heads.size === this.endpoints.length || now - this.bestHeadSeenMs > BEST_HEAD_KEPT_MS) {
+    } else if (heads.size === this.endpoints.filter((_, i) => this.servesChain(i)).length || now - this.bestHeadSeenMs > BEST_HEAD_KEPT_MS) {
       // Every endpoint below it, or none near it for a minute (the one that showed it gone, or that head was never
       // the chain's): the endpoints left are not held behind a head nobody shows any more.
       this.bestHead = highest;

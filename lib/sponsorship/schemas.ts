@@ -205,6 +205,7 @@ export const healthCheckCode = named(
       "fees_above_ceiling",
       "endpoints_down",
       "endpoints_behind",
+      "endpoints_other_chain",
     ])
     .meta({ description: "Why the check is not ok; clients switch on it. Absent when the check is ok" }),
 );
@@ -245,13 +246,14 @@ export const healthCheck = named(
             .int()
             .min(1)
             .meta({ description: "Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key)" }),
-          status: z.enum(["ok", "behind", "down"]).meta({
+          status: z.enum(["ok", "behind", "down", "other_chain"]).meta({
             description:
-              "behind: answers, with a head more than 3 blocks below the best endpoint's, and one the best had passed over 3 s before (the worker reads from the others)",
+              "behind: answers, with a head more than 3 blocks below the best endpoint's, and one the best had passed over 3 s before (the worker reads from the others); other_chain: answers another chain's id than the service's (never read by the worker, its head not counted)",
           }),
           code: healthCheckCode.optional(),
           blockNumber: z.string().optional(),
           latencyMs: z.number().nonnegative().optional(),
+          chainId: z.int().optional().meta({ description: "The chain id it answered (other_chain only)" }),
         }),
       )
       .optional()

@@ -257,10 +257,12 @@ function ChainEndpoints({ overview }: { overview: DashboardOverview }) {
             {endpoints.map((e, i) => (
               <li key={`${i}-${e.endpoint}`} className="text-sm break-all">
                 <span className={e.status === "ok" ? "font-medium text-green-800" : "font-medium text-red-800"}>
-                  {e.status === "ok" ? "Up" : e.status === "behind" ? "Behind" : "Down"}
+                  {e.status === "ok" ? "Up" : e.status === "behind" ? "Behind" : e.status === "other_chain" ? "Other chain" : "Down"}
                 </span>{" "}
                 <span className="font-mono text-slate-900">{e.endpoint}</span>
-                {e.status !== "down" ? (
+                {e.status === "other_chain" ? (
+                  <span className="text-slate-700"> (chain {e.chainId}: not read, fix RPC_URL)</span>
+                ) : e.status !== "down" ? (
                   <span className="text-slate-700">
                     {" "}
                     block {e.blockNumber}, {e.latencyMs} ms
