@@ -149,6 +149,18 @@ describe("GET /health", () => {
     expect(JSON.stringify(report.body)).not.toMatch(/127\.0\.0\.1|ECONNREFUSED|fetch failed|HTTP request failed/i);
   });
 
+  it("says endpoints_other_chain, not unreachable, when the one endpoint serves another chain than CHAIN_ID's", async () => {
+    await beat("fresh", 0);
+    const report = await checkHealth({
+      db: ctx.t.db,
+      config: config({ RPC_URL: chain.rpcUrl, CHAIN_ID: "8453", REGISTRY_ADDRESS: registry, TREASURY_ADDRESS: funded }),
+    });
+    expect(report.body.status).toBe("degraded");
+    expect(report.body.checks.chain).toMatchObject({ status: "down", code: "endpoints_other_chain" });
+    expect(report.body.checks.chain.endpoints).toEqual([expect.objectContaining({ index: 1, status: "other_chain", chainId: 31337 })]);
+    expect(healthResponse.safeParse(report.body).success).toBe(true);
+  });
+
   it("answers 503 unavailable when the database does not answer", async () => {
     const dead = createDatabase(`postgres://postgres:postgres@127.0.0.1:${await freePort()}/none`, { max: 1 });
     try {

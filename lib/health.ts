@@ -183,8 +183,11 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
   const reachable = reads.find((r) => r.state.status === "ok");
   const fees = feesCheck(config, reachable);
   if (!reachable) {
+    // Every endpoint that answers serves another chain (CHAIN_ID or the deployment names this one): said so, not
+    // "unreachable", which would send an operator to look at the network.
+    const code = reads.some((r) => r.state.status === "other_chain") ? "endpoints_other_chain" : (reads[0]!.state.code ?? "unreachable");
     return {
-      chain: { ...failed("down", reads[0]!.state.code ?? "unreachable", "the chain's RPC endpoint"), endpoints },
+      chain: { ...failed("down", code, "the chain's RPC endpoint"), endpoints },
       treasury: failed("down", "chain_down"),
       fees,
     };
