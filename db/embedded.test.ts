@@ -216,6 +216,44 @@ describe("embedded PostgreSQL start-up", () => {
     }
   });
 
+  it("starts over a postmaster.pid that holds no pid (empty, or cut short), which PostgreSQL refuses for good", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    let pg = await startEmbeddedPostgres({ dataDir: dir, port });
+    await pg.stop();
+    const pidFile = path.join(dir, "postgres", "postmaster.pid");
+    // Before: "lock file postmaster.pid is empty" / "bogus data in lock file", at every start and restart.
+    for (const leftover of ["", "abc\n"]) {
+      writeFileSync(pidFile, leftover);
+      const { log, lines } = keptLog();
+      pg = await startEmbeddedPostgres({ dataDir: dir, port, logger: log });
+      try {
+        expect(await authError(pg.url)).toBeUndefined();
+        expect(lines.map((line) => line.msg)).toContain("removing a postmaster.pid that holds no pid (left by a start cut short)");
+      } finally {
+        await pg.stop();
+      }
+    }
+  });
+
+  it("stops the PostgreSQL left running on the data directory when its postmaster.pid holds no pid, found by its command line", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    const leftover = await startEmbeddedPostgres({ dataDir: dir, port });
+    writeFileSync(path.join(dir, "postgres", "postmaster.pid"), "");
+    const { log, lines } = keptLog();
+    const pg = await startEmbeddedPostgres({ dataDir: dir, port, logger: log });
+    try {
+      expect(processAlive(leftover.pid)).toBe(false);
+      expect(lines.map((line) => line.msg)).toContain("stopping a PostgreSQL server left running by an earlier start");
+      expect(lines.map((line) => line.msg)).not.toContain("removing a postmaster.pid that holds no pid (left by a start cut short)");
+      expect(await authError(pg.url)).toBeUndefined();
+    } finally {
+      await pg.stop();
+      await leftover.stop();
+    }
+  });
+
   it("leaves nothing the next start takes for a cluster when initdb is cut short after it wrote PG_VERSION, and the next start initialises", async () => {
     const dir = await dataDir();
     const port = await freePort();

@@ -250,12 +250,32 @@ const USER = "postgres";
  * process of its user. Where the command line cannot be read (no /proc: not Linux), nothing is signalled or removed:
  * PostgreSQL then judges the file itself: it ignores a dead pid or another user's process, and refuses, naming the
  * pid, a live one of its own user.
+ *
+ * A file with no pid in it (empty, or cut short: a postmaster killed between creating and writing it, a full disk)
+ * PostgreSQL refuses for good ("lock file is empty", "bogus data in lock file"), and every start and every restart
+ * failed until someone removed it. The server it may belong to is looked for by its command line instead; when
+ * there is none, the file is read once more a second later (a postmaster starting this very moment writes its pid
+ * at once) and, still without a pid, removed. A second postmaster on the directory is not a risk this takes:
+ * PostgreSQL also refuses to start while the shared memory of another server of the directory is in use.
  */
 async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise<void> {
   const pidFile = path.join(databaseDir, "postmaster.pid");
-  if (!existsSync(pidFile)) return;
-  const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
-  if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return;
+  let recorded = recordedPid(pidFile);
+  if (recorded === undefined) return;
+  if (recorded === "unreadable") {
+    const running = postmasterOf(databaseDir);
+    if (running !== undefined) return stopServer(running, databaseDir, logger);
+    await new Promise((r) => setTimeout(r, 1_000));
+    recorded = recordedPid(pidFile);
+    if (recorded === undefined) return;
+    if (recorded === "unreadable") {
+      logger?.warn("removing a postmaster.pid that holds no pid (left by a start cut short)", { databaseDir });
+      rmSync(pidFile, { force: true });
+      return;
+    }
+  }
+  const pid = recorded;
+  if (!processAlive(pid)) return;
   const argv = commandLineOf(pid);
   if (!argv) return;
   if (path.basename(argv[0] ?? "") !== "postgres") {
@@ -265,6 +285,43 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   }
   const dashD = argv.indexOf("-D");
   if (dashD < 0 || !sameDirectory(argv[dashD + 1] ?? "", databaseDir)) return; // another cluster's server: left alone
+  await stopServer(pid, databaseDir, logger);
+}
+
+/** The pid on postmaster.pid's first line; "unreadable" when there is none (empty, cut short); undefined: no file. */
+function recordedPid(pidFile: string): number | "unreadable" | undefined {
+  let text: string;
+  try {
+    text = readFileSync(pidFile, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
+  const first = text.split("\n")[0]!.trim();
+  const pid = /^\d+$/.test(first) ? Number(first) : 0;
+  return pid > 0 ? pid : "unreadable";
+}
+
+/** The pid of a live postmaster (`postgres -D <databaseDir>`) on this directory, by /proc; undefined if none or no /proc. */
+function postmasterOf(databaseDir: string): number | undefined {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return undefined;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const argv = commandLineOf(Number(entry));
+    // Only the postmaster keeps `postgres` as argv[0]; its children rename themselves ("postgres: checkpointer").
+    if (!argv || path.basename(argv[0] ?? "") !== "postgres") continue;
+    const dashD = argv.indexOf("-D");
+    if (dashD >= 0 && sameDirectory(argv[dashD + 1] ?? "", databaseDir)) return Number(entry);
+  }
+  return undefined;
+}
+
+async function stopServer(pid: number, databaseDir: string, logger?: Logger): Promise<void> {
   logger?.warn("stopping a PostgreSQL server left running by an earlier start", { pid, databaseDir });
   process.kill(pid, "SIGINT");
   const deadline = performance.now() + 30_000;
