@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -101,13 +101,18 @@ describe("npm start", () => {
     expect(res.status).toBe(201);
   });
 
-  it("refuses a second npm start on the same DATA_DIR while the first runs", async () => {
+  it("refuses a second npm start on the same DATA_DIR while the first runs, and leaves the directory as it was", async () => {
+    const mode = statSync(dataDir).mode & 0o777;
+    // As root the running PostgreSQL (user postgres) reaches its cluster through DATA_DIR: 0711.
+    if (process.getuid?.() === 0) expect(mode.toString(8)).toBe("711");
     const second = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "scripts", "start.ts")], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
     let stderr = "";
     second.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
     const code = await new Promise<number | null>((resolve) => second.once("exit", resolve));
     expect(code).toBe(1);
     expect(stderr).toContain(`Another npm start (pid ${stack.processes().supervisor}) is running with DATA_DIR ${dataDir}`);
+    // Before: the refused start reset the mode to 0700 first, and as root PostgreSQL lost its own cluster.
+    expect((statSync(dataDir).mode & 0o777).toString(8)).toBe(mode.toString(8));
     expect(await stack.health()).toMatchObject({ status: 200 });
   });
 
@@ -200,8 +205,10 @@ describe("npm start", () => {
     expect(chain).toBe("refused");
   });
 
-  it("reuses the data and the deployment on a second start", async () => {
+  it("reuses the data and the deployment on a second start, past a supervisor.pid that holds no pid", async () => {
     stack.output = "";
+    // Left by a start killed while writing it, or a full disk. Before: "Another npm start (pid 0) is running", for ever.
+    writeFileSync(path.join(dataDir, "supervisor.pid"), "");
     supervisor = stack.start();
     await stack.until("GET /health answers 200 again", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
     const again = JSON.parse(readFileSync(path.join(dataDir, "deployment.json"), "utf8")) as typeof deployment;
@@ -210,6 +217,7 @@ describe("npm start", () => {
     const res = await fetch(`http://127.0.0.1:${port}/wallets/${wallet}`);
     expect(res.status).toBe(200);
     expect(stack.output).not.toMatch(/generated an administrator token/);
+    expect(stack.output).toMatch(/supervisor.pid holds no pid/);
     expect(await stack.stop(supervisor)).toBe(0);
   });
 

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { userInfo } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
 import { ensureLocalChain, type LocalChain } from "@/contracts/local-chain";
@@ -39,29 +40,65 @@ function fail(message: string): never {
  * One `npm start` per data directory. The pid in supervisor.pid counts only while it is an npm start (its command line
  * runs scripts/start.ts): the file outlives a reboot or a SIGKILL, and its number may since belong to any process,
  * which would otherwise refuse every start. Where the command line cannot be read (no /proc: not Linux) the pid is
- * believed, as refusing harms nothing: the message names the file to remove.
+ * believed, as refusing harms nothing: the message names the file to remove. A file with no pid in it (a start
+ * killed while writing it, a full disk) is stale: `processAlive(0)` would have probed our own process group and
+ * refused every start.
+ *
+ * The claim is the file's creation (O_EXCL): of two starts at once exactly one gets it. A stale file is moved aside
+ * first, and given back, with a refusal, when what was moved is not what was judged stale (another start claimed the
+ * directory meanwhile). Nothing of the directory is touched before the claim: the start that is refused used to
+ * reset its mode to 0700 first, and as root the running PostgreSQL (user `postgres`) could then no longer reach its
+ * own cluster, so of two starts at once neither ran.
  */
 function claimDataDir(dataDir: string): void {
-  // The owner's alone: it holds the logs (requesters' IPs), the credentials and the chain's state. Tightened too when
-  // an older version created it 0755; as root, db/embedded.ts lets the `postgres` user traverse it (0711).
   // Its parents with the default mode: a recursive mkdir would give each one it creates 0700 too, and as root the
   // `postgres` user could not reach the cluster through them (`.data/e2e`).
   mkdirSync(path.dirname(path.resolve(dataDir)), { recursive: true });
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  chmodSync(dataDir, 0o700);
   const pidFile = path.join(dataDir, "supervisor.pid");
-  if (existsSync(pidFile)) {
-    const pid = Number(readFileSync(pidFile, "utf8"));
-    if (Number.isInteger(pid) && pid !== process.pid && processAlive(pid)) {
+  for (;;) {
+    try {
+      writeFileSync(pidFile, String(process.pid), { flag: "wx", mode: 0o600 });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    const seen = readIfExists(pidFile);
+    if (seen === undefined) continue; // removed meanwhile: claim again
+    const pid = /^\d+$/.test(seen.trim()) ? Number(seen.trim()) : 0;
+    if (pid > 0 && pid !== process.pid && processAlive(pid)) {
       const argv = commandLineOf(pid);
       if (!argv || argv.some((arg) => /(^|\/)scripts\/start\.ts$/.test(arg))) {
         fail(`Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR (if none runs, remove ${pidFile}).`);
       }
       logger.warn("supervisor.pid names a process that is not an npm start (its pid was reused); taking the data directory", { pid, command: argv[0] });
+    } else if (pid === 0) logger.warn("supervisor.pid holds no pid (left by a start cut short); taking the data directory", { content: seen.slice(0, 40) });
+    const aside = `${pidFile}.stale-${process.pid}`;
+    try {
+      renameSync(pidFile, aside);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") continue;
+      throw error;
     }
+    if (readIfExists(aside) !== seen) {
+      renameSync(aside, pidFile);
+      fail(`Another npm start is starting with DATA_DIR ${dataDir}; stop it first or set DATA_DIR.`);
+    }
+    rmSync(aside, { force: true });
   }
-  writeFileSync(pidFile, String(process.pid));
   cleanups.push(async () => rmSync(pidFile, { force: true }));
+  // The owner's alone: it holds the logs (requesters' IPs), the credentials and the chain's state. Tightened too when
+  // an older version created it 0755; as root, db/embedded.ts then lets the `postgres` user traverse it (0711).
+  chmodSync(dataDir, userInfo().uid === 0 && existsSync(path.join(dataDir, "postgres")) ? 0o711 : 0o700);
+}
+
+function readIfExists(file: string): string | undefined {
+  try {
+    return readFileSync(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
 }
 
 /**
