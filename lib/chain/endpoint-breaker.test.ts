@@ -205,13 +205,23 @@ describe("behind: by LAGGING_BLOCKS and by LAGGING_MS", () => {
     expect(breaker.readOrder(40_000)).toEqual([0]);
   });
 
-  it("with 5 blocks mined in one instant on a chain that stalls, the endpoint that did not follow is behind LAGGING_MS after the burst was seen, and stays so", () => {
+  it("with 5 blocks mined in one instant on a chain that stalls, the endpoint that did not follow is behind LAGGING_MS after the burst, and stays so", () => {
     const breaker = new EndpointBreaker(urls.slice(0, 2), { reprobe: "survey" });
     // A chain mined on demand (anvil with blockTime 0, anvil_mine 5): both at 100, then 5 blocks at 11 s; the second
     // endpoint stays at 100. Read as a block interval, the burst would be a 0.4-s chain and 3 s 8 blocks, more than 5.
     const changes = survey(breaker, (t) => [t < 11_000 ? 100n : 105n, 100n], 0, 60_000);
-    // The burst was first seen by the survey at 12 s: the first survey LAGGING_MS after that one (16 s) finds it behind.
-    expect(changes).toEqual([`${12_000 + LAGGING_MS + 1_000}:1:behind`]);
+    // The burst fell between the surveys at 10 and 12 s (it was at 11 s): the first survey LAGGING_MS after it (14 s)
+    // finds the endpoint behind.
+    expect(changes).toEqual([`${11_000 + LAGGING_MS}:1:behind`]);
+  });
+
+  it("with an idle worker's surveys 30 s apart on a chain of 1-s blocks, an endpoint that stopped, or lags 4 blocks, is behind at the next survey", () => {
+    const second = (t: number) => 100n + BigInt(Math.floor(t / 1_000));
+    const stopped = new EndpointBreaker(urls.slice(0, 2), { reprobe: "survey" });
+    // Stopped at 1 s. Before (the first version of LAGGING_MS): seen behind only at 60 s, a whole idle survey late.
+    expect(survey(stopped, (t) => [second(t), second(Math.min(t, 1_000))], 0, 90_000, 30_000)).toEqual(["30000:1:behind"]);
+    const lagging = new EndpointBreaker(urls.slice(0, 2), { reprobe: "survey" });
+    expect(survey(lagging, (t) => [second(t), t === 0 ? second(t) : second(t) - 4n], 0, 90_000, 30_000)).toEqual(["30000:1:behind"]);
   });
 
   it("leaves aside at once, at the first survey, an endpoint more than LAGGING_BLOCKS below: nothing tells yet how long ago the chain passed it", () => {

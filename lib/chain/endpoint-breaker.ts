@@ -118,37 +118,49 @@ export type EndpointBreakerOptions = {
 
 /**
  * The best head over time, to tell how long ago the chain passed a head: the heads a survey showed rising, each with
- * when it was first seen, kept back to the newest one at least LAGGING_MS old. No extra call: the surveys' own heads.
- * A block interval estimated from the best head's rise would need care where this needs none: 5 blocks mined in one
- * instant (anvil_mine, a burst after a stall) read as a 0.2-s chain for a while, a stalled chain has no interval, the
- * first survey none yet, and irregular blocks only an average; here the question is asked directly, of each head.
+ * when it was first and last seen, kept back to the newest one first seen at least LAGGING_MS ago. No extra call: the
+ * surveys' own heads. A block interval estimated from the best head's rise would need care where this needs none: 5
+ * blocks mined in one instant (anvil_mine, a burst after a stall) read as a 0.2-s chain for a while, a stalled chain
+ * has no interval, the first survey none yet, and irregular blocks only an average; here the question is asked
+ * directly, of each head.
  */
 export class HeadTimeline {
-  private seen: { head: bigint; atMs: number }[] = [];
+  private seen: { head: bigint; atMs: number; lastMs: number }[] = [];
 
   /** The best head at `now`. One below the last seen (a reorg deeper than LAGGING_BLOCKS, a reset chain) starts over. */
   note(best: bigint, now: number): void {
-    const last = this.seen.at(-1);
-    if (last !== undefined && best < last.head) this.seen = [];
-    if (last === undefined || best !== last.head) this.seen.push({ head: best, atMs: now });
+    let last = this.seen.at(-1);
+    if (last !== undefined && best < last.head) {
+      this.seen = [];
+      last = undefined;
+    }
+    if (last?.head === best) last.lastMs = now;
+    else this.seen.push({ head: best, atMs: now, lastMs: now });
     this.forget(now);
   }
 
   /**
-   * True when `head` is more than LAGGING_BLOCKS below `best` and the best head already stood above it LAGGING_MS
-   * before `now`. Before the timeline reaches that far back (the first survey, or just after the best head fell), its
-   * oldest head is what is known: a head at or above it was passed since, less than LAGGING_MS ago (not behind); one
-   * below it was passed before anything was seen, so LAGGING_BLOCKS alone decides, as it did for every head before.
-   * A 5-block burst is seen behind LAGGING_MS after it was first seen (plus a survey); a stalled chain, at once.
+   * True when `head` is more than LAGGING_BLOCKS below `best` and the chain passed it (the block after it appeared)
+   * LAGGING_MS or more before `now`. When that was is known to the surveys' precision: between the last survey that
+   * still saw the best head at or below `head` and the first that saw it above, where it is taken to have passed in
+   * proportion to the blocks between the two. So an idle worker's surveys 30 s apart judge a head the chain passed
+   * early in the gap behind at once, as blocks alone did, and a healthy endpoint of a fast chain a block or two late
+   * still is not. A head below the oldest one kept was passed before anything kept was seen: LAGGING_MS ago or more,
+   * or before the first survey, when LAGGING_BLOCKS alone decides, as it did for every head before.
    */
   isBehind(head: bigint, best: bigint, now: number): boolean {
     if (head + LAGGING_BLOCKS >= best) return false;
     this.forget(now);
-    const then = this.seen[0];
-    return then === undefined || then.head > head;
+    const k = this.seen.findIndex((e) => e.head > head);
+    if (k <= 0) return true;
+    const before = this.seen[k - 1]!;
+    const after = this.seen[k]!;
+    const share = Number(head + 1n - before.head) / Number(after.head - before.head);
+    const passedAt = before.lastMs + share * (after.atMs - before.lastMs);
+    return now - passedAt >= LAGGING_MS;
   }
 
-  /** Keeps one head at least LAGGING_MS old (the best head as of then) and every newer one. */
+  /** Keeps the newest head first seen at least LAGGING_MS ago (the best head as of then) and every newer one. */
   private forget(now: number): void {
     while (this.seen.length >= 2 && this.seen[1]!.atMs <= now - LAGGING_MS) this.seen.shift();
   }
