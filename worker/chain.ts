@@ -410,6 +410,12 @@ export class WorkerChain {
     const allAccepted = raws.every((_, i) => decisive().some((p) => p.outcomes[i]!.kind === "accepted"));
     if (!allAccepted) await Promise.all(sends);
     const perEndpoint = decisive();
+    // No endpoint of this chain to decide (start-up guarantees one; guarded all the same): waited out as an outage.
+    if (perEndpoint.length === 0) {
+      const error = new ChainUnavailableError("eth_sendRawTransaction: no RPC endpoint known to serve this chain answered");
+      this.health.noteUnreachable(error);
+      return raws.map(() => ({ kind: "unavailable", message: error.message }));
+    }
     const outcomes = raws.map((_, i) => combineBroadcastOutcomes(perEndpoint.map((p) => p.outcomes[i]!)));
     if (perEndpoint.every((p) => p.unreachable !== undefined)) {
       this.health.noteUnreachable(new ChainUnavailableError(`eth_sendRawTransaction: ${messageOf(perEndpoint[0]!.unreachable)}`));
@@ -630,15 +636,16 @@ export class WorkerChain {
    * windows of LOG_QUERY_BLOCKS (hosted RPCs refuse wider `eth_getLogs` ranges), until every id is found. With
    * `throughBlock`, the search starts there (blocks above it are not confirmed deep enough), else at the head.
    * Each window comes whole from one endpoint that knows its last block (logsOfOneEndpoint): "not found" is the
-   * answer of a node that had every block searched. While no endpoint has reached a window's end, the search throws
-   * ChainUnavailableError and its caller waits: read from an endpoint a block behind (the reads' failover, a pool of
-   * nodes), the event of a payment that was made looked missing, and its nonce was taken as used by a transaction
-   * this service did not send (settleDropped).
+   * answer of a node that had every block searched. While no endpoint has reached a window's end, the answer is
+   * undefined ("not yet") and the caller leaves what it was deciding to a later pass: read from an endpoint a block
+   * behind (the reads' failover, a pool of nodes), the event of a payment that was made looked missing, and its nonce
+   * was taken as used by a transaction this service did not send (settleDropped). Not an outage: every endpoint
+   * answered, and noting one would stop the relay timeout's clock (ChainHealth).
    */
   async findSponsoredEvents(
     requestIds: readonly string[],
     options: { lookbackBlocks?: bigint; throughBlock?: bigint } = {},
-  ): Promise<Map<string, { transactionHash: Hash; blockNumber: bigint }>> {
+  ): Promise<Map<string, { transactionHash: Hash; blockNumber: bigint }> | undefined> {
     const lookbackBlocks = options.lookbackBlocks ?? 10_000n;
     const found = new Map<string, { transactionHash: Hash; blockNumber: bigint }>();
     if (requestIds.length === 0) return found;
@@ -651,9 +658,7 @@ export class WorkerChain {
         const missing = [...byTopic].filter(([, id]) => !found.has(id)).map(([topic]) => topic as Hex);
         const topics = encodeEventTopics({ abi: treasuryAbi, eventName: "Sponsored", args: { requestIdHash: missing } });
         const answer = await this.logsOfOneEndpoint({ address: this.treasuryAddress, topics }, from, to);
-        if (answer === undefined || answer.through < to) {
-          throw new ChainUnavailableError(`no RPC endpoint has reached block ${to} yet (the newest answered ${answer?.through ?? "below " + from})`);
-        }
+        if (answer === undefined || answer.through < to) return undefined;
         for (const log of parseEventLogs({ abi: treasuryAbi, eventName: "Sponsored", logs: answer.logs })) {
           const hash = log.args.requestIdHash;
           if (!hash || !log.transactionHash || log.blockNumber === null) continue;

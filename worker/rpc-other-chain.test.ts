@@ -79,7 +79,10 @@ describe("an RPC endpoint down at start-up that comes up serving another chain",
     const next = await createRequest(fx);
     await waitFor("the next request to complete", async () => (await readRequest(fx, next.id)).status === "completed", 30_000);
     expect((await readRelays(fx, next.id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "confirmed"]]);
-    expect(down.byMethod()).toEqual({ eth_sendRawTransaction: 1, eth_chainId: 1, eth_blockNumber: 1 });
+    // (At most one broadcast: on a loaded machine the survey may come first, and then it is sent none.)
+    const { eth_sendRawTransaction: broadcasts = 0, ...asked } = down.byMethod();
+    expect(broadcasts).toBeLessThanOrEqual(1);
+    expect(asked).toEqual({ eth_chainId: 1, eth_blockNumber: 1 });
 
     // Before, its head (100 blocks higher) left the right endpoint behind 3 s later, and every read went to the other
     // chain; now it is known for what it is, and its head was never counted.

@@ -211,6 +211,8 @@ async function settleRevert(ctx: WorkerContext, state: ConfirmState, { group, wi
   // AlreadySponsored: did one of this request's own transactions pay it (a hash we sent at another nonce)?
   if (explained.errorName === "AlreadySponsored") {
     const events = await ctx.chain.findSponsoredEvents([requestId], { throughBlock: state.settledAt });
+    // No endpoint has every block searched yet (one a block behind answered): a later pass decides.
+    if (events === undefined) return 0;
     const event = events.get(requestId);
     const ours = event ? await run(ctx.db, findRelayByHash(event.transactionHash)) : undefined;
     if (event && ours) {
@@ -280,6 +282,8 @@ async function settleFill(ctx: WorkerContext, state: ConfirmState, { group, winn
 async function settleDropped(ctx: WorkerContext, state: ConfirmState, groups: Group[]): Promise<number> {
   const requestIds = [...new Set(groups.flatMap((g) => g.rows.filter((r) => r.kind === "relay").map((r) => r.sponsorshipRequestId!)))];
   const events = await ctx.chain.findSponsoredEvents(requestIds, { throughBlock: state.settledAt });
+  // No endpoint has every block searched yet: "no event" cannot be told yet, so nothing is taken as dropped now.
+  if (events === undefined) return 0;
   let settled = 0;
   for (const group of groups) {
     // The chain's own record first: a Sponsored event naming one of this group's hashes means it was mined.
