@@ -444,7 +444,9 @@ export class WorkerChain {
    * `eth_getLogs` over [fromBlock, toBlock] from one endpoint, with `through`: the last block the answer is known to
    * cover. Each endpoint is asked, in the breaker's read order, for its head (`eth_blockNumber`) and the logs
    * together, in one batched HTTP request, the head first: geth runs a batch's calls one after another in order
-   * (rpc/handler.go, handleBatch), so its logs were read at a head at least that high. The first endpoint whose head
+   * (rpc/handler.go, handleBatch), so its logs were read at a head at least that high. A node that runs a batch's
+   * calls concurrently (Erigon's --rpc.batch.concurrency) can answer the logs at a lower head than the one it
+   * reports while a block is being imported: a narrow race this does not close. The first endpoint whose head
    * reaches `toBlock` answers for the whole range. An endpoint behind it does not say so: anvil and older geth answer
    * the blocks they have (a range past the head is cut at it, without an error), a pool of nodes answers from
    * whichever is asked, and the head the range ends at may be another endpoint's. When none reaches `toBlock`, the

@@ -137,25 +137,46 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
  * one answers, and notes each outcome in the breaker. As viem's `fallback` (which it replaces: its order is fixed), a
  * call the node refused in a way no other endpoint would judge otherwise (a revert, `shouldThrow`) is not asked of the
  * next. Calls issued together still travel in one batched HTTP request per endpoint (the endpoints' own transports).
+ * With a chain set on the breaker (the worker's), endpoints whose chain id is not known yet are asked last, and their
+ * chain id first (EndpointBreaker.unverified).
  */
 function failover(transports: readonly Transport[], breaker: EndpointBreaker, retryCount: number): Transport {
   return ({ chain, timeout, ...rest }) => {
     const endpoints = transports.map((t) => t({ ...rest, chain, retryCount: 0, timeout }));
     const request: EIP1193RequestFn = async ({ method, params }, requestOptions) => {
-      const order = breaker.readOrder();
-      for (const [n, index] of order.entries()) {
+      const ask = async (index: number): Promise<unknown> =>
+        // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the endpoint's transport takes any JSON-RPC method, as viem's fallback passes it
+        endpoints[index]!.request({ method, params } as any, requestOptions);
+      let failure: unknown = new Error("no RPC endpoint to ask");
+      for (const index of breaker.readOrder()) {
         breaker.asking(index);
         try {
-          // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the endpoint's transport takes any JSON-RPC method, as viem's fallback passes it
-          const response: unknown = await endpoints[index]!.request({ method, params } as any, requestOptions);
+          const response = await ask(index);
           breaker.noteAnswer(index);
           return response as never;
         } catch (error) {
           breaker.noteAnswer(index, error);
-          if (n === order.length - 1 || shouldThrow(error as Error)) throw error;
+          if (shouldThrow(error as Error)) throw error;
+          failure = error;
         }
       }
-      throw new Error("no RPC endpoint to ask");
+      // Every endpoint known to serve the chain failed: one whose chain id is not known yet is asked it first, and
+      // read only if it serves this chain (EndpointBreaker.unverified; one of another chain is left aside for good).
+      for (const index of breaker.unverified()) {
+        try {
+          const chainId = await endpoints[index]!.request({ method: "eth_chainId" }, requestOptions);
+          breaker.noteAnswer(index);
+          breaker.noteChainId(index, Number(BigInt(chainId as string)));
+          if (!breaker.servesChain(index)) continue;
+          const response = await ask(index);
+          return response as never;
+        } catch (error) {
+          breaker.noteAnswer(index, error);
+          if (shouldThrow(error as Error)) throw error;
+          failure = error;
+        }
+      }
+      throw failure;
     };
     return createTransport({ key: "failover", name: "Failover", type: "failover", request, retryCount }, { breaker });
   };

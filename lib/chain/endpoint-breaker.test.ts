@@ -2,6 +2,7 @@ import { HttpRequestError, TimeoutError } from "viem";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Anvil } from "@/contracts/anvil";
 import { startTestChain } from "@/test/chain";
+import { freePort } from "@/test/ports";
 import { startSilentRpcProxy, type SilentRpcProxy } from "@/test/rpc-proxy";
 import { createChainClients } from "./clients";
 import { BEST_HEAD_KEPT_MS, COOL_OFF_MS, EndpointBreaker, LAGGING_MS, MAX_COOL_OFF_MS, coolOffAfter } from "./endpoint-breaker";
@@ -249,6 +250,35 @@ describe("reads over several endpoints", () => {
   afterAll(async () => {
     await silent?.close();
     await chain?.stop();
+  });
+
+  it("with the worker's chain set, ask an endpoint not known yet to serve it its chain id once the others failed, and read from it only if it does", async () => {
+    // Endpoint 1 answered the chain id at start-up and is down now; endpoint 2 was silent then and is up now, before
+    // any survey reached it. Before: reads asked only endpoint 1 and failed until a survey (up to 30 s idle).
+    const down = `http://127.0.0.1:${await freePort()}`;
+    const breaker = new EndpointBreaker([down, chain.rpcUrl], { reprobe: "survey" });
+    breaker.noteChainId(0, 31337);
+    breaker.useChain(31337);
+    const client = createChainClients({ rpcUrl: [down, chain.rpcUrl], endpoints: breaker, timeoutMs: 500, retryCount: 0 });
+    expect(await client.getBlockNumber({ cacheTime: 0 })).toBeGreaterThanOrEqual(0n);
+    expect(breaker.endpoints.map((e) => [e.chainId, e.otherChain])).toEqual([
+      [31337, false],
+      [31337, false],
+    ]);
+
+    // The same with an endpoint of another chain: asked its chain id, never read, left aside for good.
+    const foreign = await startTestChain({ chainId: 8453 });
+    try {
+      const other = new EndpointBreaker([down, foreign.rpcUrl], { reprobe: "survey" });
+      other.noteChainId(0, 31337);
+      other.useChain(31337);
+      const misread = createChainClients({ rpcUrl: [down, foreign.rpcUrl], endpoints: other, timeoutMs: 500, retryCount: 0 });
+      await expect(misread.getBlockNumber({ cacheTime: 0 })).rejects.toThrow();
+      expect(other.endpoints[1]).toMatchObject({ chainId: 8453, otherChain: true });
+      expect(other.unverified()).toEqual([]);
+    } finally {
+      await foreign.stop();
+    }
   });
 
   it("wait out a silent first endpoint once, then go straight to the next one while it cools off", async () => {
