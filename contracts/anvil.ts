@@ -59,7 +59,8 @@ export type Anvil = {
   rpcUrl: string;
   pid: number;
   process: ChildProcess;
-  stop: () => Promise<void>;
+  /** SIGTERM (anvil dumps its state), SIGKILL after 10 s; true when it went by the SIGTERM (or had gone already). */
+  stop: () => Promise<boolean>;
 };
 
 export function anvilBinary(): string {
@@ -241,12 +242,14 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
     process: child,
     stop: async () => {
       blocks?.stop();
-      if (exited) return;
+      if (exited) return true;
       // SIGTERM lets anvil dump its state; SIGKILL if it does not go.
       child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      let killed = false;
+      const timer = setTimeout(() => ((killed = true), child.kill("SIGKILL")), 10_000);
       await exitedPromise;
       clearTimeout(timer);
+      return !killed;
     },
   };
 }

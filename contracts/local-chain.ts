@@ -38,8 +38,8 @@ export type LocalChain = {
   pid: number;
   /** Resolves when anvil has exited, stopped or killed. */
   exited: Promise<void>;
-  /** Stops anvil (SIGTERM, so it writes its state) and removes the pid file. */
-  stop: () => Promise<void>;
+  /** Stops anvil (SIGTERM, so it writes its state) and removes the pid file; false when it had to be killed. */
+  stop: () => Promise<boolean>;
 };
 
 export type EnsureLocalChainOptions = {
@@ -192,8 +192,9 @@ export async function ensureLocalChain(options: EnsureLocalChainOptions): Promis
   );
   const stop = async () => {
     stopping = true;
-    await anvil.stop();
+    const clean = await anvil.stop();
     rmSync(pidFile, { force: true });
+    return clean;
   };
 
   try {

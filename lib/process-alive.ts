@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 /** Whether a process with this pid exists (signal 0 probes without signalling; EPERM means it exists as another user). */
 export function processAlive(pid: number): boolean {
@@ -36,5 +36,39 @@ export function processIdentity(pid: number): string {
     return start ? `${pid} ${start}` : String(pid);
   } catch {
     return String(pid);
+  }
+}
+
+/**
+ * The pids whose parent is `pid` (a postmaster's backends, a supervisor's children), from Linux's /proc/<n>/stat
+ * (field 4); none where /proc cannot be read.
+ */
+export function childrenOf(pid: number): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return [];
+  }
+  const children: number[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid) children.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return children;
+}
+
+/** Whether `pid` leads a process group of its own (spawned `detached`): its group can then be signalled whole. */
+export function leadsProcessGroup(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) === pid;
+  } catch {
+    return false;
   }
 }

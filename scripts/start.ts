@@ -12,7 +12,7 @@ import { createLogger } from "@/lib/log";
 import { BuildStoppedError, buildIfStale } from "./build-if-stale";
 import { replayLostTransactions } from "./chain-replay";
 import { supervise, superviseService, type Supervised } from "./supervisor";
-import { commandLineOf, processAlive } from "@/lib/process-alive";
+import { childrenOf, commandLineOf, leadsProcessGroup, processAlive } from "@/lib/process-alive";
 
 /**
  * `npm start`: the whole service on embedded defaults. With DATABASE_URL unset it starts an embedded PostgreSQL
@@ -20,13 +20,26 @@ import { commandLineOf, processAlive } from "@/lib/process-alive";
  * migrations, builds the web app when its sources changed, then runs the web server and the worker as child
  * processes. Everything it started is restarted with backoff when it dies: the web server and the worker, the
  * embedded PostgreSQL (on the same data directory: crash recovery) and the local chain (from its state dump, the
- * transactions it lost sent again). Ctrl-C / SIGTERM stops everything cleanly.
+ * transactions it lost sent again). Ctrl-C / SIGTERM stops everything cleanly and in order, each stop bounded; a second
+ * one forces the exit at once. It exits 0 when everything stopped cleanly, 1 when anything had to be forced.
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const logger = createLogger({ component: "supervisor" });
-const cleanups: Array<() => Promise<void>> = [];
+/** Run in reverse order by `shutdown`; one that answers false had to force something (the exit code is then 1). */
+const cleanups: Array<() => Promise<boolean | void>> = [];
 let shuttingDown = false;
+/** When the shutdown began (performance.now()): a signal repeated within REPEATED_SIGNAL_MS is the same one. */
+let shutdownAt = 0;
+/**
+ * A terminal's Ctrl-C reaches the whole foreground process group, and npm (`npm start`) forwards it to its child as
+ * well: the supervisor gets the same SIGINT twice, milliseconds apart, which must not count as a second Ctrl-C.
+ */
+const REPEATED_SIGNAL_MS = 1_000;
+/** How long the shutdown waits for a service that was still starting when it began, before giving up on it. */
+const START_WAIT_MS = 60_000;
+/** What the supervisor started, by name (DATA_DIR/processes.json); a forced exit kills them where /proc is missing. */
+const pids: Record<string, number> = { supervisor: process.pid };
 /** Stops the web app's build, if one runs (shutdown's first step: it does not wait for the other cleanups). */
 const buildStop = new AbortController();
 const noop = () => {};
@@ -177,24 +190,89 @@ function adminToken(config: Config): string {
   return token;
 }
 
+/**
+ * SIGKILL to everything the supervisor started and still runs: its children (from /proc; the recorded pids where
+ * there is none), each one's process group when it has its own (the web server, the worker, anvil, the build) and
+ * the postmaster's backends (PostgreSQL shares our group). Nothing else is touched: every pid is a child of ours.
+ */
+function killWhatWeStarted(): void {
+  const children = existsSync("/proc") ? childrenOf(process.pid) : Object.values(pids).filter((pid) => pid !== process.pid);
+  for (const pid of children) {
+    const targets = leadsProcessGroup(pid) ? [-pid] : [pid, ...childrenOf(pid)];
+    for (const target of targets) {
+      try {
+        process.kill(target, "SIGKILL");
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+}
+
+/** A second Ctrl-C / SIGTERM during the shutdown: whoever sent it will not wait for the orderly stop. */
+function forceExit(signal: string): never {
+  logger.warn("second signal while stopping: killing what still runs and exiting now", { signal });
+  killWhatWeStarted();
+  process.exit(1);
+}
+
+function onSignal(signal: NodeJS.Signals): void {
+  if (!shuttingDown) return void shutdown(signal, 0);
+  if (performance.now() - shutdownAt >= REPEATED_SIGNAL_MS) forceExit(signal);
+}
+
+/**
+ * How to stop a service whose start is in progress, registered before the start is awaited: a shutdown that begins
+ * meanwhile waits for the start (at most START_WAIT_MS) and stops what it started, instead of exiting with it left
+ * running. Once started and supervised, `use` hands over the supervised service's stop.
+ */
+function stopOnceStarted(name: string, starting: Promise<{ stop: () => Promise<boolean> }>): { use: (stop: () => Promise<boolean>) => void } {
+  let settled = false;
+  const outcome = starting.then(
+    (service) => ((settled = true), service),
+    () => ((settled = true), undefined),
+  );
+  let stop = async (): Promise<boolean> => {
+    if (!settled) logger.info("waiting for a start in progress to finish, to stop what it started", { service: name });
+    const started = await Promise.race([outcome, new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), START_WAIT_MS).unref())]);
+    if (started === "timeout") {
+      logger.error(`still starting after ${START_WAIT_MS / 1000} s; killed at the end of the shutdown`, { service: name });
+      return false;
+    }
+    // A start that failed stopped what it had started itself.
+    return started ? started.stop() : true;
+  };
+  cleanups.push(() => stop());
+  return { use: (next) => (stop = next) };
+}
+
 async function shutdown(reason: string, code: number): Promise<never> {
   if (shuttingDown) return new Promise<never>(() => {});
   shuttingDown = true;
+  shutdownAt = performance.now();
   logger.info("shutting down", { reason });
   buildStop.abort();
   // Keeps the process alive until the last cleanup: the services' exit watches poll on unref'd timers, so once the
   // children were gone the event loop emptied while PostgreSQL's stop was awaited, and the process ended (exit 0)
   // before removing its pid files or logging "stopped".
   setInterval(() => {}, 1_000);
-  for (const cleanup of cleanups.reverse()) {
+  let clean = true;
+  for (const cleanup of [...cleanups].reverse()) {
     try {
-      await cleanup();
+      if ((await cleanup()) === false) clean = false;
     } catch (error) {
+      clean = false;
       logger.error("error during shutdown", { error });
     }
   }
-  logger.info("stopped");
-  process.exit(code);
+  if (clean) {
+    logger.info("stopped");
+    process.exit(code);
+  }
+  // Whatever a forced stop left (a start that never finished, a server that outlived its SIGKILL's wait).
+  killWhatWeStarted();
+  logger.warn("stopped", { exitCode: 1, why: "something had to be forced or exited with an error while stopping (see above)" });
+  process.exit(1);
 }
 
 async function main(): Promise<void> {
@@ -212,8 +290,8 @@ async function main(): Promise<void> {
   // again, for ever, starving the shutdown and leaving the chain and PostgreSQL running. What the children print is
   // also in DATA_DIR/logs, so output nobody reads is dropped.
   for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
-  process.on("SIGINT", () => void shutdown("SIGINT", 0));
-  process.on("SIGTERM", () => void shutdown("SIGTERM", 0));
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
   process.on("SIGHUP", () => void shutdown("SIGHUP", 0));
   // If whatever started us dies without passing a signal on (npm killed, a terminal gone), stop cleanly rather
   // than leave the database, the chain, the web server and the worker running with no one to stop them.
@@ -230,7 +308,6 @@ async function main(): Promise<void> {
   mkdirSync(logsDir, { recursive: true, mode: 0o700 });
   chmodSync(logsDir, 0o700);
 
-  const pids: Record<string, number> = { supervisor: process.pid };
   const processFile = path.join(config.dataDir, "processes.json");
   const recordPid = (name: string) => (pid: number) => {
     pids[name] = pid;
@@ -255,7 +332,11 @@ async function main(): Promise<void> {
     await checkDatabase(databaseUrl);
   } else {
     const startPostgres = () => startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, logger });
-    const pg = await startPostgres();
+    const starting = startPostgres();
+    const stopPostgres = stopOnceStarted("postgres", starting);
+    const pg = await starting;
+    // The shutdown began while it started: it stops it.
+    if (shuttingDown) return;
     recordPid("postgres")(pg.pid);
     // Killed, PostgreSQL comes back on the same data directory (crash recovery replays the WAL; fsync stays on);
     // the web server and the worker wait the outage out on their own.
@@ -267,7 +348,7 @@ async function main(): Promise<void> {
       onStart: recordPid("postgres"),
       keepRunning: () => !shuttingDown,
     });
-    cleanups.push(service.stop);
+    stopPostgres.use(service.stop);
     databaseUrl = pg.url;
     logger.info("embedded PostgreSQL ready", { port: config.embeddedPgPort, dataDir: path.join(config.dataDir, "postgres") });
   }
@@ -275,6 +356,7 @@ async function main(): Promise<void> {
   // a newer branch ran on the same data directory.
   const notice = functionsNotice(await applyMigrations(databaseUrl, { rollBackFunctions: !config.databaseUrl }));
   if (notice) logger.warn(notice.message, notice.fields);
+  if (shuttingDown) return;
 
   const chainEnv: Record<string, string> = {};
   // Children are restarted with new chain settings when a restarted local chain had to be deployed anew.
@@ -299,7 +381,10 @@ async function main(): Promise<void> {
       }
       return chain;
     };
-    const chain = await startChain();
+    const starting = startChain();
+    const stopChain = stopOnceStarted("chain", starting);
+    const chain = await starting;
+    if (shuttingDown) return;
     recordPid("chain")(chain.pid);
     Object.assign(chainEnv, describeChain(chain));
     // Killed, the chain comes back from its state dump with the recorded deployment (redeployed if it was lost).
@@ -320,7 +405,7 @@ async function main(): Promise<void> {
       onStart: recordPid("chain"),
       keepRunning: () => !shuttingDown,
     });
-    cleanups.push(service.stop);
+    stopChain.use(service.stop);
     logger.info("local chain ready", { rpcUrl: chain.rpcUrl, registry: chain.registryAddress, treasury: chain.treasuryAddress });
   }
 
@@ -376,15 +461,18 @@ async function main(): Promise<void> {
     for (const child of children) if (child.pid) process.kill(child.pid, "SIGTERM");
   });
   // Children stop first (the web server drains, the worker finishes its step), then the chain, then PostgreSQL.
-  cleanups.push(async () => {
-    await Promise.all(children.map((c) => c.stop()));
-  });
+  cleanups.push(async () => (await Promise.all(children.map((c) => c.stop()))).every(Boolean));
   logger.info("service starting", { url: `http://localhost:${config.port}`, request: "/request", dashboard: "/dashboard" });
 }
 
 main().catch((error: unknown) => {
-  // The build stopped because the supervisor is stopping: that is no failure of the start-up.
-  if (shuttingDown && error instanceof BuildStoppedError) return;
+  // The shutdown began during start-up: what failed since (the build stopped, the migrations' connection cut as
+  // PostgreSQL stopped) is its doing, no failure of the start-up.
+  if (shuttingDown) {
+    if (!(error instanceof BuildStoppedError))
+      logger.info("start-up cut short by the shutdown", { error: error instanceof Error ? error.message : String(error) });
+    return;
+  }
   if (error instanceof ConfigError) {
     console.error(error.message);
   } else {

@@ -199,6 +199,7 @@ function sleeperService(): ServiceHandle {
     stop: async () => {
       proc.kill("SIGTERM");
       await exited;
+      return true;
     },
   };
 }

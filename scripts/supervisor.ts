@@ -4,7 +4,8 @@ import { openLogFile } from "@/lib/log-file";
 
 /**
  * Keeps a child process running: restarts it when it exits unexpectedly, with exponential backoff (reset once it
- * has stayed up for a while), and logs why it went. `stop()` asks it to finish (SIGTERM) and waits.
+ * has stayed up for a while), and logs why it went. `stop()` asks it to finish (SIGTERM) and waits; it answers
+ * whether the child stopped cleanly (see `Supervised.stop`).
  */
 
 export type SupervisedOptions = {
@@ -29,7 +30,11 @@ export type SupervisedOptions = {
 export type Supervised = {
   readonly pid: number | undefined;
   readonly restarts: number;
-  stop: () => Promise<void>;
+  /**
+   * SIGTERM, SIGKILL after `stopTimeoutMs`, and waits. True when the child stopped cleanly: exited with code 0 (or by
+   * the SIGTERM itself), or was not running; false when it had to be killed or exited with another code.
+   */
+  stop: () => Promise<boolean>;
 };
 
 export function describeExit(code: number | null, signal: NodeJS.Signals | null): string {
@@ -50,6 +55,8 @@ export function supervise(options: SupervisedOptions): Supervised {
   let backoff = minBackoff;
   let timer: NodeJS.Timeout | undefined;
   let exited: Promise<void> = Promise.resolve();
+  /** How the child that was running when stop() came ended: clean or not. */
+  let stoppedCleanly = true;
 
   const start = () => {
     timer = undefined;
@@ -73,10 +80,12 @@ export function supervise(options: SupervisedOptions): Supervised {
       process.stderr.write(chunk);
       file?.write(chunk);
     });
-    const ended = (exit: string) => {
+    const ended = (exit: string, clean: boolean) => {
       if (child === proc) child = undefined;
       if (stopping) {
-        log.info("stopped", { exit });
+        stoppedCleanly = clean;
+        if (clean) log.info("stopped", { exit });
+        else log.warn("did not stop cleanly", { exit });
         return;
       }
       const upMs = Math.round(performance.now() - startedAt);
@@ -92,7 +101,7 @@ export function supervise(options: SupervisedOptions): Supervised {
       proc.once("close", () => resolve());
       proc.once("exit", (code, signal) => {
         setTimeout(resolve, 2_000).unref();
-        ended(describeExit(code, signal));
+        ended(describeExit(code, signal), code === 0 || signal === "SIGTERM");
       });
     });
     // A spawn that failed (EAGAIN, ENOENT...) comes as "error" and never as "exit": it is retried with the same
@@ -100,7 +109,7 @@ export function supervise(options: SupervisedOptions): Supervised {
     proc.on("error", (error) => {
       if (proc.pid !== undefined) return log.error("child process error", { error });
       log.error("could not start", { error });
-      ended("not started");
+      ended("not started", true);
     });
     if (proc.pid) {
       log.info("started", { pid: proc.pid });
@@ -134,6 +143,7 @@ export function supervise(options: SupervisedOptions): Supervised {
       await exited;
       clearTimeout(killer);
       file?.close();
+      return stoppedCleanly;
     },
   };
 }
@@ -143,7 +153,8 @@ export type ServiceHandle = {
   pid: number;
   /** Resolves when the service has gone, stopped or killed. */
   exited: Promise<void>;
-  stop: () => Promise<void>;
+  /** Resolves once it has gone; false when it had to be forced (killed after its time to stop). */
+  stop: () => Promise<boolean>;
 };
 
 export type SupervisedServiceOptions = {
@@ -167,7 +178,8 @@ export type SupervisedServiceOptions = {
 export type SupervisedService = {
   readonly pid: number | undefined;
   readonly restarts: number;
-  stop: () => Promise<void>;
+  /** Stops the running instance; false when it had to be forced. */
+  stop: () => Promise<boolean>;
 };
 
 /**
@@ -236,8 +248,9 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
       stopping = true;
       wake?.();
       const running = current;
-      if (running) await running.stop();
+      const clean = running ? await running.stop() : true;
       await loop;
+      return clean;
     },
   };
 }

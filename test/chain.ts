@@ -16,8 +16,9 @@ export async function startTestChain(options: { blockTime?: number; chainId?: nu
   return {
     ...anvil,
     stop: async () => {
-      await anvil.stop();
+      const clean = await anvil.stop();
       await rm(dataDir, { recursive: true, force: true });
+      return clean;
     },
   };
 }
