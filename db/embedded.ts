@@ -268,7 +268,7 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   if (recorded === undefined) return;
   if (recorded === "unreadable") {
     const running = postmasterOf(databaseDir);
-    if (running !== undefined) return stopServer(running, databaseDir, logger);
+    if (running !== undefined) return stopLeftover(running, databaseDir, logger);
     await new Promise((r) => setTimeout(r, 1_000));
     recorded = recordedPid(pidFile);
     if (recorded === undefined) return;
@@ -289,7 +289,7 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   }
   const dashD = argv.indexOf("-D");
   if (dashD < 0 || !sameDirectory(argv[dashD + 1] ?? "", databaseDir)) return; // another cluster's server: left alone
-  await stopServer(pid, databaseDir, logger);
+  await stopLeftover(pid, databaseDir, logger);
 }
 
 /** The pid on postmaster.pid's first line; "unreadable" when there is none (empty, cut short); undefined: no file. */
@@ -325,7 +325,7 @@ function postmasterOf(databaseDir: string): number | undefined {
   return undefined;
 }
 
-async function stopServer(pid: number, databaseDir: string, logger?: Logger): Promise<void> {
+async function stopLeftover(pid: number, databaseDir: string, logger?: Logger): Promise<void> {
   logger?.warn("stopping a PostgreSQL server left running by an earlier start", { pid, databaseDir });
   process.kill(pid, "SIGINT");
   const deadline = performance.now() + 30_000;
