@@ -10,7 +10,7 @@ import { until } from "@/test/full-disk";
 import { keptLog } from "@/test/kept-log";
 import { freePort } from "@/test/ports";
 import { credentialsFile, SERVICE_ROLE, startEmbeddedPostgres, type EmbeddedCredentials } from "./embedded";
-import { applyMigrations } from "./migrate";
+import { applyMigrations, applyMigrationsWhenReachable } from "./migrate";
 
 /**
  * The embedded PostgreSQL of `npm start` (issue 11, item 7): no well-known superuser password, and a service that
@@ -326,3 +326,50 @@ function initdbWritingUnder(dir: string): number | undefined {
   }
   return undefined;
 }
+
+describe("migrations at npm start's start-up", () => {
+  it("wait out the embedded PostgreSQL gone for now (killed, coming back supervised), then apply", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    const first = await startEmbeddedPostgres({ dataDir: dir, port });
+    const url = first.url;
+    await first.stop();
+    // Before: npm start applied them once, and a server killed meanwhile ended it ("start-up failed ... ECONNRESET").
+    await expect(applyMigrations(url)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+    let back: Promise<Awaited<ReturnType<typeof startEmbeddedPostgres>>> | undefined;
+    const waits: number[] = [];
+    try {
+      const result = await applyMigrationsWhenReachable(url, {
+        onWait: (_error, waitMs) => {
+          waits.push(waitMs);
+          // The supervisor's restart, once the first try has failed.
+          back ??= startEmbeddedPostgres({ dataDir: dir, port });
+        },
+      });
+      expect(result.functions).toBe("installed");
+      expect(waits[0]).toBe(500);
+      const sql = postgres(url, { max: 1, onnotice: () => {} });
+      try {
+        const [row] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM sponsorship_requests`;
+        expect(row!.n).toBe(0);
+      } finally {
+        await sql.end();
+      }
+    } finally {
+      await (await back)?.stop();
+    }
+  }, 120_000);
+
+  it("fail at once on anything else than a database out of reach", async () => {
+    const dir = await dataDir();
+    const pg = await startEmbeddedPostgres({ dataDir: dir, port: await freePort() });
+    try {
+      const wrong = pg.url.replace(/:\/\/([^:]+):[^@]+@/, "://$1:not-the-password@");
+      const waits: number[] = [];
+      await expect(applyMigrationsWhenReachable(wrong, { onWait: (_e, ms) => waits.push(ms) })).rejects.toMatchObject({ code: "28P01" });
+      expect(waits).toEqual([]);
+    } finally {
+      await pg.stop();
+    }
+  });
+});

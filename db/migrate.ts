@@ -4,6 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import { closeDatabase, createDatabase } from "./client";
+import { isDatabaseUnavailable } from "./unavailable";
 
 export const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
 /**
@@ -120,6 +121,30 @@ export async function applyMigrations(url: string, options: MigrationOptions = {
     }
   } finally {
     await closeDatabase(db);
+  }
+}
+
+/**
+ * applyMigrations, waiting out a database that cannot be reached for now (isDatabaseUnavailable: refused, reset,
+ * starting up) for up to `giveUpMs`, with a backoff from 500 ms to 5 s; any other failure at once. For npm start:
+ * the embedded PostgreSQL killed during the migrations comes back by itself (supervised), and npm start used to end
+ * there ("start-up failed ... ECONNRESET"). Safe to repeat: the migrations and the functions each go in one
+ * transaction, under an advisory lock. `stopped` ends the wait (a shutdown began).
+ */
+export async function applyMigrationsWhenReachable(
+  url: string,
+  options: MigrationOptions & { giveUpMs?: number; stopped?: () => boolean; onWait?: (error: unknown, waitMs: number) => void } = {},
+): Promise<MigrationResult> {
+  const deadline = performance.now() + (options.giveUpMs ?? 120_000);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await applyMigrations(url, options);
+    } catch (error) {
+      if (!isDatabaseUnavailable(error) || options.stopped?.() || performance.now() > deadline) throw error;
+      const waitMs = Math.min(5_000, 500 * 2 ** attempt);
+      options.onWait?.(error, waitMs);
+      await new Promise((r) => setTimeout(r, waitMs));
+    }
   }
 }
 

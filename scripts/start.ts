@@ -6,7 +6,7 @@ import postgres from "postgres";
 import { ensureLocalChain, type LocalChain } from "@/contracts/local-chain";
 import { closeDatabase, createDatabase } from "@/db/client";
 import { startEmbeddedPostgres } from "@/db/embedded";
-import { applyMigrations, functionsNotice } from "@/db/migrate";
+import { applyMigrationsWhenReachable, functionsNotice } from "@/db/migrate";
 import { ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { BuildStoppedError, buildIfStale } from "./build-if-stale";
@@ -354,7 +354,14 @@ async function main(): Promise<void> {
   }
   // The embedded database serves this checkout alone (no rolling deploy): its bodies are this checkout's, also after
   // a newer branch ran on the same data directory.
-  const notice = functionsNotice(await applyMigrations(databaseUrl, { rollBackFunctions: !config.databaseUrl }));
+  // A database that cannot be reached for now (the embedded one killed meanwhile comes back by itself) is waited for.
+  const migrated = await applyMigrationsWhenReachable(databaseUrl, {
+    rollBackFunctions: !config.databaseUrl,
+    stopped: () => shuttingDown,
+    onWait: (error, waitMs) =>
+      logger.warn("the database cannot be reached for the migrations; trying again", { waitMs, error: error instanceof Error ? error.message : String(error) }),
+  });
+  const notice = functionsNotice(migrated);
   if (notice) logger.warn(notice.message, notice.fields);
   if (shuttingDown) return;
 
