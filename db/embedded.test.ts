@@ -299,7 +299,9 @@ describe("embedded PostgreSQL's superuser password on disk", () => {
       pg = await startEmbeddedPostgres({ dataDir: dir, port: await freePort() });
       expect(process.env.TMPDIR).toBe(systemTmp);
     } finally {
-      process.env.TMPDIR = before;
+      // Assigning undefined would set the string "undefined", and every later tmpdir() in this file would name it.
+      if (before === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = before;
       watcher.close();
       await pg?.stop();
     }
