@@ -251,7 +251,7 @@ const USER = "postgres";
  * The pid is signalled only if it is that server: a `postgres` whose `-D` is this directory. The file outlives a
  * reboot or a SIGKILL, and its number may since belong to any process, which must not get our SIGINT. A pid that is
  * certainly no PostgreSQL makes the file stale: it is removed, as PostgreSQL itself refuses a lock file naming a live
- * process of its user. Where the command line cannot be read (no /proc: not Linux), nothing is signalled or removed:
+ * process of its user. Where the command line cannot be read (no /proc: not Linux), nothing is signalled or removed (but a file with no pid, below):
  * PostgreSQL then judges the file itself: it ignores a dead pid or another user's process, and refuses, naming the
  * pid, a live one of its own user.
  *

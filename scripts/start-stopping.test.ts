@@ -214,7 +214,7 @@ describe("npm start stops", () => {
       frozen = [postmaster, ...childrenOf(postmaster)];
       signal(frozen, "SIGSTOP");
       supervisor.kill("SIGTERM");
-      // Seconds after the first (a repeat within a second is the same Ctrl-C, which npm forwards): once the web
+      // Seconds after the first (a repeat within 250 ms is the same Ctrl-C, which npm forwards): once the web
       // server has stopped, the worker still waiting for the database.
       await stack.until("the web server stopped", () => (/"process":"web","exit"/.test(stack.output) ? true : undefined), 30_000);
       supervisor.kill("SIGINT");
@@ -222,6 +222,8 @@ describe("npm start stops", () => {
       expect(await exitWithin(supervisor, 10_000)).toBe(1);
       await stack.until("everything it started gone", () => ([pids.web!, pids.worker!, pids.chain!, ...frozen].some(alive) ? undefined : true), 10_000);
       expect(stack.output).toMatch(/second signal/);
+      // Its own files removed on the way out, as by the orderly stop.
+      expect(["supervisor.pid", "processes.json"].filter((name) => existsSync(path.join(dataDir, name)))).toEqual([]);
     } finally {
       await killLeftovers(frozen);
     }

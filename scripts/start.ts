@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { userInfo } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
@@ -35,7 +35,9 @@ let shutdownAt = 0;
  * A terminal's Ctrl-C reaches the whole foreground process group, and npm (`npm start`) forwards it to its child as
  * well: the supervisor gets the same SIGINT twice, milliseconds apart, which must not count as a second Ctrl-C.
  */
-const REPEATED_SIGNAL_MS = 1_000;
+const REPEATED_SIGNAL_MS = 250;
+/** The data directory this start claimed (claimDataDir), once it has. */
+let dataDirClaimed: string | undefined;
 /** How long the shutdown waits for a service that was still starting when it began, before giving up on it. */
 const START_WAIT_MS = 60_000;
 /** What the supervisor started, by name (DATA_DIR/processes.json); a forced exit kills them where /proc is missing. */
@@ -69,40 +71,77 @@ function claimDataDir(dataDir: string): void {
   mkdirSync(path.dirname(path.resolve(dataDir)), { recursive: true });
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const pidFile = path.join(dataDir, "supervisor.pid");
-  for (;;) {
-    try {
-      writeFileSync(pidFile, String(process.pid), { flag: "wx", mode: 0o600 });
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-    }
-    const seen = readIfExists(pidFile);
-    if (seen === undefined) continue; // removed meanwhile: claim again
-    const pid = /^\d+$/.test(seen.trim()) ? Number(seen.trim()) : 0;
-    if (pid > 0 && pid !== process.pid && processAlive(pid)) {
-      const argv = commandLineOf(pid);
-      if (!argv || argv.some((arg) => /(^|\/)scripts\/start\.ts$/.test(arg))) {
-        fail(`Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR (if none runs, remove ${pidFile}).`);
+  // The claim is written whole beside it, then linked into place (link fails if the name exists): an empty
+  // supervisor.pid is never a claim in progress, so one is stale.
+  const claim = `${pidFile}.claim-${process.pid}`;
+  writeFileSync(claim, String(process.pid), { mode: 0o600 });
+  try {
+    for (;;) {
+      if (placeClaim(claim, pidFile)) break;
+      const held = statIfExists(pidFile);
+      const seen = held && readIfExists(pidFile);
+      if (held === undefined || seen === undefined) continue; // removed meanwhile: claim again
+      const pid = /^\d+$/.test(seen.trim()) ? Number(seen.trim()) : 0;
+      if (pid > 0 && pid !== process.pid && processAlive(pid)) {
+        const argv = commandLineOf(pid);
+        if (!argv || argv.some((arg) => /(^|\/)scripts\/start\.ts$/.test(arg))) {
+          fail(`Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR (if none runs, remove ${pidFile}).`);
+        }
+        logger.warn("supervisor.pid names a process that is not an npm start (its pid was reused); taking the data directory", { pid, command: argv[0] });
+      } else if (pid === 0) logger.warn("supervisor.pid holds no pid (left by a start cut short); taking the data directory", { content: seen.slice(0, 40) });
+      // Moved aside, and given back (never over another's claim) when what was moved is not the file judged stale:
+      // another start claimed the directory meanwhile.
+      const aside = `${pidFile}.stale-${process.pid}`;
+      try {
+        renameSync(pidFile, aside);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") continue;
+        throw error;
       }
-      logger.warn("supervisor.pid names a process that is not an npm start (its pid was reused); taking the data directory", { pid, command: argv[0] });
-    } else if (pid === 0) logger.warn("supervisor.pid holds no pid (left by a start cut short); taking the data directory", { content: seen.slice(0, 40) });
-    const aside = `${pidFile}.stale-${process.pid}`;
-    try {
-      renameSync(pidFile, aside);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") continue;
-      throw error;
+      const moved = statSync(aside);
+      if (moved.ino !== held.ino || moved.dev !== held.dev) {
+        placeClaim(aside, pidFile);
+        rmSync(aside, { force: true });
+        fail(`Another npm start is starting with DATA_DIR ${dataDir}; stop it first or set DATA_DIR.`);
+      }
+      rmSync(aside, { force: true });
     }
-    if (readIfExists(aside) !== seen) {
-      renameSync(aside, pidFile);
-      fail(`Another npm start is starting with DATA_DIR ${dataDir}; stop it first or set DATA_DIR.`);
-    }
-    rmSync(aside, { force: true });
+  } finally {
+    rmSync(claim, { force: true });
   }
+  dataDirClaimed = dataDir;
   cleanups.push(async () => rmSync(pidFile, { force: true }));
   // The owner's alone: it holds the logs (requesters' IPs), the credentials and the chain's state. Tightened too when
   // an older version created it 0755; as root, db/embedded.ts then lets the `postgres` user traverse it (0711).
   chmodSync(dataDir, userInfo().uid === 0 && existsSync(path.join(dataDir, "postgres")) ? 0o711 : 0o700);
+}
+
+/** Links `from` to `to` unless `to` exists (false then); where hard links are refused, an exclusive create instead. */
+function placeClaim(from: string, to: string): boolean {
+  try {
+    linkSync(from, to);
+    return true;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EEXIST") return false;
+    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP") throw error;
+  }
+  try {
+    writeFileSync(to, readFileSync(from), { flag: "wx", mode: 0o600 });
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw error;
+  }
+}
+
+function statIfExists(file: string): Stats | undefined {
+  try {
+    return statSync(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
 }
 
 function readIfExists(file: string): string | undefined {
@@ -213,6 +252,8 @@ function killWhatWeStarted(): void {
 function forceExit(signal: string): never {
   logger.warn("second signal while stopping: killing what still runs and exiting now", { signal });
   killWhatWeStarted();
+  // Its own files, which the orderly stop would have removed last: left, a reused pid could refuse the next start.
+  if (dataDirClaimed) for (const name of ["supervisor.pid", "processes.json"]) rmSync(path.join(dataDirClaimed, name), { force: true });
   process.exit(1);
 }
 
