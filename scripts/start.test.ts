@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -113,6 +113,8 @@ describe("npm start", () => {
     expect(stderr).toContain(`Another npm start (pid ${stack.processes().supervisor}) is running with DATA_DIR ${dataDir}`);
     // Before: the refused start reset the mode to 0700 first, and as root PostgreSQL lost its own cluster.
     expect((statSync(dataDir).mode & 0o777).toString(8)).toBe(mode.toString(8));
+    // Nor leaves its claim file there (fail() exits at once, past the claim's own cleanup).
+    expect(readdirSync(dataDir).filter((name) => name.startsWith("supervisor.pid."))).toEqual([]);
     expect(await stack.health()).toMatchObject({ status: 200 });
   });
 

@@ -59,9 +59,10 @@ function fail(message: string): never {
  * killed while writing it, a full disk) is stale: `processAlive(0)` would have probed our own process group and
  * refused every start.
  *
- * The claim is the file's creation (O_EXCL): of two starts at once exactly one gets it. A stale file is moved aside
- * first, and given back, with a refusal, when what was moved is not what was judged stale (another start claimed the
- * directory meanwhile). Nothing of the directory is touched before the claim: the start that is refused used to
+ * The claim is written whole to a file of its own, then hard-linked into place (a link fails when the name exists):
+ * of two starts at once exactly one gets it, and an empty supervisor.pid is never a claim in progress. A stale file
+ * is moved aside first, and given back, with a refusal, when what was moved is not what was judged stale (another
+ * start claimed the directory meanwhile). Nothing of the directory is touched before the claim: the start that is refused used to
  * reset its mode to 0700 first, and as root the running PostgreSQL (user `postgres`) could then no longer reach its
  * own cluster, so of two starts at once neither ran.
  */
@@ -75,45 +76,55 @@ function claimDataDir(dataDir: string): void {
   // supervisor.pid is never a claim in progress, so one is stale.
   const claim = `${pidFile}.claim-${process.pid}`;
   writeFileSync(claim, String(process.pid), { mode: 0o600 });
+  let refusal: string | undefined;
   try {
-    for (;;) {
-      if (placeClaim(claim, pidFile)) break;
-      const held = statIfExists(pidFile);
-      const seen = held && readIfExists(pidFile);
-      if (held === undefined || seen === undefined) continue; // removed meanwhile: claim again
-      const pid = /^\d+$/.test(seen.trim()) ? Number(seen.trim()) : 0;
-      if (pid > 0 && pid !== process.pid && processAlive(pid)) {
-        const argv = commandLineOf(pid);
-        if (!argv || argv.some((arg) => /(^|\/)scripts\/start\.ts$/.test(arg))) {
-          fail(`Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR (if none runs, remove ${pidFile}).`);
-        }
-        logger.warn("supervisor.pid names a process that is not an npm start (its pid was reused); taking the data directory", { pid, command: argv[0] });
-      } else if (pid === 0) logger.warn("supervisor.pid holds no pid (left by a start cut short); taking the data directory", { content: seen.slice(0, 40) });
-      // Moved aside, and given back (never over another's claim) when what was moved is not the file judged stale:
-      // another start claimed the directory meanwhile.
-      const aside = `${pidFile}.stale-${process.pid}`;
-      try {
-        renameSync(pidFile, aside);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === "ENOENT") continue;
-        throw error;
-      }
-      const moved = statSync(aside);
-      if (moved.ino !== held.ino || moved.dev !== held.dev) {
-        placeClaim(aside, pidFile);
-        rmSync(aside, { force: true });
-        fail(`Another npm start is starting with DATA_DIR ${dataDir}; stop it first or set DATA_DIR.`);
-      }
-      rmSync(aside, { force: true });
-    }
+    refusal = placeClaimOver(claim, pidFile, dataDir);
   } finally {
     rmSync(claim, { force: true });
   }
+  // After the claim file is gone: fail() exits at once, and a refused start left it behind in DATA_DIR.
+  if (refusal !== undefined) fail(refusal);
   dataDirClaimed = dataDir;
   cleanups.push(async () => rmSync(pidFile, { force: true }));
   // The owner's alone: it holds the logs (requesters' IPs), the credentials and the chain's state. Tightened too when
   // an older version created it 0755; as root, db/embedded.ts then lets the `postgres` user traverse it (0711).
   chmodSync(dataDir, userInfo().uid === 0 && existsSync(path.join(dataDir, "postgres")) ? 0o711 : 0o700);
+}
+
+/**
+ * Links the written claim into place as supervisor.pid, past a stale one (no pid, a dead pid, or one that is no npm
+ * start): moved aside, and given back (never over another's claim) when what was moved is not the file judged stale,
+ * as another start claimed the directory meanwhile. Returns the refusal, or undefined once the claim is in place.
+ */
+function placeClaimOver(claim: string, pidFile: string, dataDir: string): string | undefined {
+  for (;;) {
+    if (placeClaim(claim, pidFile)) return undefined;
+    const held = statIfExists(pidFile);
+    const seen = held && readIfExists(pidFile);
+    if (held === undefined || seen === undefined) continue; // removed meanwhile: claim again
+    const pid = /^\d+$/.test(seen.trim()) ? Number(seen.trim()) : 0;
+    if (pid > 0 && pid !== process.pid && processAlive(pid)) {
+      const argv = commandLineOf(pid);
+      if (!argv || argv.some((arg) => /(^|\/)scripts\/start\.ts$/.test(arg))) {
+        return `Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR (if none runs, remove ${pidFile}).`;
+      }
+      logger.warn("supervisor.pid names a process that is not an npm start (its pid was reused); taking the data directory", { pid, command: argv[0] });
+    } else if (pid === 0) logger.warn("supervisor.pid holds no pid (left by a start cut short); taking the data directory", { content: seen.slice(0, 40) });
+    const aside = `${pidFile}.stale-${process.pid}`;
+    try {
+      renameSync(pidFile, aside);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") continue;
+      throw error;
+    }
+    const moved = statSync(aside);
+    if (moved.ino !== held.ino || moved.dev !== held.dev) {
+      placeClaim(aside, pidFile);
+      rmSync(aside, { force: true });
+      return `Another npm start is starting with DATA_DIR ${dataDir}; stop it first or set DATA_DIR.`;
+    }
+    rmSync(aside, { force: true });
+  }
 }
 
 /** Links `from` to `to` unless `to` exists (false then); where hard links are refused, an exclusive create instead. */
