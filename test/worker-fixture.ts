@@ -9,7 +9,7 @@ import { privateKeyToAccount, generatePrivateKey } from "viem/accounts";
 import type { Anvil } from "@/contracts/anvil";
 import { deployContracts, type DeployResult } from "@/contracts/deploy-lib";
 import { treasuryAbi } from "@/contracts/generated/treasury";
-import { relayTransactions, sponsorshipRequests, type RelayTransaction, type SponsorshipRequest } from "@/db/schema";
+import { relayTransactions, sponsorshipRequests, workerHeartbeats, type RelayTransaction, type SponsorshipRequest } from "@/db/schema";
 import { createChainClients, type ChainClients } from "@/lib/chain/clients";
 import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS, parseConfig, resetConfigForTests, type Config } from "@/lib/config";
@@ -19,6 +19,7 @@ import { registerWallet } from "@/lib/sponsorship/wallets";
 import { chainRpc, startTestChain } from "@/test/chain";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import type { WorkerSettings } from "@/worker/context";
+import type { HeartbeatDetails } from "@/worker/heartbeat";
 import { startWorker, type RunningWorker } from "@/worker/worker";
 
 /**
@@ -206,6 +207,12 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last).slice(0, 300)})` : ""}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/** The details of a worker's heartbeat row (worker/heartbeat.ts), undefined before its first beat. */
+export async function readHeartbeat(fx: PipelineFixture, workerId: string): Promise<HeartbeatDetails | undefined> {
+  const [row] = await fx.database.db.select().from(workerHeartbeats).where(eq(workerHeartbeats.workerId, workerId));
+  return row?.details as HeartbeatDetails | undefined;
 }
 
 export async function readRequest(fx: PipelineFixture, id: string): Promise<SponsorshipRequest> {

@@ -1,15 +1,13 @@
-import { eq } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Anvil } from "@/contracts/anvil";
-import { workerHeartbeats } from "@/db/schema";
 import { checkHealth } from "@/lib/health";
 import { healthResponse } from "@/lib/sponsorship/schemas";
 import { chainRpc, startTestChain } from "@/test/chain";
 import { keptLog } from "@/test/kept-log";
 import { startDownRpcProxy, type DownRpcProxy } from "@/test/rpc-proxy";
-import type { HeartbeatDetails } from "./heartbeat";
 import type { RunningWorker } from "./worker";
 import {
+  readHeartbeat,
   anvilRpc,
   createRequest,
   readRelays,
@@ -44,10 +42,7 @@ afterEach(async () => {
   foreign = undefined;
 });
 
-async function heartbeat(): Promise<HeartbeatDetails | undefined> {
-  const [row] = await fx.database.db.select().from(workerHeartbeats).where(eq(workerHeartbeats.workerId, worker!.workerId));
-  return row?.details as HeartbeatDetails | undefined;
-}
+const heartbeat = () => readHeartbeat(fx, worker!.workerId);
 
 describe("an RPC endpoint down at start-up that comes up serving another chain", () => {
   it("is asked its chain id before any read, then left aside for good with one error line naming both ids, shown in the heartbeat and /health; the worker goes on", async () => {

@@ -1,12 +1,19 @@
-import { eq, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
-import { workerHeartbeats } from "@/db/schema";
 import { keptLog } from "@/test/kept-log";
 import { startSilentRpcProxy, type SilentRpcProxy } from "@/test/rpc-proxy";
 import { CHAIN_WAIT_IN_TRANSACTION_MS, ENDPOINT_TIMEOUT_MS } from "./chain";
-import type { HeartbeatDetails } from "./heartbeat";
 import type { RunningWorker } from "./worker";
-import { createRequest, readRelays, readRequest, startInProcessWorker, waitFor, setUpPipelineFixture, type PipelineFixture } from "@/test/worker-fixture";
+import {
+  readHeartbeat,
+  createRequest,
+  readRelays,
+  readRequest,
+  startInProcessWorker,
+  waitFor,
+  setUpPipelineFixture,
+  type PipelineFixture,
+} from "@/test/worker-fixture";
 
 /**
  * decisions.md "Operators are told", several RPC endpoints: reads fail over to the next when one does not answer.
@@ -67,8 +74,7 @@ describe("RPC endpoints that accept connections and never answer", () => {
 
     // Each endpoint's state, as the heartbeat shows it: the silent ones cooling off, the good one asked.
     const details = await waitFor("a heartbeat with the silent endpoints cooling off", async () => {
-      const [row] = await fx.database.db.select().from(workerHeartbeats).where(eq(workerHeartbeats.workerId, worker!.workerId));
-      const d = row?.details as HeartbeatDetails | undefined;
+      const d = await readHeartbeat(fx, worker!.workerId);
       return d?.chain.endpoints.every((e, i) => i < 2 === (e.coolingOffUntil !== null)) ? d : undefined;
     });
     expect(details.chain.endpoints.map((e) => [e.reachable, e.behind])).toEqual([

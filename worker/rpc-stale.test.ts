@@ -1,12 +1,10 @@
-import { eq } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
-import { workerHeartbeats } from "@/db/schema";
 import { checkHealth } from "@/lib/health";
 import { healthResponse } from "@/lib/sponsorship/schemas";
 import { startLaggingRpcProxy, type LaggingRpcProxy } from "@/test/rpc-proxy";
-import type { HeartbeatDetails } from "./heartbeat";
 import type { RunningWorker } from "./worker";
 import {
+  readHeartbeat,
   anvilRpc,
   createRequest,
   readRelays,
@@ -39,10 +37,7 @@ afterEach(async () => {
   stale = undefined;
 });
 
-async function heartbeat(): Promise<HeartbeatDetails | undefined> {
-  const [row] = await fx.database.db.select().from(workerHeartbeats).where(eq(workerHeartbeats.workerId, worker!.workerId));
-  return row?.details as HeartbeatDetails | undefined;
-}
+const heartbeat = () => readHeartbeat(fx, worker!.workerId);
 
 describe("an RPC endpoint whose head stopped, ahead of a current one", () => {
   it("is left aside by reads: the paid request completes with its one attempt, and /health and the heartbeat name it behind until it catches up", async () => {
