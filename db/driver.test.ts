@@ -289,8 +289,12 @@ describe("postgres.js on a connection the network drops", () => {
       );
       await serverRuns("SELECT pg_sleep(56)");
       relay.reset();
-      expect(await first).toBe("ECONNRESET");
-      expect(await next).toBe("CONNECTION_CLOSED");
+      const firstError = await first;
+      // The reset's error, or, on a loaded machine, the close that reached the socket first (CI once saw it).
+      expect(["ECONNRESET", "CONNECTION_CLOSED"]).toContain(firstError);
+      // On the error the next transaction is sent on the connection that failed, and must be rejected at once. After
+      // a close it may go to a new connection and be served: either way it settles (settle gives up after 10 s).
+      expect(firstError === "ECONNRESET" ? ["CONNECTION_CLOSED"] : ["CONNECTION_CLOSED", "ok"]).toContain(await next);
       // The pool (of one) works again.
       expect(await pipelinedTransaction(db, (tx) => tx.commit([{ text: "SELECT 41 + 1 AS n", params: [] }]))).toEqual([[{ n: 42 }]]);
     } finally {
