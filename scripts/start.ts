@@ -399,6 +399,7 @@ async function main(): Promise<void> {
       restart: startPostgres,
       onStart: recordPid("postgres"),
       keepRunning: () => !shuttingDown,
+      startWaitMs: START_WAIT_MS,
     });
     stopPostgres.use(service.stop);
     databaseUrl = pg.url;
@@ -463,6 +464,7 @@ async function main(): Promise<void> {
       },
       onStart: recordPid("chain"),
       keepRunning: () => !shuttingDown,
+      startWaitMs: START_WAIT_MS,
     });
     stopChain.use(service.stop);
     logger.info("local chain ready", { rpcUrl: chain.rpcUrl, registry: chain.registryAddress, treasury: chain.treasuryAddress });

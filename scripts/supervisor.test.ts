@@ -254,4 +254,54 @@ describe("superviseService", () => {
     await service.stop();
     expect(restarts).toBe(0);
   });
+
+  it("stopped while a restart is in progress, waits for it, stops what it started, and answers how that stop went", async () => {
+    const first = sleeperService();
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { log: keep } = keptLog();
+    let next: ServiceHandle | undefined;
+    let restarting = false;
+    const service = superviseService({
+      name: "database",
+      logger: keep,
+      first,
+      minBackoffMs: 20,
+      restart: async () => {
+        restarting = true;
+        await gate;
+        const sleeper = sleeperService();
+        // It had to be forced (a PostgreSQL that ignored its fast shutdown).
+        next = { ...sleeper, stop: async () => (await sleeper.stop(), false) };
+        return next;
+      },
+    });
+    process.kill(first.pid, "SIGKILL");
+    // The restart has begun (past its backoff) and waits at the gate.
+    await until(() => (restarting ? true : undefined));
+    const stopping = service.stop();
+    release();
+    // Before: true, as if nothing had run (the restarted instance's stop was awaited and its answer dropped).
+    expect(await stopping).toBe(false);
+    expect(processAlive(next!.pid)).toBe(false);
+  });
+
+  it("stopped while a restart never finishes, answers false after startWaitMs instead of waiting for ever", async () => {
+    const first = sleeperService();
+    const { log: keep, lines: said } = keptLog();
+    let restarting = false;
+    const service = superviseService({
+      name: "database",
+      logger: keep,
+      first,
+      minBackoffMs: 20,
+      startWaitMs: 300,
+      restart: () => ((restarting = true), new Promise<ServiceHandle>(() => {})),
+    });
+    process.kill(first.pid, "SIGKILL");
+    await until(() => (restarting ? true : undefined));
+    // Before: stop() never returned (the loop awaited the restart without a bound).
+    expect(await Promise.race([service.stop(), new Promise((resolve) => setTimeout(() => resolve("no answer in 5 s"), 5_000))])).toBe(false);
+    expect(said.map((line) => line.msg)).toContain("still restarting after 0.3 s; left to the caller to kill");
+  });
 });

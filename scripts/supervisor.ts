@@ -173,12 +173,17 @@ export type SupervisedServiceOptions = {
   minBackoffMs?: number;
   maxBackoffMs?: number;
   stableAfterMs?: number;
+  /** How long `stop()` waits for a restart in progress to finish, to stop what it started (default 60 s). */
+  startWaitMs?: number;
 };
 
 export type SupervisedService = {
   readonly pid: number | undefined;
   readonly restarts: number;
-  /** Stops the running instance; false when it had to be forced. */
+  /**
+   * Stops the running instance, or the one a restart in progress starts (waited for at most `startWaitMs`); false
+   * when it had to be forced, or the restart was still going at the end of that wait (the caller then kills it).
+   */
   stop: () => Promise<boolean>;
 };
 
@@ -190,6 +195,7 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
   const minBackoff = options.minBackoffMs ?? 500;
   const maxBackoff = options.maxBackoffMs ?? 10_000;
   const stableAfter = options.stableAfterMs ?? 60_000;
+  const startWait = options.startWaitMs ?? 60_000;
   const log = options.logger.child({ process: options.name });
   let current: ServiceHandle | undefined = options.first;
   let stopping = false;
@@ -202,14 +208,15 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
       wake = () => (clearTimeout(timer), resolve());
     });
 
-  const loop = (async () => {
+  /** Ends once stopping (or not restarted); false when an instance a restart started during stop() had to be forced. */
+  const loop = (async (): Promise<boolean> => {
     let startedAt = performance.now();
     while (!stopping && current) {
       await current.exited;
-      if (stopping) return;
+      if (stopping) return true;
       if (options.keepRunning?.() === false) {
         log.info("exited while shutting down; not restarted", { pid: current.pid });
-        return;
+        return true;
       }
       const upMs = Math.round(performance.now() - startedAt);
       if (upMs >= stableAfter) backoff = minBackoff;
@@ -218,13 +225,13 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
       while (!stopping && !current) {
         await pause(backoff);
         backoff = Math.min(backoff * 2, maxBackoff);
-        if (stopping) return;
+        if (stopping) return true;
         try {
           const next = await options.restart();
           restarts += 1;
           if (stopping) {
-            await next.stop();
-            return;
+            log.info("restarted while stopping; stopping it", { pid: next.pid });
+            return await next.stop();
           }
           current = next;
           startedAt = performance.now();
@@ -235,6 +242,7 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
         }
       }
     }
+    return true;
   })();
 
   return {
@@ -249,8 +257,15 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
       wake?.();
       const running = current;
       const clean = running ? await running.stop() : true;
-      await loop;
-      return clean;
+      // A restart in progress (a killed PostgreSQL coming back) is waited for, bounded: its start may never end.
+      let timer: NodeJS.Timeout | undefined;
+      const ended = await Promise.race([loop, new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), startWait)))]);
+      clearTimeout(timer);
+      if (ended === "timeout") {
+        log.error(`still restarting after ${startWait / 1000} s; left to the caller to kill`);
+        return false;
+      }
+      return clean && ended;
     },
   };
 }
