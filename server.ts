@@ -418,6 +418,10 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   if (error instanceof ConfigError) {
     console.error(error.message);
+  } else if ((error as NodeJS.ErrnoException).code === "EADDRINUSE") {
+    // Taken since npm start checked it: the supervisor starts us again with backoff, so the service comes up once
+    // the port is freed.
+    log.error("web server failed to start: PORT is in use by another process", { port: (error as { port?: number }).port, error: (error as Error).message });
   } else {
     log.error("web server failed to start", { error });
   }

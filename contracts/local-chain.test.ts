@@ -314,7 +314,9 @@ describe("ensureLocalChain", () => {
       const error = await ensureLocalChain({ config, logger }).catch((e: unknown) => e);
       // Before: the timeout was read as a free port, and the start failed later, on anvil's own bind error.
       expect(error).toBeInstanceOf(ConfigError);
-      expect((error as Error).message).toMatch(/^Invalid configuration: LOCAL_CHAIN_PORT \d+ is already in use/);
+      expect((error as Error).message).toMatch(
+        /^LOCAL_CHAIN_PORT=\d+ is in use by .*: stop it, or set LOCAL_CHAIN_PORT to a free port, or RPC_URL to use a running chain$/,
+      );
     } finally {
       holder.release();
     }
@@ -345,7 +347,9 @@ describe("ensureLocalChain", () => {
         (e: unknown) => e,
       );
       expect(error).toBeInstanceOf(ConfigError);
-      expect((error as Error).message).toMatch(/^Invalid configuration: LOCAL_CHAIN_PORT \d+ is already in use/);
+      expect((error as Error).message).toMatch(
+        /^LOCAL_CHAIN_PORT=\d+ is in use by .*: stop it, or set LOCAL_CHAIN_PORT to a free port, or RPC_URL to use a running chain$/,
+      );
       expect((error as Error).message).not.toContain("\n");
     } finally {
       server.close();

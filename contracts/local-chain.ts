@@ -18,6 +18,7 @@ import { readLocalDeployment, writeLocalDeployment, type LocalDeploymentRecord }
 import { ConfigError, LOCAL_DEPLOYER_KEY, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
 import { commandLineOf, processAlive } from "@/lib/process-alive";
+import { portHolders, portTakenMessage } from "@/lib/port-holder";
 
 /**
  * The embedded chain of `npm start` when RPC_URL is unset: anvil under `<DATA_DIR>/anvil` (its state persisted,
@@ -177,7 +178,7 @@ export async function ensureLocalChain(options: EnsureLocalChainOptions): Promis
   await stopStaleAnvil(config.dataDir, logger);
   if (await portInUse(config.localChainPort)) {
     throw new ConfigError(
-      `Invalid configuration: LOCAL_CHAIN_PORT ${config.localChainPort} is already in use on 127.0.0.1 (set another port, or RPC_URL to use a running chain)`,
+      portTakenMessage("LOCAL_CHAIN_PORT", config.localChainPort, portHolders(config.localChainPort), { also: ", or RPC_URL to use a running chain" }),
     );
   }
 

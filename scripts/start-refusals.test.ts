@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LOCAL_RELAYER_KEYS } from "@/lib/config";
+import { freePort } from "@/test/ports";
 
 /**
  * `npm start` refuses unsafe configurations before it starts anything (issue 11, items 4 and 8): one line on
@@ -95,4 +96,76 @@ describe("npm start refuses", () => {
     await expectRefused({ WEBHOOK_URLS: "hooks.example.org", WEBHOOK_SECRET: secret }, "WEBHOOK_URLS\\.0");
     await expectRefused({ MAX_FEE_PER_GAS_GWEI: "fifty" }, "MAX_FEE_PER_GAS_GWEI");
   });
+});
+
+/** A TCP server on a free port in this process (held by the test's own pid), for the time of `run`. */
+async function holding<T>(host: string | undefined, run: (port: number) => Promise<T>): Promise<T> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, host, () => resolve()));
+  try {
+    return await run((server.address() as AddressInfo).port);
+  } finally {
+    server.close();
+  }
+}
+
+describe("npm start refuses a port another process listens on, before it starts anything", () => {
+  /** Each start gets free ports of its own; the one under test is then taken. */
+  const freePorts = async () => ({ PORT: String(await freePort()), EMBEDDED_PG_PORT: String(await freePort()), LOCAL_CHAIN_PORT: String(await freePort()) });
+
+  async function expectPortRefused(variable: string, env: Record<string, string>, by: RegExp): Promise<string> {
+    const { code, stderr, stdout } = await start(env);
+    expect(code, stderr + stdout).toBe(1);
+    const lines = stderr.trim().split("\n");
+    expect(lines, stderr).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^${variable}=${env[variable]} is in use by `));
+    expect(lines[0]).toMatch(by);
+    expect(lines[0]).toMatch(new RegExp(`: stop it, or set ${variable} to a free port$`));
+    // Nothing was started, and the start's claim on DATA_DIR went with it.
+    const left = await readdir(dataDir);
+    expect(left.filter((name) => name !== "logs")).toEqual([]);
+    return lines[0]!;
+  }
+
+  afterAll(async () => {
+    for (const name of await readdir(dataDir)) await rm(path.join(dataDir, name), { recursive: true, force: true });
+  });
+
+  // Before: the web server failed with EADDRINUSE and was started again with backoff, for ever, while npm start
+  // said "service starting" (and PostgreSQL's failure on a taken EMBEDDED_PG_PORT came with its log and a stack).
+  it("PORT, naming the process that holds it", async () => {
+    await holding(undefined, async (port) => {
+      await expectPortRefused("PORT", { ...(await freePorts()), PORT: String(port) }, new RegExp(`by pid ${process.pid} \\(`));
+    });
+  });
+
+  it("EMBEDDED_PG_PORT and LOCAL_CHAIN_PORT, taken on the loopback address they listen on", async () => {
+    await holding("127.0.0.1", async (port) => {
+      await expectPortRefused("EMBEDDED_PG_PORT", { ...(await freePorts()), EMBEDDED_PG_PORT: String(port) }, new RegExp(`by pid ${process.pid} \\(`));
+      await expectPortRefused("LOCAL_CHAIN_PORT", { ...(await freePorts()), LOCAL_CHAIN_PORT: String(port) }, new RegExp(`by pid ${process.pid} \\(`));
+    });
+  });
+
+  it("PORT held by what looks like a web server of this checkout (one left stopping), after waiting 30 s for it to let go", async () => {
+    const port = await freePort();
+    // Its command line names this checkout's server.ts, as the web server a killed supervisor leaves does: it is
+    // waited for. This one never lets go.
+    const holder = spawn(
+      process.execPath,
+      ["-e", `require("node:net").createServer().listen(${port}, () => console.log("listening"))`, path.join(ROOT, "server.ts")],
+      {
+        stdio: ["ignore", "pipe", "ignore"],
+      },
+    );
+    try {
+      await new Promise<void>((resolve) => holder.stdout.once("data", () => resolve()));
+      await expectPortRefused(
+        "PORT",
+        { ...(await freePorts()), PORT: String(port) },
+        new RegExp(`by pid ${holder.pid} \\(.*server\\.ts\\), still after 30 s: `),
+      );
+    } finally {
+      holder.kill("SIGKILL");
+    }
+  }, 90_000);
 });

@@ -13,6 +13,7 @@ import { BuildStoppedError, buildIfStale } from "./build-if-stale";
 import { replayLostTransactions } from "./chain-replay";
 import { supervise, superviseService, type Supervised } from "./supervisor";
 import { childrenOf, commandLineOf, leadsProcessGroup, processAlive } from "@/lib/process-alive";
+import { portFree, portHolders, portTakenMessage } from "@/lib/port-holder";
 
 /**
  * `npm start`: the whole service on embedded defaults. With DATABASE_URL unset it starts an embedded PostgreSQL
@@ -42,6 +43,11 @@ let dataDirClaimed: string | undefined;
 const START_WAIT_MS = 60_000;
 /** What the supervisor started, by name (DATA_DIR/processes.json); a forced exit kills them where /proc is missing. */
 const pids: Record<string, number> = { supervisor: process.pid };
+/**
+ * How long a start waits for a web server of this checkout to free PORT: one whose supervisor was killed notices
+ * within a second and drains for at most 15 s (server.ts) before it lets the port go.
+ */
+const PORT_WAIT_MS = 30_000;
 /** Stops the web app's build, if one runs (shutdown's first step: it does not wait for the other cleanups). */
 const buildStop = new AbortController();
 const noop = () => {};
@@ -298,6 +304,39 @@ function stopOnceStarted(name: string, starting: Promise<{ stop: () => Promise<b
   return { use: (next) => (stop = next) };
 }
 
+/**
+ * Refuses a start whose port another process listens on, before anything is started: one line naming the variable
+ * and, where /proc tells, the process. Without the check a taken PORT left the web server restarting for ever and a
+ * taken EMBEDDED_PG_PORT failed with PostgreSQL's log and a stack trace. A holder of our own is not refused: a
+ * web server of this checkout is waited for (its supervisor was killed: it is stopping), a PostgreSQL or anvil of
+ * this data directory is left to its start, which stops it. A holder that cannot be seen is waited for on PORT and
+ * left to the start on the others, as before.
+ */
+async function refuseTakenPort(
+  name: string,
+  port: number,
+  host: string | undefined,
+  ours: (argv: string[]) => boolean,
+  whenOurs: "wait" | "leave",
+): Promise<void> {
+  const free = () =>
+    portFree(port, host).catch((error: unknown) => {
+      throw new ConfigError(`${name}=${port} cannot be listened on: ${error instanceof Error ? error.message : String(error)}`);
+    });
+  if (await free()) return;
+  const holders = portHolders(port);
+  if (holders?.length && !holders.some((h) => ours(h.commandLine))) throw new ConfigError(portTakenMessage(name, port, holders));
+  if (whenOurs === "leave" && holders?.length !== 0) return;
+  logger.warn(`${name} is in use; waiting for it to be freed`, { port, by: holders?.map((h) => h.pid), waitMs: PORT_WAIT_MS });
+  const deadline = performance.now() + PORT_WAIT_MS;
+  while (performance.now() < deadline && !shuttingDown) {
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    if (await free()) return;
+  }
+  if (shuttingDown) return;
+  throw new ConfigError(portTakenMessage(name, port, portHolders(port), { waitedS: PORT_WAIT_MS / 1000 }));
+}
+
 async function shutdown(reason: string, code: number): Promise<never> {
   if (shuttingDown) return new Promise<never>(() => {});
   shuttingDown = true;
@@ -371,6 +410,14 @@ async function main(): Promise<void> {
     }
   };
   cleanups.push(async () => rmSync(processFile, { force: true }));
+
+  // A process of this data directory runs with a path inside it (PostgreSQL's -D, anvil's cache).
+  const dataDirPath = path.resolve(config.dataDir) + path.sep;
+  const ofDataDir = (argv: string[]) => argv.some((arg) => arg.startsWith(dataDirPath));
+  await refuseTakenPort("PORT", config.port, undefined, (argv) => argv.includes(path.join(ROOT, "server.ts")), "wait");
+  if (!config.databaseUrl) await refuseTakenPort("EMBEDDED_PG_PORT", config.embeddedPgPort, "127.0.0.1", ofDataDir, "leave");
+  if (!config.rpcUrl) await refuseTakenPort("LOCAL_CHAIN_PORT", config.localChainPort, "127.0.0.1", ofDataDir, "leave");
+  if (shuttingDown) return;
 
   // Build while the database and the chain come up: the build is the slow part of a first start.
   // Stopped first thing when the supervisor stops (a signal, a failed start-up), and waited for: no build is left
