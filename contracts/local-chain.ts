@@ -64,13 +64,16 @@ function pidFileOf(dataDir: string): string {
   return path.join(anvilDir(dataDir), "anvil.pid");
 }
 
+/** What a refusal of a taken LOCAL_CHAIN_PORT adds to "stop it, or set LOCAL_CHAIN_PORT to a free port". */
+export const LOCAL_CHAIN_PORT_ALSO = ", or RPC_URL to use a running chain";
+
 /**
  * The pid is the anvil of this data directory (its command line runs anvil with our cache path), not a process that
  * reused the number, nor another chain's anvil (another checkout's, or one the user runs). Where the command line
  * cannot be read (no /proc: not Linux) it is not signalled: a live anvil still holding the port then makes the port
  * check refuse the start, with the port named.
  */
-function isOurAnvil(pid: number, dataDir: string): boolean {
+export function isOurAnvil(pid: number, dataDir: string): boolean {
   const argv = commandLineOf(pid);
   return !!argv && path.basename(argv[0] ?? "") === "anvil" && argv.includes(path.join(path.resolve(anvilDir(dataDir)), "cache"));
 }
@@ -177,9 +180,7 @@ export async function ensureLocalChain(options: EnsureLocalChainOptions): Promis
 
   await stopStaleAnvil(config.dataDir, logger);
   if (await portInUse(config.localChainPort)) {
-    throw new ConfigError(
-      portTakenMessage("LOCAL_CHAIN_PORT", config.localChainPort, portHolders(config.localChainPort), { also: ", or RPC_URL to use a running chain" }),
-    );
+    throw new ConfigError(portTakenMessage("LOCAL_CHAIN_PORT", config.localChainPort, portHolders(config.localChainPort), { also: LOCAL_CHAIN_PORT_ALSO }));
   }
 
   const anvil = await launch(config, logger);

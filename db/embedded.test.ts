@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, watch, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, watch, writeFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
@@ -9,7 +9,7 @@ import { processAlive } from "@/lib/process-alive";
 import { until } from "@/test/full-disk";
 import { keptLog } from "@/test/kept-log";
 import { freePort } from "@/test/ports";
-import { credentialsFile, SERVICE_ROLE, startEmbeddedPostgres, type EmbeddedCredentials } from "./embedded";
+import { credentialsFile, isEmbeddedPostgresOf, SERVICE_ROLE, startEmbeddedPostgres, type EmbeddedCredentials } from "./embedded";
 import { applyMigrations, applyMigrationsWhenReachable } from "./migrate";
 
 /**
@@ -372,6 +372,28 @@ describe("migrations at npm start's start-up", () => {
       expect(waits).toEqual([]);
     } finally {
       await pg.stop();
+    }
+  });
+});
+
+describe("isEmbeddedPostgresOf (npm start lets such a process hold EMBEDDED_PG_PORT: its start stops it)", () => {
+  it("is the postmaster whose -D is DATA_DIR/postgres, by real path; not a backend, nor another data directory inside it", async () => {
+    const root = await mkdtemp(path.join(tmpdir(), "embedded-of-"));
+    try {
+      const dataDir = path.join(root, "data");
+      mkdirSync(path.join(dataDir, "postgres"), { recursive: true });
+      mkdirSync(path.join(dataDir, "e2e", "postgres"), { recursive: true });
+      // DATA_DIR given through a symlink, the leftover started with the real path (or the other way round).
+      symlinkSync(dataDir, path.join(root, "link"));
+      const postmaster = (dir: string) => ["/opt/pg/bin/postgres", "-D", dir, "-p", "54329"];
+      expect(isEmbeddedPostgresOf(postmaster(path.join(dataDir, "postgres")), path.join(root, "link"))).toBe(true);
+      expect(isEmbeddedPostgresOf(postmaster(path.join(root, "link", "postgres")), dataDir)).toBe(true);
+      // A nested data directory's server (.data/e2e under .data) is someone else's to this start.
+      expect(isEmbeddedPostgresOf(postmaster(path.join(dataDir, "e2e", "postgres")), dataDir)).toBe(false);
+      expect(isEmbeddedPostgresOf(["postgres: checkpointer"], dataDir)).toBe(false);
+      expect(isEmbeddedPostgresOf(["/usr/bin/python3", "-D", path.join(dataDir, "postgres")], dataDir)).toBe(false);
+    } finally {
+      await rm(root, { recursive: true, force: true });
     }
   });
 });

@@ -313,11 +313,21 @@ function recordedPid(pidFile: string): number | "unreadable" | undefined {
 
 /** The pid of a live postmaster (`postgres -D <databaseDir>`) on this directory, by /proc; undefined if none or no /proc. */
 function postmasterOf(databaseDir: string): number | undefined {
+  return processIds()?.find((pid) => isPostmasterOn(commandLineOf(pid), databaseDir));
+}
+
+/** Whether a command line is a postmaster serving `databaseDir` (its -D, compared by real path). */
+function isPostmasterOn(argv: readonly string[] | undefined, databaseDir: string): boolean {
   // Only the postmaster keeps `postgres` as argv[0]; its children rename themselves ("postgres: checkpointer").
-  return processIds()?.find((pid) => {
-    const argv = commandLineOf(pid);
-    return argv !== undefined && path.basename(argv[0] ?? "") === "postgres" && runsOn(argv, databaseDir);
-  });
+  return argv !== undefined && path.basename(argv[0] ?? "") === "postgres" && runsOn(argv, databaseDir);
+}
+
+/**
+ * Whether a command line is the embedded PostgreSQL of `dataDir` (a leftover of an earlier start, which
+ * `startEmbeddedPostgres` stops): npm start lets it hold EMBEDDED_PG_PORT.
+ */
+export function isEmbeddedPostgresOf(argv: readonly string[], dataDir: string): boolean {
+  return isPostmasterOn(argv, path.join(path.resolve(dataDir), "postgres"));
 }
 
 async function stopLeftover(pid: number, databaseDir: string, logger?: Logger): Promise<void> {

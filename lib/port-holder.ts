@@ -72,19 +72,28 @@ export function portHolders(port: number): PortHolder[] | undefined {
   return found.size === inodes.size ? holders : undefined;
 }
 
-/** A holder as an operator reads it, on one line: "pid 123 (python3 -m http.server 3000)", cut at 120 characters. */
+/**
+ * A holder as an operator reads it, on one line: "pid 123 (python3 -m http.server 3000)". A command line over 160
+ * characters keeps its start and its end (the script a node or python process runs is its last words).
+ */
 export function describeHolder(holder: PortHolder): string {
   // One line: an argument may hold newlines (node -e with a script).
   const command = holder.commandLine.join(" ").replace(/\s+/g, " ");
-  return `pid ${holder.pid} (${command.length > 120 ? `${command.slice(0, 117)}...` : command})`;
+  return `pid ${holder.pid} (${command.length > 160 ? `${command.slice(0, 60)} ... ${command.slice(-96)}` : command})`;
 }
 
 /**
- * The one line a start refuses a taken port with: the variable, its value, who holds it where that can be told, how
- * long it was waited for (`waitedS`), and what to do (`also`: another way out, such as using a running chain).
+ * The one line a start refuses a taken port with: the variable, its value, who holds it where that can be told (none
+ * found listening: a connection uses it as its local port), how long it was waited for (`waitedS`), and what to do
+ * (`also`: another way out, such as using a running chain).
  */
 export function portTakenMessage(name: string, port: number, holders: PortHolder[] | undefined, options: { waitedS?: number; also?: string } = {}): string {
-  const by = holders?.length ? holders.map(describeHolder).join(", ") : "another process";
+  const by =
+    holders === undefined
+      ? "another process"
+      : holders.length === 0
+        ? "a connection (no process listens on it: one uses it as its local port)"
+        : holders.map(describeHolder).join(", ");
   const waited = options.waitedS === undefined ? "" : `, still after ${options.waitedS} s`;
   return `${name}=${port} is in use by ${by}${waited}: stop it, or set ${name} to a free port${options.also ?? ""}`;
 }

@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LOCAL_CHAIN_PORT_ALSO } from "@/contracts/local-chain";
 import { LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { freePort } from "@/test/ports";
 
@@ -84,6 +85,11 @@ describe("npm start refuses", () => {
     await expectRefused({ RPC_URL: "https://rpc.sepolia.example.org", RELAYER_PRIVATE_KEYS: OWN_KEY }, "ADMIN_TOKEN");
   });
 
+  it("two of its ports set to one number (the second server could never start)", async () => {
+    const line = await expectRefused({ PORT: "43210", LOCAL_CHAIN_PORT: "43210" }, "PORT");
+    expect(line).toBe("Invalid configuration: PORT and LOCAL_CHAIN_PORT are both 43210: give each its own port");
+  });
+
   it("a configured ADMIN_TOKEN that is short or of low variety", async () => {
     await expectRefused({ ADMIN_TOKEN: "sixteen-chars-ok" }, "ADMIN_TOKEN");
     await expectRefused({ ADMIN_TOKEN: "ab".repeat(20) }, "ADMIN_TOKEN");
@@ -120,7 +126,8 @@ describe("npm start refuses a port another process listens on, before it starts 
     expect(lines, stderr).toHaveLength(1);
     expect(lines[0]).toMatch(new RegExp(`^${variable}=${env[variable]} is in use by `));
     expect(lines[0]).toMatch(by);
-    expect(lines[0]).toMatch(new RegExp(`: stop it, or set ${variable} to a free port$`));
+    const also = variable === "LOCAL_CHAIN_PORT" ? LOCAL_CHAIN_PORT_ALSO : "";
+    expect(lines[0]!.endsWith(`: stop it, or set ${variable} to a free port${also}`), lines[0]).toBe(true);
     // Nothing was started, and the start's claim on DATA_DIR went with it.
     const left = await readdir(dataDir);
     expect(left.filter((name) => name !== "logs")).toEqual([]);
@@ -146,26 +153,52 @@ describe("npm start refuses a port another process listens on, before it starts 
     });
   });
 
-  it("PORT held by what looks like a web server of this checkout (one left stopping), after waiting 30 s for it to let go", async () => {
-    const port = await freePort();
-    // Its command line names this checkout's server.ts, as the web server a killed supervisor leaves does: it is
-    // waited for. This one never lets go.
+  /** A process whose command line names this checkout's server.ts, as the web server a killed supervisor leaves. */
+  async function lookalikeWebServer(port: number) {
     const holder = spawn(
       process.execPath,
       ["-e", `require("node:net").createServer().listen(${port}, () => console.log("listening"))`, path.join(ROOT, "server.ts")],
-      {
-        stdio: ["ignore", "pipe", "ignore"],
-      },
+      { stdio: ["ignore", "pipe", "ignore"] },
     );
+    await new Promise<void>((resolve) => holder.stdout.once("data", () => resolve()));
+    return holder;
+  }
+
+  it("PORT held by what looks like a web server of this checkout, once it did not let go within 5 s", async () => {
+    const port = await freePort();
+    const holder = await lookalikeWebServer(port);
     try {
-      await new Promise<void>((resolve) => holder.stdout.once("data", () => resolve()));
-      await expectPortRefused(
-        "PORT",
-        { ...(await freePorts()), PORT: String(port) },
-        new RegExp(`by pid ${holder.pid} \\(.*server\\.ts\\), still after 30 s: `),
-      );
+      await expectPortRefused("PORT", { ...(await freePorts()), PORT: String(port) }, new RegExp(`by pid ${holder.pid} \\(.*, still after 5 s: `));
     } finally {
       holder.kill("SIGKILL");
     }
-  }, 90_000);
+  });
+
+  it("not PORT while a web server of this checkout holding it lets go within the wait: the start goes on", async () => {
+    const port = await freePort();
+    const holder = await lookalikeWebServer(port);
+    // EMBEDDED_PG_PORT taken by this test: the start refuses it once it got past PORT, which ends the test there.
+    await holding("127.0.0.1", async (pgPort) => {
+      const env = { ...(await freePorts()), PORT: String(port), EMBEDDED_PG_PORT: String(pgPort), LOG_LEVEL: "warn" };
+      const base = { ...process.env };
+      for (const name of ["ADMIN_TOKEN", "RPC_URL", "DATABASE_URL", "CHAIN_ID", "RELAYER_PRIVATE_KEYS", "DEPLOYER_PRIVATE_KEY"]) delete base[name];
+      const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "scripts", "start.ts")], {
+        cwd: ROOT,
+        env: { ...base, DATA_DIR: dataDir, ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stderr = "";
+      const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+      // Let go once the start says it waits (the log line), as the stopping web server does within a second.
+      await new Promise<void>((resolve) =>
+        child.stderr.on("data", (c: Buffer) => {
+          stderr += c.toString();
+          if (stderr.includes('"msg":"PORT is in use; waiting for it to be freed"')) resolve();
+        }),
+      );
+      holder.kill("SIGKILL");
+      expect(await exited, stderr).toBe(1);
+      expect(stderr.trim().split("\n").at(-1)).toMatch(new RegExp(`^EMBEDDED_PG_PORT=${pgPort} is in use by pid ${process.pid} `));
+    });
+  });
 });

@@ -3,9 +3,9 @@ import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, renameSync, r
 import { userInfo } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
-import { ensureLocalChain, type LocalChain } from "@/contracts/local-chain";
+import { LOCAL_CHAIN_PORT_ALSO, ensureLocalChain, isOurAnvil, type LocalChain } from "@/contracts/local-chain";
 import { closeDatabase, createDatabase } from "@/db/client";
-import { startEmbeddedPostgres } from "@/db/embedded";
+import { isEmbeddedPostgresOf, startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrationsWhenReachable, functionsNotice } from "@/db/migrate";
 import { ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
@@ -13,7 +13,7 @@ import { BuildStoppedError, buildIfStale } from "./build-if-stale";
 import { replayLostTransactions } from "./chain-replay";
 import { supervise, superviseService, type Supervised } from "./supervisor";
 import { childrenOf, commandLineOf, leadsProcessGroup, processAlive } from "@/lib/process-alive";
-import { portFree, portHolders, portTakenMessage } from "@/lib/port-holder";
+import { portFree, portHolders, portTakenMessage, type PortHolder } from "@/lib/port-holder";
 
 /**
  * `npm start`: the whole service on embedded defaults. With DATABASE_URL unset it starts an embedded PostgreSQL
@@ -45,9 +45,9 @@ const START_WAIT_MS = 60_000;
 const pids: Record<string, number> = { supervisor: process.pid };
 /**
  * How long a start waits for a web server of this checkout to free PORT: one whose supervisor was killed notices
- * within a second and drains for at most 15 s (server.ts) before it lets the port go.
+ * within a second (lib/supervised.ts) and closes its listener first thing as it stops (server.ts).
  */
-const PORT_WAIT_MS = 30_000;
+const PORT_WAIT_MS = 5_000;
 /** Stops the web app's build, if one runs (shutdown's first step: it does not wait for the other cleanups). */
 const buildStop = new AbortController();
 const noop = () => {};
@@ -307,34 +307,45 @@ function stopOnceStarted(name: string, starting: Promise<{ stop: () => Promise<b
 /**
  * Refuses a start whose port another process listens on, before anything is started: one line naming the variable
  * and, where /proc tells, the process. Without the check a taken PORT left the web server restarting for ever and a
- * taken EMBEDDED_PG_PORT failed with PostgreSQL's log and a stack trace. A holder of our own is not refused: a
- * web server of this checkout is waited for (its supervisor was killed: it is stopping), a PostgreSQL or anvil of
- * this data directory is left to its start, which stops it. A holder that cannot be seen is waited for on PORT and
- * left to the start on the others, as before.
+ * taken EMBEDDED_PG_PORT failed with PostgreSQL's log and a stack trace. A holder of our own is not refused:
+ * "wait" (PORT): a web server of this checkout, whose supervisor was killed, is waited for while it stops; "leave"
+ * (the others): a PostgreSQL or anvil of this data directory is left to its own start, which stops it as a leftover.
+ * Where no holder can be told (no /proc, another user's process, or no process listens: a connection uses the port
+ * as its local one), "wait" waits and "leave" leaves it to the start, as before the check.
  */
 async function refuseTakenPort(
   name: string,
   port: number,
-  host: string | undefined,
-  ours: (argv: string[]) => boolean,
-  whenOurs: "wait" | "leave",
+  options: { host?: string; ours: (holder: PortHolder) => boolean; whenOurs: "wait" | "leave"; also?: string },
 ): Promise<void> {
   const free = () =>
-    portFree(port, host).catch((error: unknown) => {
+    portFree(port, options.host).catch((error: unknown) => {
       throw new ConfigError(`${name}=${port} cannot be listened on: ${error instanceof Error ? error.message : String(error)}`);
     });
   if (await free()) return;
   const holders = portHolders(port);
-  if (holders?.length && !holders.some((h) => ours(h.commandLine))) throw new ConfigError(portTakenMessage(name, port, holders));
-  if (whenOurs === "leave" && holders?.length !== 0) return;
+  if (holders?.length && !holders.some(options.ours)) throw new ConfigError(portTakenMessage(name, port, holders, { also: options.also }));
+  if (options.whenOurs === "leave") return;
   logger.warn(`${name} is in use; waiting for it to be freed`, { port, by: holders?.map((h) => h.pid), waitMs: PORT_WAIT_MS });
   const deadline = performance.now() + PORT_WAIT_MS;
   while (performance.now() < deadline && !shuttingDown) {
-    await new Promise((resolve) => setTimeout(resolve, 250));
+    await new Promise((resolve) => setTimeout(resolve, 100));
     if (await free()) return;
   }
   if (shuttingDown) return;
-  throw new ConfigError(portTakenMessage(name, port, portHolders(port), { waitedS: PORT_WAIT_MS / 1000 }));
+  throw new ConfigError(portTakenMessage(name, port, portHolders(port), { waitedS: PORT_WAIT_MS / 1000, also: options.also }));
+}
+
+/** Two of the ports this start listens on set to one number: the second server could never start. */
+function sharedPortRefusal(config: Config): string | undefined {
+  const ports: Array<[string, number]> = [["PORT", config.port]];
+  if (!config.databaseUrl) ports.push(["EMBEDDED_PG_PORT", config.embeddedPgPort]);
+  if (!config.rpcUrl) ports.push(["LOCAL_CHAIN_PORT", config.localChainPort]);
+  for (const [i, [name, port]] of ports.entries()) {
+    const other = ports.slice(i + 1).find(([, p]) => p === port);
+    if (other) return `Invalid configuration: ${name} and ${other[0]} are both ${port}: give each its own port`;
+  }
+  return undefined;
 }
 
 async function shutdown(reason: string, code: number): Promise<never> {
@@ -374,6 +385,8 @@ async function main(): Promise<void> {
     fail(error instanceof Error ? error.message : String(error));
   }
   await refuseDevelopmentSecrets(config).catch((error: unknown) => fail(error instanceof Error ? error.message : String(error)));
+  const sharedPort = sharedPortRefusal(config);
+  if (sharedPort) fail(sharedPort);
   scrubSecrets();
 
   // Whoever reads our output may go away (a terminal closed, a pipe's reader killed): every write then fails with
@@ -411,12 +424,22 @@ async function main(): Promise<void> {
   };
   cleanups.push(async () => rmSync(processFile, { force: true }));
 
-  // A process of this data directory runs with a path inside it (PostgreSQL's -D, anvil's cache).
-  const dataDirPath = path.resolve(config.dataDir) + path.sep;
-  const ofDataDir = (argv: string[]) => argv.some((arg) => arg.startsWith(dataDirPath));
-  await refuseTakenPort("PORT", config.port, undefined, (argv) => argv.includes(path.join(ROOT, "server.ts")), "wait");
-  if (!config.databaseUrl) await refuseTakenPort("EMBEDDED_PG_PORT", config.embeddedPgPort, "127.0.0.1", ofDataDir, "leave");
-  if (!config.rpcUrl) await refuseTakenPort("LOCAL_CHAIN_PORT", config.localChainPort, "127.0.0.1", ofDataDir, "leave");
+  await refuseTakenPort("PORT", config.port, { ours: (holder) => holder.commandLine.includes(path.join(ROOT, "server.ts")), whenOurs: "wait" });
+  if (!config.databaseUrl) {
+    await refuseTakenPort("EMBEDDED_PG_PORT", config.embeddedPgPort, {
+      host: "127.0.0.1",
+      ours: (holder) => isEmbeddedPostgresOf(holder.commandLine, config.dataDir),
+      whenOurs: "leave",
+    });
+  }
+  if (!config.rpcUrl) {
+    await refuseTakenPort("LOCAL_CHAIN_PORT", config.localChainPort, {
+      host: "127.0.0.1",
+      ours: (holder) => isOurAnvil(holder.pid, config.dataDir),
+      whenOurs: "leave",
+      also: LOCAL_CHAIN_PORT_ALSO,
+    });
+  }
   if (shuttingDown) return;
 
   // Build while the database and the chain come up: the build is the slow part of a first start.

@@ -238,7 +238,8 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
           log.info("restarted", { pid: next.pid, restarts });
           options.onStart?.(next.pid);
         } catch (error) {
-          log.error("could not restart; retrying", { error, restartInMs: backoff });
+          if (stopping) log.warn("could not restart, while stopping", { error });
+          else log.error("could not restart; retrying", { error, restartInMs: backoff });
         }
       }
     }
