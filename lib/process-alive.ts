@@ -57,6 +57,21 @@ export function processIdentity(pid: number): string {
 }
 
 /**
+ * What a record written with processIdentity (`<pid> <start>`, or an older `<pid>`) says: `pid` 0 when it holds no
+ * pid (empty, cut short, garbled); `alive` while that very process runs, false once it has exited or its pid belongs
+ * to a process started since (another start time: a reboot, a container started again). A record without a start
+ * time, or a process whose start time cannot be read now (no /proc), is believed by its pid.
+ */
+export function recordedProcess(record: string | undefined): { pid: number; alive: boolean } {
+  const match = /^(\d+)(?: (\d+))?$/.exec((record ?? "").trim());
+  const pid = match ? Number(match[1]) : 0;
+  if (!Number.isSafeInteger(pid) || pid <= 0) return { pid: 0, alive: false };
+  if (!processAlive(pid)) return { pid, alive: false };
+  const now = processIdentity(pid);
+  return { pid, alive: match![2] === undefined || now === String(pid) || now === `${pid} ${match![2]}` };
+}
+
+/**
  * The pids whose parent is `pid` (a postmaster's backends, a supervisor's children), from Linux's /proc/<n>/stat
  * (field 4); none where /proc cannot be read.
  */

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Logger } from "@/lib/log";
-import { processAlive, processIdentity } from "@/lib/process-alive";
+import { processIdentity, recordedProcess } from "@/lib/process-alive";
 
 /**
  * `npm start` on a fresh clone must need no other step, so it builds the Next.js app when the build is missing or
@@ -56,14 +56,7 @@ export function buildIsCurrent(fingerprint = sourceFingerprint()): boolean {
 }
 
 /** Whether the process a lock file names is still that process; an empty or unreadable record names none. */
-function recordedAlive(record: string | undefined): boolean {
-  const [pidText, start] = (record ?? "").trim().split(" ");
-  const pid = Number(pidText);
-  if (!Number.isInteger(pid) || pid <= 0 || !processAlive(pid)) return false;
-  const now = processIdentity(pid);
-  // Recorded without a start time, or /proc unreadable now: the pid is believed.
-  return start === undefined || now === String(pid) || now === `${pid} ${start}`;
-}
+const recordedAlive = (record: string | undefined): boolean => recordedProcess(record).alive;
 
 function readRecord(dir: string, file: string): string | undefined {
   try {

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registryAbi } from "@/contracts/generated/registry";
 import { embeddedServiceUrl } from "@/db/embedded";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
+import { leadsProcessGroup, processIdentity } from "@/lib/process-alive";
 import { alive, NpmStartStack } from "@/test/npm-start";
 import { freePort } from "@/test/ports";
 
@@ -60,11 +61,15 @@ describe("npm start", () => {
   let deployment: { registryAddress: `0x${string}`; treasuryAddress: `0x${string}` };
 
   it("brings up database, chain, web server and worker with no configuration, past pid files whose pids a reboot gave to other processes", async () => {
-    // Left by a machine that went down with npm start running: after the reboot their pids belong to other processes.
+    // Left by a machine that went down with npm start running: after the reboot their pids belong to other processes,
+    // supervisor.pid's to another checkout's npm start (a command line running scripts/start.ts), started after the
+    // one that wrote the file (another start time).
     const unrelated = spawn("sleep", ["600"], { stdio: "ignore" });
+    const otherStart = spawn(process.execPath, ["-e", "setTimeout(() => {}, 600_000)", "/elsewhere/scripts/start.ts"], { stdio: "ignore" });
     try {
       mkdirSync(path.join(dataDir, "anvil"), { recursive: true });
-      writeFileSync(path.join(dataDir, "supervisor.pid"), String(unrelated.pid));
+      const [pid, start] = processIdentity(otherStart.pid!).split(" ");
+      writeFileSync(path.join(dataDir, "supervisor.pid"), `${pid} ${Number(start) - 1}`);
       writeFileSync(path.join(dataDir, "anvil", "anvil.pid"), String(unrelated.pid));
       const started = stack.start();
       supervisor = started;
@@ -79,9 +84,14 @@ describe("npm start", () => {
       );
       expect(ok).toBe(true);
       expect(unrelated.exitCode === null && unrelated.signalCode === null).toBe(true);
-      expect(stack.output).toMatch(/supervisor.pid names a process that is not an npm start/);
+      expect(otherStart.exitCode === null && otherStart.signalCode === null).toBe(true);
+      // Before: "Another npm start (pid ...) is running", for as long as the other checkout's start ran.
+      expect(stack.output).toMatch(/supervisor.pid names a process started after the npm start that wrote it/);
+      // This start's own record: its pid and start time.
+      expect(readFileSync(path.join(dataDir, "supervisor.pid"), "utf8")).toBe(processIdentity(started.pid!));
     } finally {
       unrelated.kill("SIGKILL");
+      otherStart.kill("SIGKILL");
     }
     expect(stack.output).toMatch(/generated an administrator token/);
     const token = readFileSync(path.join(dataDir, "admin-token"), "utf8").trim();
@@ -228,6 +238,10 @@ describe("npm start", () => {
     supervisor = stack.start({ ownGroup: true });
     await stack.until("GET /health answers 200", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
     const pids = stack.processes();
+    // PostgreSQL has a group of its own, as the web server, the worker and the chain have: the Ctrl-C reaches the
+    // supervisor alone, which stops PostgreSQL last. Before, it shared the supervisor's group and began its fast
+    // shutdown at once, while the web server drained and the worker ended its step.
+    for (const name of ["web", "worker", "chain", "postgres"]) expect([name, leadsProcessGroup(pids[name]!)]).toEqual([name, true]);
     const exited = new Promise<number | null>((resolve) => supervisor!.once("exit", (code) => resolve(code)));
     process.kill(-supervisor!.pid!, "SIGINT");
     expect(await exited).toBe(0);
@@ -236,8 +250,9 @@ describe("npm start", () => {
     expect(stack.output).toMatch(/"process":"worker","exit":"exited with code 0"/);
     expect(stack.output).not.toMatch(/second signal/);
     expect(stack.output).not.toMatch(/anvil exited unexpectedly/);
-    // PostgreSQL got the Ctrl-C too (same group): if it was gone before its turn, it was not started again.
     expect(stack.output).not.toMatch(/"msg":"exited unexpectedly; restarting","component":"supervisor","process":"postgres"/);
+    // The database was there until the web server and the worker had stopped.
+    expect(stack.output).not.toMatch(/database unavailable|the database cannot be reached/);
     expect(stack.output).toMatch(/"msg":"stopped","component":"supervisor"}/);
     expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid"))).toBe(false);
   });

@@ -12,7 +12,7 @@ import { createLogger } from "@/lib/log";
 import { BuildStoppedError, buildIfStale } from "./build-if-stale";
 import { replayLostTransactions } from "./chain-replay";
 import { supervise, superviseService, type Supervised } from "./supervisor";
-import { childrenOf, commandLineOf, leadsProcessGroup, processAlive } from "@/lib/process-alive";
+import { childrenOf, commandLineOf, leadsProcessGroup, processAlive, processIdentity, recordedProcess } from "@/lib/process-alive";
 import { portFree, portHolders, portTakenMessage, type PortHolder } from "@/lib/port-holder";
 
 /**
@@ -58,10 +58,12 @@ function fail(message: string): never {
 }
 
 /**
- * One `npm start` per data directory. The pid in supervisor.pid counts only while it is an npm start (its command line
- * runs scripts/start.ts): the file outlives a reboot or a SIGKILL, and its number may since belong to any process,
- * which would otherwise refuse every start. Where the command line cannot be read (no /proc: not Linux) the pid is
- * believed, as refusing harms nothing: the message names the file to remove. A file with no pid in it (a start
+ * One `npm start` per data directory. supervisor.pid records the supervisor by pid and start time (processIdentity)
+ * and counts only while that very process runs and is an npm start (its command line runs scripts/start.ts): the file
+ * outlives a reboot or a SIGKILL, and its number may since belong to any process, another checkout's npm start too,
+ * which would otherwise refuse every start. Where the command line or the start time cannot be read (no /proc: not
+ * Linux), or an older version wrote the pid alone, the pid is believed, as refusing harms nothing: the message names
+ * the file to remove. A file with no pid in it (a start
  * killed while writing it, a full disk) is stale: `processAlive(0)` would have probed our own process group and
  * refused every start.
  *
@@ -81,7 +83,7 @@ function claimDataDir(dataDir: string): void {
   // The claim is written whole beside it, then linked into place (link fails if the name exists): an empty
   // supervisor.pid is never a claim in progress, so one is stale.
   const claim = `${pidFile}.claim-${process.pid}`;
-  writeFileSync(claim, String(process.pid), { mode: 0o600 });
+  writeFileSync(claim, processIdentity(process.pid), { mode: 0o600 });
   let refusal: string | undefined;
   try {
     refusal = placeClaimOver(claim, pidFile, dataDir);
@@ -108,13 +110,15 @@ function placeClaimOver(claim: string, pidFile: string, dataDir: string): string
     const held = statIfExists(pidFile);
     const seen = held && readIfExists(pidFile);
     if (held === undefined || seen === undefined) continue; // removed meanwhile: claim again
-    const pid = /^\d+$/.test(seen.trim()) ? Number(seen.trim()) : 0;
-    if (pid > 0 && pid !== process.pid && processAlive(pid)) {
+    const { pid, alive } = recordedProcess(seen);
+    if (alive && pid !== process.pid) {
       const argv = commandLineOf(pid);
       if (!argv || argv.some((arg) => /(^|\/)scripts\/start\.ts$/.test(arg))) {
         return `Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR (if none runs, remove ${pidFile}).`;
       }
       logger.warn("supervisor.pid names a process that is not an npm start (its pid was reused); taking the data directory", { pid, command: argv[0] });
+    } else if (pid > 0 && pid !== process.pid && processAlive(pid)) {
+      logger.warn("supervisor.pid names a process started after the npm start that wrote it (its pid was reused); taking the data directory", { pid });
     } else if (pid === 0) logger.warn("supervisor.pid holds no pid (left by a start cut short); taking the data directory", { content: seen.slice(0, 40) });
     const aside = `${pidFile}.stale-${process.pid}`;
     try {
@@ -248,13 +252,15 @@ function adminToken(config: Config): string {
 
 /**
  * SIGKILL to everything the supervisor started and still runs: its children (from /proc; the recorded pids where
- * there is none), each one's process group when it has its own (the web server, the worker, anvil, the build) and
- * the postmaster's backends (PostgreSQL shares our group). Nothing else is touched: every pid is a child of ours.
+ * there is none), each one's process group when it has its own (all have: the web server, the worker, anvil,
+ * PostgreSQL, the build), and each one's own children, read before anything is killed: the postmaster's backends
+ * each lead a session of their own (PostgreSQL's setsid), outside its group. Nothing else is touched: every pid is a
+ * child of ours, or a child of one.
  */
 function killWhatWeStarted(): void {
   const children = existsSync("/proc") ? childrenOf(process.pid) : Object.values(pids).filter((pid) => pid !== process.pid);
   for (const pid of children) {
-    const targets = leadsProcessGroup(pid) ? [-pid] : [pid, ...childrenOf(pid)];
+    const targets = [leadsProcessGroup(pid) ? -pid : pid, ...childrenOf(pid)];
     for (const target of targets) {
       try {
         process.kill(target, "SIGKILL");
@@ -453,7 +459,7 @@ async function main(): Promise<void> {
   if (databaseUrl) {
     await checkDatabase(databaseUrl);
   } else {
-    const startPostgres = () => startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, logger });
+    const startPostgres = () => startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, logger, ownProcessGroup: true });
     const starting = startPostgres();
     const stopPostgres = stopOnceStarted("postgres", starting);
     const pg = await starting;
