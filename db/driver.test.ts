@@ -457,7 +457,7 @@ describe("postgres.js ending a pool whose connection just failed", () => {
     await serverRuns("SELECT pg_sleep(52)");
     relay.reset();
     expect(await inFlight).toBe("ECONNRESET");
-    // As a process stopping after its database went first (Ctrl-C reaches PostgreSQL too): the statement failed, the
+    // As a process stopping after its database went first (PostgreSQL killed, or, before it had a process group of its own, a terminal's Ctrl-C): the statement failed, the
     // socket has not emitted 'close' yet. Before the fix, end() waited for that connection for ever (here: until
     // its timeout, 5 s in db/client.ts closeDatabase): the close never told it.
     expect(await settle(client.end(), 3_000)).toBe("ok");

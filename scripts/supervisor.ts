@@ -166,8 +166,8 @@ export type SupervisedServiceOptions = {
   restart: () => Promise<ServiceHandle>;
   onStart?: (pid: number) => void;
   /**
-   * Whether a service that went should be started again; false once the caller is shutting down: a signal to the
-   * whole process group (Ctrl-C) reaches the service too, which may end before the caller comes to stop it.
+   * Whether a service that went should be started again; false once the caller is shutting down: a service may end
+   * by itself before the caller comes to stop it (a signal sent to it too, a crash).
    */
   keepRunning?: () => boolean;
   minBackoffMs?: number;
