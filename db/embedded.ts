@@ -12,6 +12,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   realpathSync,
   renameSync,
   rmSync,
@@ -268,11 +269,11 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   const pidFile = path.join(databaseDir, "postmaster.pid");
   let recorded = recordedPid(pidFile);
   if (recorded === undefined) {
-    // No lock file, yet a server of this directory may run: one whose data directory was removed and made again
-    // (a test run's, wiped at its start) after its npm start was killed outright. In a process group of its own it
+    // No lock file, yet a server of this directory may run: one whose data directory was removed (and made again: a
+    // test run's, wiped at its start) after its npm start was killed outright. In a process group of its own it
     // outlives a SIGKILL of npm start's group, and it holds the port the new cluster needs.
-    const running = postmasterOf(databaseDir);
-    if (running !== undefined) await stopLeftover(running, databaseDir, logger);
+    const orphan = postmasterOfRemoved(databaseDir);
+    if (orphan !== undefined) await stopLeftover(orphan, databaseDir, logger);
     return;
   }
   if (recorded === "unreadable") {
@@ -332,6 +333,29 @@ function isPostmasterOn(argv: readonly string[] | undefined, databaseDir: string
 }
 
 /**
+ * A live postmaster whose data directory was this path and has been removed: it runs in it (PostgreSQL changes into
+ * its data directory), and Linux shows a removed working directory as "<path> (deleted)". Never a server on a
+ * directory that exists (that one has its postmaster.pid), nor one whose relative -D merely reads like this path
+ * from here; undefined where /proc cannot be read (not Linux, another user's process).
+ */
+function postmasterOfRemoved(databaseDir: string): number | undefined {
+  let expected: string;
+  try {
+    expected = `${path.join(realpathSync(path.dirname(databaseDir)), path.basename(databaseDir))} (deleted)`;
+  } catch {
+    return undefined;
+  }
+  return processIds()?.find((pid) => {
+    if (path.basename(commandLineOf(pid)?.[0] ?? "") !== "postgres") return false;
+    try {
+      return readlinkSync(`/proc/${pid}/cwd`) === expected;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/**
  * Whether a command line is the embedded PostgreSQL of `dataDir` (a leftover of an earlier start, which
  * `startEmbeddedPostgres` stops): npm start lets it hold EMBEDDED_PG_PORT.
  */
@@ -349,15 +373,12 @@ async function stopLeftover(pid: number, databaseDir: string, logger?: Logger): 
   }
 }
 
-/**
- * The same directory however it was spelled (a symlink in DATA_DIR). Where either is gone, by the path as spelled:
- * a server whose data directory was removed (and is not made again yet) still serves that path.
- */
+/** The same directory however it was spelled (a symlink in DATA_DIR); false when either is gone. */
 function sameDirectory(a: string, b: string): boolean {
   try {
     return realpathSync(a) === realpathSync(b);
   } catch {
-    return path.resolve(a) === path.resolve(b);
+    return false;
   }
 }
 
@@ -624,6 +645,7 @@ async function spawnPostmaster(
               : new Error(`postgres exited (${signal ?? `code ${code}`}) before it accepted connections`),
           );
         // Its last lines (the FATAL that says why) may still be in the pipe: read them first, a moment at most.
+        if (child.stderr!.readableEnded) return fail();
         const timer = setTimeout(fail, 500);
         child.stderr!.once("end", () => (clearTimeout(timer), fail()));
       });

@@ -88,14 +88,18 @@ function claimDataDir(dataDir: string): void {
   // The claim is written whole beside it, then linked into place (link fails if the name exists): an empty
   // supervisor.pid is never a claim in progress, so one is stale.
   const claim = path.join(dataDir, `${STARTED_PREFIX}${processIdentity(process.pid).replace(" ", "-")}`);
-  writeFileSync(claim, String(process.pid), { mode: 0o600 });
-  let refusal: string | undefined;
+  // The same name may be left, a link of a stale supervisor.pid, when a boot gave this process the same pid and start
+  // time again (a machine that boots the same way each time): written through, it was the stale file itself.
+  rmSync(claim, { force: true });
+  writeFileSync(claim, String(process.pid), { mode: 0o600, flag: "wx" });
+  let outcome: ReturnType<typeof placeClaimOver> | undefined;
   try {
-    refusal = placeClaimOver(claim, pidFile, dataDir);
+    outcome = placeClaimOver(claim, pidFile, dataDir);
   } finally {
     // Kept while it is supervisor.pid's second link (it records the start time); removed otherwise.
-    if (refusal !== undefined || !sameFile(claim, pidFile)) rmSync(claim, { force: true });
+    if (outcome !== "linked") rmSync(claim, { force: true });
   }
+  const refusal = outcome === "linked" || outcome === "copied" ? undefined : outcome;
   // After the claim file is gone: fail() exits at once, and a refused start left it behind in DATA_DIR.
   if (refusal !== undefined) fail(refusal);
   dataDirClaimed = dataDir;
@@ -113,11 +117,6 @@ function removeOwnClaimFiles(): void {
   for (const file of ownClaimFiles) rmSync(file, { force: true });
 }
 
-function sameFile(a: string, b: string): boolean {
-  const [x, y] = [statIfExists(a), statIfExists(b)];
-  return x !== undefined && y !== undefined && x.ino === y.ino && x.dev === y.dev;
-}
-
 /** The started- links of the file `held` (one, normally): `<pid>-<start>` in their names. */
 function startedLinksOf(dataDir: string, held: { ino: number; dev: number }): string[] {
   return readdirSync(dataDir)
@@ -133,11 +132,12 @@ function startedLinksOf(dataDir: string, held: { ino: number; dev: number }): st
  * Links the written claim into place as supervisor.pid, past a stale one (no pid, a dead pid, or one that is no npm
  * start, or another process than the one that wrote it): moved aside, and given back (never over another's claim)
  * when what was moved is not the file judged stale, as another start claimed the directory meanwhile. Returns the
- * refusal, or undefined once the claim is in place.
+ * refusal, or how the claim was put in place.
  */
-function placeClaimOver(claim: string, pidFile: string, dataDir: string): string | undefined {
+function placeClaimOver(claim: string, pidFile: string, dataDir: string): "linked" | "copied" | string {
   for (;;) {
-    if (placeClaim(claim, pidFile)) return undefined;
+    const placed = placeClaim(claim, pidFile);
+    if (placed) return placed;
     const held = statIfExists(pidFile);
     const seen = held && readIfExists(pidFile);
     if (held === undefined || seen === undefined) continue; // removed meanwhile: claim again
@@ -174,10 +174,10 @@ function placeClaimOver(claim: string, pidFile: string, dataDir: string): string
 }
 
 /** Links `from` to `to` unless `to` exists (false then); where hard links are refused, an exclusive create instead. */
-function placeClaim(from: string, to: string): boolean {
+function placeClaim(from: string, to: string): "linked" | "copied" | false {
   try {
     linkSync(from, to);
-    return true;
+    return "linked";
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "EEXIST") return false;
@@ -185,7 +185,7 @@ function placeClaim(from: string, to: string): boolean {
   }
   try {
     writeFileSync(to, readFileSync(from), { flag: "wx", mode: 0o600 });
-    return true;
+    return "copied";
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
     throw error;

@@ -255,6 +255,33 @@ describe("superviseService", () => {
     expect(restarts).toBe(0);
   });
 
+  it("tries no more restarts once its caller is shutting down, whose shutdown cut the restart in progress short", async () => {
+    const first = sleeperService();
+    let attempts = 0;
+    let shuttingDown = false;
+    const { log: keep, lines: said } = keptLog();
+    const service = superviseService({
+      name: "database",
+      logger: keep,
+      first,
+      minBackoffMs: 20,
+      restart: async () => {
+        attempts += 1;
+        // npm start's shutdown begins, and stops the PostgreSQL start in progress (PostgresStartStoppedError).
+        shuttingDown = true;
+        throw new Error("PostgreSQL's start was stopped");
+      },
+      keepRunning: () => !shuttingDown,
+    });
+    process.kill(first.pid, "SIGKILL");
+    expect(await until(() => said.find((line) => line.msg === "restart cut short by the shutdown")?.msg)).toBeDefined();
+    await until(() => (said.some((line) => line.msg === "not restarted: shutting down") ? true : undefined));
+    expect(await service.stop()).toBe(true);
+    // Before: "could not restart; retrying" at error level and another start, until the caller came to stop it.
+    expect(attempts).toBe(1);
+    expect(said.filter((line) => line.msg === "could not restart; retrying")).toEqual([]);
+  });
+
   it("stopped while a restart is in progress, waits for it, stops what it started, and answers how that stop went", async () => {
     const first = sleeperService();
     let release: () => void = () => {};

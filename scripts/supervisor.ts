@@ -226,6 +226,11 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
         await pause(backoff);
         backoff = Math.min(backoff * 2, maxBackoff);
         if (stopping) return true;
+        // The caller's shutdown began during the backoff or the last try (which it may have cut short): no more tries.
+        if (options.keepRunning?.() === false) {
+          log.info("not restarted: shutting down", {});
+          return true;
+        }
         try {
           const next = await options.restart();
           restarts += 1;
@@ -239,6 +244,8 @@ export function superviseService(options: SupervisedServiceOptions): SupervisedS
           options.onStart?.(next.pid);
         } catch (error) {
           if (stopping) log.warn("could not restart, while stopping", { error });
+          else if (options.keepRunning?.() === false)
+            log.info("restart cut short by the shutdown", { error: error instanceof Error ? error.message : String(error) });
           else log.error("could not restart; retrying", { error, restartInMs: backoff });
         }
       }
