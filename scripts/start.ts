@@ -97,11 +97,10 @@ function claimDataDir(dataDir: string): void {
     outcome = placeClaimOver(claim, pidFile, dataDir);
   } finally {
     // Kept while it is supervisor.pid's second link (it records the start time); removed otherwise.
-    if (outcome !== "linked") rmSync(claim, { force: true });
+    if (outcome?.placed !== "linked") rmSync(claim, { force: true });
   }
-  const refusal = outcome === "linked" || outcome === "copied" ? undefined : outcome;
   // After the claim file is gone: fail() exits at once, and a refused start left it behind in DATA_DIR.
-  if (refusal !== undefined) fail(refusal);
+  if (outcome.refusal !== undefined) fail(outcome.refusal);
   dataDirClaimed = dataDir;
   ownClaimFiles.push(pidFile, claim);
   cleanups.push(async () => removeOwnClaimFiles());
@@ -134,10 +133,14 @@ function startedLinksOf(dataDir: string, held: { ino: number; dev: number }): st
  * when what was moved is not the file judged stale, as another start claimed the directory meanwhile. Returns the
  * refusal, or how the claim was put in place.
  */
-function placeClaimOver(claim: string, pidFile: string, dataDir: string): "linked" | "copied" | string {
+function placeClaimOver(
+  claim: string,
+  pidFile: string,
+  dataDir: string,
+): { placed: "linked" | "copied"; refusal?: never } | { placed?: never; refusal: string } {
   for (;;) {
     const placed = placeClaim(claim, pidFile);
-    if (placed) return placed;
+    if (placed) return { placed };
     const held = statIfExists(pidFile);
     const seen = held && readIfExists(pidFile);
     if (held === undefined || seen === undefined) continue; // removed meanwhile: claim again
@@ -148,7 +151,9 @@ function placeClaimOver(claim: string, pidFile: string, dataDir: string): "linke
     if (alive && pid !== process.pid) {
       const argv = commandLineOf(pid);
       if (!argv || argv.some((arg) => /(^|\/)scripts\/start\.ts$/.test(arg))) {
-        return `Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR (if none runs, remove ${pidFile}).`;
+        return {
+          refusal: `Another npm start (pid ${pid}) is running with DATA_DIR ${dataDir}; stop it first or set DATA_DIR (if none runs, remove ${pidFile}).`,
+        };
       }
       logger.warn("supervisor.pid names a process that is not an npm start (its pid was reused); taking the data directory", { pid, command: argv[0] });
     } else if (pid > 0 && pid !== process.pid && processAlive(pid)) {
@@ -165,7 +170,7 @@ function placeClaimOver(claim: string, pidFile: string, dataDir: string): "linke
     if (moved.ino !== held.ino || moved.dev !== held.dev) {
       placeClaim(aside, pidFile);
       rmSync(aside, { force: true });
-      return `Another npm start is starting with DATA_DIR ${dataDir}; stop it first or set DATA_DIR.`;
+      return { refusal: `Another npm start is starting with DATA_DIR ${dataDir}; stop it first or set DATA_DIR.` };
     }
     // The stale file's own started- link goes with it (never another start's claim: those are other files).
     for (const link of links) rmSync(link, { force: true });
