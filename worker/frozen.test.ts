@@ -8,6 +8,7 @@ import {
   readRelays,
   readRequest,
   readSponsoredEvents,
+  recordingLogger,
   relayerAddress,
   spawnWorker,
   startInProcessWorker,
@@ -71,7 +72,7 @@ describe("a worker frozen inside its relay transaction", () => {
     const a = spawnWorker(fx, { WORKER_INTERVAL_MS: "200" });
     frozenWorker = a;
     onTestFailed(() => {
-      process.stderr.write(a.output().split("\n").slice(-40).join("\n"));
+      process.stderr.write(`\n--- worker A (frozen, pid ${a.pid})\n${a.output().split("\n").slice(-40).join("\n")}\n`);
     });
     const { id, wallet } = await createRequest(fx);
     await waitFor("the request to be approved", async () => (await readRequest(fx, id)).status === "approved");
@@ -99,7 +100,11 @@ describe("a worker frozen inside its relay transaction", () => {
     await fx.clients.waitForTransactionReceipt({ hash: unpaused });
 
     const before = await fx.clients.getBalance({ address: wallet });
-    other = await startInProcessWorker(fx);
+    const bLog = recordingLogger({ worker: "B" });
+    onTestFailed(() => {
+      process.stderr.write(`\n--- worker B (in process)\n${bLog.lines().slice(-80).join("\n")}\n`);
+    });
+    other = await startInProcessWorker(fx, {}, {}, bLog.log);
     await waitFor("the request to complete (worker A still frozen)", async () => (await readRequest(fx, id)).status === "completed", 90_000, 250);
     expect(a.process.signalCode).toBeNull();
     const lease = await fx.database.db.execute<{ owner: string }>(sql`SELECT lease_owner AS owner FROM relayer_accounts WHERE address = ${relayer}`);
