@@ -68,6 +68,28 @@ describe("startAnvil", () => {
     expect(said.some((line) => line.msg === "writing the log file again")).toBe(true);
   });
 
+  it("says when anvil stopped without saving the chain's state (it exits 0 and prints nothing), and nothing when it saved it", async () => {
+    const saved = path.join(dataDir, "state-saved");
+    const lost = path.join(dataDir, "state-lost");
+    await mkdir(saved);
+    await mkdir(lost);
+    const first = keptLog();
+    const kept = await startAnvil({ port: await freePort(), blockTime: 0, dataDir: saved, persistState: true, logger: first.log });
+    expect(await kept.stop()).toBe(true);
+    expect(statSync(path.join(saved, "state.json")).size).toBeGreaterThan(0);
+    expect(first.lines.filter((l) => l.level === "error")).toEqual([]);
+
+    const second = keptLog();
+    const anvil = await startAnvil({ port: await freePort(), blockTime: 0, dataDir: lost, persistState: true, logger: second.log });
+    // Its dump at the stop fails with ENOSPC, as on a full disk.
+    await fullDiskFile(path.join(lost, "state.json"));
+    expect(await anvil.stop()).toBe(true);
+    expect(anvil.process.exitCode).toBe(0);
+    expect(second.lines.filter((l) => l.level === "error").map((l) => l.msg)).toEqual([
+      "anvil stopped without saving the chain's state: no state file was written, so the next start begins a fresh chain",
+    ]);
+  });
+
   it("keeps anvil.log readable by its owner alone (0600), tightening one an older start created 0644", async () => {
     const fresh = path.join(dataDir, "log-mode-fresh");
     const older = path.join(dataDir, "log-mode-older");

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { createLogger, type Logger } from "@/lib/log";
@@ -59,7 +59,10 @@ export type Anvil = {
   rpcUrl: string;
   pid: number;
   process: ChildProcess;
-  /** SIGTERM (anvil dumps its state), SIGKILL after 10 s; true when it went by the SIGTERM (or had gone already). */
+  /**
+   * SIGTERM (anvil dumps its state), SIGKILL after 10 s; true when it went by the SIGTERM (or had gone already). A
+   * state it did not write (`persistState`) is logged as an error.
+   */
   stop: () => Promise<boolean>;
 };
 
@@ -166,15 +169,16 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
   // Not `--block-time`: it lifts anvil's state history from 64 to 1,500 full copies (see the top of this file).
   // `--no-mining` leaves the pool alone and the block timer below mines on the same cadence.
   if (options.blockTime > 0) args.push("--no-mining");
-  if (options.persistState) {
-    const stateFile = path.join(dir, "state.json");
+  const stateFile = options.persistState ? path.join(dir, "state.json") : undefined;
+  if (stateFile) {
     compactStateFile(stateFile, keepBlocks);
     args.push("--state", stateFile, "--state-interval", "10");
   }
   args.push(...(options.extraArgs ?? []));
 
   const logFile = path.join(dir, "anvil.log");
-  const log = openLogFile(logFile, options.logger ?? createLogger({ component: "anvil" }));
+  const logger = options.logger ?? createLogger({ component: "anvil" });
+  const log = openLogFile(logFile, logger);
   const child = spawn(anvilBinary(), args, {
     stdio: ["ignore", "pipe", "pipe"],
     // NO_COLOR: its words are matched (STATE_REJECTED), and a colour code inside them would hide a refusal.
@@ -244,14 +248,39 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
       blocks?.stop();
       if (exited) return true;
       // SIGTERM lets anvil dump its state; SIGKILL if it does not go.
+      const asked = Date.now();
       child.kill("SIGTERM");
       let killed = false;
       const timer = setTimeout(() => ((killed = true), child.kill("SIGKILL")), 10_000);
       await exitedPromise;
       clearTimeout(timer);
+      if (stateFile && !killed) checkStateSaved(stateFile, asked, logger);
       return !killed;
     },
   };
+}
+
+/**
+ * Anvil 1.7 exits 0 and prints nothing when it cannot write its state at its stop (a full disk, a removed
+ * directory): said here, since the next start then loads an older state (the last periodic save, up to 10 s before)
+ * or none (a fresh chain, the local deployment redone). The file must have been written since the stop was asked
+ * (a margin for the file system's coarse clock).
+ */
+function checkStateSaved(stateFile: string, asked: number, logger: Logger): void {
+  let modified: number | undefined;
+  try {
+    const stat = statSync(stateFile);
+    if (stat.isFile()) modified = stat.mtimeMs;
+  } catch {
+    // absent: said below
+  }
+  if (modified !== undefined && modified >= asked - 50) return;
+  logger.error(
+    modified === undefined
+      ? "anvil stopped without saving the chain's state: no state file was written, so the next start begins a fresh chain"
+      : "anvil stopped without saving the chain's state (a full disk?): the next start loads its last periodic save, from before the stop",
+    { stateFile, ...(modified !== undefined ? { savedAt: new Date(modified).toISOString() } : {}) },
+  );
 }
 
 async function mineOne(rpcUrl: string): Promise<void> {

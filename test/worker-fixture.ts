@@ -148,23 +148,6 @@ if (process.env.WORKER_TEST_LOGS) {
 }
 const quiet = createLogger({ test: "worker" });
 
-/**
- * A logger that keeps every line (debug included) in memory, for a test to print when it fails: an in-process
- * worker's logs are otherwise silent in tests.
- */
-export function recordingLogger(base: Record<string, unknown> = {}): { log: Logger; lines: () => string[] } {
-  const kept: string[] = [];
-  const make = (fields: Record<string, unknown>): Logger => {
-    const at =
-      (level: string) =>
-      (msg: string, more?: Record<string, unknown>): void => {
-        kept.push(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields, ...more }, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)));
-      };
-    return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error"), child: (more) => make({ ...fields, ...more }) };
-  };
-  return { log: make(base), lines: () => kept };
-}
-
 /** A worker in this process (fast heartbeats for tests); stop it with `stop()`. */
 export async function startInProcessWorker(
   fx: PipelineFixture,
