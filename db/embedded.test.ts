@@ -286,6 +286,32 @@ describe("embedded PostgreSQL start-up", () => {
     }
   });
 
+  it("stops a PostgreSQL left running that answers no shutdown (frozen: SIGSTOP), by SIGKILL to it and its backends, and starts", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    const leftover = await startEmbeddedPostgres({ dataDir: dir, port });
+    process.kill(leftover.pid, "SIGSTOP");
+    const { log, lines } = keptLog();
+    try {
+      // Before: "did not stop" after 30 s of SIGINT, at every start.
+      const pg = await startEmbeddedPostgres({ dataDir: dir, port, logger: log });
+      try {
+        expect(processAlive(leftover.pid)).toBe(false);
+        expect(lines.filter((l) => l.level === "warn").map((l) => l.msg)).toEqual([
+          "stopping a PostgreSQL server left running by an earlier start",
+          "the PostgreSQL left running did not stop within 20 s; sending SIGQUIT",
+          "the PostgreSQL left running did not stop within 5 s; sending SIGKILL",
+        ]);
+        expect(await authError(pg.url)).toBeUndefined();
+      } finally {
+        await pg.stop();
+      }
+    } finally {
+      if (processAlive(leftover.pid)) process.kill(leftover.pid, "SIGCONT");
+      await leftover.stop();
+    }
+  }, 90_000);
+
   it("starts over a postmaster.pid that holds no pid (empty, or cut short), which PostgreSQL refuses for good", async () => {
     const dir = await dataDir();
     const port = await freePort();

