@@ -229,6 +229,9 @@ describe("npm start", () => {
     stack.output = "";
     // Left by a start killed while writing it, or a full disk. Before: "Another npm start (pid 0) is running", for ever.
     writeFileSync(path.join(dataDir, "supervisor.pid"), "");
+    // A started- name whose supervisor.pid was removed by hand (its process gone): cleaned up, not left for ever.
+    const orphan = path.join(dataDir, "supervisor.started-4194000-12345");
+    writeFileSync(orphan, "4194000");
     supervisor = stack.start();
     await stack.until("GET /health answers 200 again", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
     const again = JSON.parse(readFileSync(path.join(dataDir, "deployment.json"), "utf8")) as typeof deployment;
@@ -238,6 +241,7 @@ describe("npm start", () => {
     expect(res.status).toBe(200);
     expect(stack.output).not.toMatch(/generated an administrator token/);
     expect(stack.output).toMatch(/supervisor.pid holds no pid/);
+    expect(existsSync(orphan)).toBe(false);
     expect(await stack.stop(supervisor)).toBe(0);
   });
 

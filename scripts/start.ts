@@ -102,6 +102,7 @@ function claimDataDir(dataDir: string): void {
   // After the claim file is gone: fail() exits at once, and a refused start left it behind in DATA_DIR.
   if (outcome.refusal !== undefined) fail(outcome.refusal);
   dataDirClaimed = dataDir;
+  removeOrphanedStartedLinks(dataDir, claim);
   ownClaimFiles.push(pidFile, claim);
   cleanups.push(async () => removeOwnClaimFiles());
   // The owner's alone: it holds the logs (requesters' IPs), the credentials and the chain's state. Tightened too when
@@ -114,6 +115,22 @@ const STARTED_PREFIX = "supervisor.started-";
 const ownClaimFiles: string[] = [];
 function removeOwnClaimFiles(): void {
   for (const file of ownClaimFiles) rmSync(file, { force: true });
+}
+
+/**
+ * started- names left without their supervisor.pid (the file removed by hand, as a refusal's message says to; a
+ * start killed between writing its claim and linking it), once this start holds the directory: each is removed unless
+ * it is still linked elsewhere or names a process that still runs (another start's claim in progress, which it
+ * removes itself when refused). Without this they piled up, one per such stop.
+ */
+function removeOrphanedStartedLinks(dataDir: string, claim: string): void {
+  for (const name of readdirSync(dataDir)) {
+    const file = path.join(dataDir, name);
+    const named = name.startsWith(STARTED_PREFIX) ? /^(\d+)-(\d+)$/.exec(name.slice(STARTED_PREFIX.length)) : null;
+    if (!named || file === claim || recordedProcess(`${named[1]} ${named[2]}`).alive) continue;
+    const st = statIfExists(file);
+    if (st !== undefined && st.nlink === 1) rmSync(file, { force: true });
+  }
 }
 
 /** The started- links of the file `held` (one, normally): `<pid>-<start>` in their names. */
