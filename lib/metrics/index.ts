@@ -43,10 +43,12 @@ function defaultSources(config: Config = getConfig()): ServiceSources {
     if (!config.databaseUrl) throw new Error("DATABASE_URL is not set");
     // The web pool's limits (statement, lock, idle transaction, connect and answer timeouts): a scrape needs no more.
     const db: Database = createDatabase(config.databaseUrl, { max: 2, applicationName: "sponsorship-metrics", ...WEB_POOL_LIMITS });
+    const deployment = resolveDeployment(config);
     state.sources = {
       db,
-      chain: config.rpcUrls.length > 0 ? createViemChainReader(config.rpcUrls) : undefined,
-      treasuryAddress: resolveDeployment(config)?.treasuryAddress,
+      // The chain's id, so that an endpoint of another chain in RPC_URL is not read (chain-reader.ts).
+      chain: config.rpcUrls.length > 0 ? createViemChainReader(config.rpcUrls, { chainId: config.chainId ?? deployment?.chainId }) : undefined,
+      treasuryAddress: deployment?.treasuryAddress,
       sponsorAmountWei: config.sponsorAmountWei,
       budget: { perHour: config.sponsorBudgetPerHour, perDay: config.sponsorBudgetPerDay },
       treasuryLowSponsorships: config.treasuryLowSponsorships,

@@ -133,6 +133,16 @@ describe("pipeline metrics", () => {
     expect(await value(registry, "sponsorship_relay_failures_total", { relayer: "0xaa", kind: "timeout" })).toBe(1);
     expect(await value(registry, "sponsorship_relay_confirmed_total", { relayer: "0xaa" })).toBe(1);
   });
+
+  it("exports no fee ceiling, base fee or above-ceiling sample before the worker has read its fees with a ceiling", async () => {
+    // Before: a new unlabeled gauge reads 0, so `sponsorship_fee_ceiling_wei 0` said there was a ceiling of 0 wei.
+    const registry = createMetricsRegistry("worker", { defaultMetrics: false });
+    createPipelineMetrics(registry);
+    const text = await registry.metrics();
+    for (const name of ["sponsorship_fee_ceiling_wei", "sponsorship_base_fee_wei", "sponsorship_fees_above_ceiling"]) {
+      expect(text).not.toMatch(new RegExp(`^${name}[ {]`, "m"));
+    }
+  });
 });
 
 describe("service-wide metrics from the database and the chain", () => {
@@ -238,6 +248,43 @@ describe("service-wide metrics from the database and the chain", () => {
       await silent.close();
     }
   }, 30_000);
+
+  it("reads the chain only from endpoints that answered its chain id: one of another chain listed first is never read", async () => {
+    // A mainnet URL beside the testnet's, say: before, its answers (the treasury's balance there) were the scrape's.
+    const other = await startTestChain({ chainId: 1337 });
+    try {
+      await chainRpc(other.rpcUrl, "anvil_setBalance", [treasury, toHex(777n)]);
+      const balance = Number(await createViemChainReader(chain.rpcUrl).getBalance(treasury));
+      const registry = createMetricsRegistry("web", { defaultMetrics: false });
+      const reader = createViemChainReader([other.rpcUrl, chain.rpcUrl], { chainId: 31337 });
+      registerServiceMetrics(registry, { sources: () => ({ db: testDb.db, chain: reader, treasuryAddress: treasury }), cacheMs: 0 });
+      for (let i = 0; i < 3; i++) expect(await value(registry, "sponsorship_treasury_balance_wei")).toBe(balance);
+
+      // Every endpoint of another chain: the chain's series are left out, not another chain's shown.
+      const wrong = createMetricsRegistry("web", { defaultMetrics: false });
+      const only = createViemChainReader([other.rpcUrl, other.rpcUrl], { chainId: 31337 });
+      registerServiceMetrics(wrong, { sources: () => ({ db: testDb.db, chain: only, treasuryAddress: treasury }), cacheMs: 0 });
+      expect(await value(wrong, "sponsorship_treasury_balance_wei")).toBeUndefined();
+      expect(await value(wrong, "sponsorship_metrics_collect_errors_total", { source: "chain" })).toBeGreaterThanOrEqual(1);
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it("exports no treasury balance and no sponsorships left while the chain cannot be read (not 0: SponsorshipTreasuryEmpty)", async () => {
+    const registry = createMetricsRegistry("web", { defaultMetrics: false });
+    const down = createViemChainReader(`http://127.0.0.1:${await freePort()}`, { timeoutMs: 500 });
+    registerServiceMetrics(registry, {
+      sources: () => ({ db: testDb.db, chain: down, treasuryAddress: treasury, treasuryLowSponsorships: 250 }),
+      cacheMs: 0,
+      timeoutMs: 1_000,
+    });
+    const text = await registry.metrics();
+    expect(text).not.toMatch(/^sponsorship_treasury_balance_wei[ {]/m);
+    expect(text).not.toMatch(/^sponsorship_treasury_sponsorships_left[ {]/m);
+    expect(await value(registry, "sponsorship_metrics_collect_errors_total", { source: "chain" })).toBeGreaterThanOrEqual(1);
+    expect(await value(registry, "sponsorship_treasury_low_threshold")).toBe(250);
+  });
 
   it("still answers a scrape, without the database's series, when the database cannot be reached", async () => {
     const registry = createMetricsRegistry("web", { defaultMetrics: false });

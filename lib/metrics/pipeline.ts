@@ -102,6 +102,10 @@ export function createPipelineMetrics(registry: Registry): PipelineMetrics {
     registers,
   });
 
+  // Absent until the worker has read its fees with a ceiling set: a new unlabeled gauge reads 0 (prom-client), and a
+  // ceiling of 0 wei was exported when there was none.
+  for (const gauge of [feeCeiling, baseFee, aboveCeiling]) gauge.remove();
+
   const relayerLabel = (relayer: string) => relayer.toLowerCase();
 
   return {

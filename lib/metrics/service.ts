@@ -225,12 +225,14 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
       if (chain) for (const [relayer, r] of chain.relayers) this.set({ relayer }, weiToNumber(r.balance));
     },
   });
+  // An unlabeled gauge that is reset reads 0, not absent (prom-client): the chain unreadable, or no treasury known,
+  // exported a treasury of 0 and SponsorshipTreasuryEmpty fired for an RPC outage. `remove()` leaves no sample.
   new Gauge({
     name: "sponsorship_treasury_balance_wei",
     help: "Native-token balance of the treasury contract, in wei",
     registers,
     async collect() {
-      this.reset();
+      this.remove();
       const chain = (await snapshot()).chain;
       if (chain?.treasuryBalance !== undefined) this.set(weiToNumber(chain.treasuryBalance));
     },
@@ -240,7 +242,7 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
     help: "Sponsorships the treasury's balance still covers at its current amount",
     registers,
     async collect() {
-      this.reset();
+      this.remove();
       const chain = (await snapshot()).chain;
       if (chain?.treasuryBalance !== undefined && chain.sponsorAmount && chain.sponsorAmount > 0n) {
         this.set(Number(chain.treasuryBalance / chain.sponsorAmount));
@@ -253,7 +255,7 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
     help: "TREASURY_LOW_SPONSORSHIPS: the treasury is low (treasury.low webhook, SponsorshipTreasuryLow) while it covers fewer sponsorships than this",
     registers,
     collect() {
-      this.reset();
+      this.remove();
       let threshold: number | undefined;
       try {
         threshold = options.sources().treasuryLowSponsorships;
