@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freeSpace, fullDiskFile, until } from "@/test/full-disk";
 import { keptLog } from "@/test/kept-log";
 import { freePort } from "@/test/ports";
-import { startAnvil } from "./anvil";
+import { startAnvil, stateSaved } from "./anvil";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -76,18 +76,33 @@ describe("startAnvil", () => {
     const first = keptLog();
     const kept = await startAnvil({ port: await freePort(), blockTime: 0, dataDir: saved, persistState: true, logger: first.log });
     expect(await kept.stop()).toBe(true);
-    expect(statSync(path.join(saved, "state.json")).size).toBeGreaterThan(0);
+    expect(stateSaved(path.join(saved, "state.json"), 0)).toBe("saved");
     expect(first.lines.filter((l) => l.level === "error")).toEqual([]);
 
     const second = keptLog();
     const anvil = await startAnvil({ port: await freePort(), blockTime: 0, dataDir: lost, persistState: true, logger: second.log });
-    // Its dump at the stop fails with ENOSPC, as on a full disk.
-    await fullDiskFile(path.join(lost, "state.json"));
+    // Its directory removed while it runs: the dump at the stop cannot be written.
+    await rm(lost, { recursive: true, force: true });
     expect(await anvil.stop()).toBe(true);
     expect(anvil.process.exitCode).toBe(0);
     expect(second.lines.filter((l) => l.level === "error").map((l) => l.msg)).toEqual([
       "anvil stopped without saving the chain's state: no state file was written, so the next start begins a fresh chain",
     ]);
+  });
+
+  it("tells a whole dump written since the stop from one cut short (a full disk: written in place) and from an older one", async () => {
+    const dir = path.join(dataDir, "state-kinds");
+    await mkdir(dir);
+    const file = path.join(dir, "state.json");
+    expect(stateSaved(file, 0)).toBe("absent");
+    await writeFile(file, '{"block":{"number":"0x1"},"accounts":{}}\n');
+    const written = statSync(file).mtimeMs;
+    expect(stateSaved(file, written)).toBe("saved");
+    expect(stateSaved(file, written + 1_000)).toBe("not_written");
+    await writeFile(file, '{"block":{"number":"0x1"},"accou');
+    expect(stateSaved(file, 0)).toBe("truncated");
+    await writeFile(file, "");
+    expect(stateSaved(file, 0)).toBe("truncated");
   });
 
   it("keeps anvil.log readable by its owner alone (0600), tightening one an older start created 0644", async () => {

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { createLogger, type Logger } from "@/lib/log";
@@ -60,8 +60,8 @@ export type Anvil = {
   pid: number;
   process: ChildProcess;
   /**
-   * SIGTERM (anvil dumps its state), SIGKILL after 10 s; true when it went by the SIGTERM (or had gone already). A
-   * state it did not write (`persistState`) is logged as an error.
+   * SIGTERM (anvil dumps its state), SIGKILL after 10 s; true when it went by the SIGTERM (or had gone already). After
+   * a SIGTERM, a state it did not write whole (`persistState`) is logged as an error (`stateSaved`).
    */
   stop: () => Promise<boolean>;
 };
@@ -248,39 +248,66 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
       blocks?.stop();
       if (exited) return true;
       // SIGTERM lets anvil dump its state; SIGKILL if it does not go.
-      const asked = Date.now();
+      const since = stateFile ? (stopMarkerTime(dir) ?? Date.now() - 1_000) : 0;
       child.kill("SIGTERM");
       let killed = false;
       const timer = setTimeout(() => ((killed = true), child.kill("SIGKILL")), 10_000);
       await exitedPromise;
       clearTimeout(timer);
-      if (stateFile && !killed) checkStateSaved(stateFile, asked, logger);
+      const saved = stateFile && !killed ? stateSaved(stateFile, since) : "saved";
+      if (saved !== "saved") logger.error(STATE_LOST[saved], { stateFile });
       return !killed;
     },
   };
 }
 
 /**
- * Anvil 1.7 exits 0 and prints nothing when it cannot write its state at its stop (a full disk, a removed
- * directory): said here, since the next start then loads an older state (the last periodic save, up to 10 s before)
- * or none (a fresh chain, the local deployment redone). The file must have been written since the stop was asked
- * (a margin for the file system's coarse clock).
+ * What anvil left of its state at its stop. Anvil 1.7 exits 0 and prints nothing when it cannot write its dump, so
+ * it is read here: "saved" (written since `since`, whole), "not_written" (older than `since`: it could not open the
+ * file, a read-only disk, a permission; the next start loads the last periodic dump, up to 10 s older), "absent" (no
+ * file: the next start begins a fresh chain), "truncated" (it writes in place, truncating first: a full disk leaves
+ * part of a dump, with a fresh time, which the next start sets aside as corrupt for a fresh chain). `since` is the
+ * time of a marker file written in the same directory just before the stop (the same clock and granularity: a file
+ * system with 1-s or 2-s timestamps compares equal, not earlier), or a second before the stop without one.
  */
-function checkStateSaved(stateFile: string, asked: number, logger: Logger): void {
-  let modified: number | undefined;
+export function stateSaved(stateFile: string, since: number): "saved" | "not_written" | "absent" | "truncated" {
+  let fd: number;
   try {
-    const stat = statSync(stateFile);
-    if (stat.isFile()) modified = stat.mtimeMs;
+    fd = openSync(stateFile, "r");
   } catch {
-    // absent: said below
+    return "absent";
   }
-  if (modified !== undefined && modified >= asked - 50) return;
-  logger.error(
-    modified === undefined
-      ? "anvil stopped without saving the chain's state: no state file was written, so the next start begins a fresh chain"
-      : "anvil stopped without saving the chain's state (a full disk?): the next start loads its last periodic save, from before the stop",
-    { stateFile, ...(modified !== undefined ? { savedAt: new Date(modified).toISOString() } : {}) },
-  );
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) return "absent";
+    if (stat.mtimeMs < since) return "not_written";
+    // A whole dump is one JSON object: it ends with its closing brace. Reading the end is enough (dumps reach MBs).
+    const tail = Buffer.alloc(Math.min(64, stat.size));
+    readSync(fd, tail, 0, tail.length, stat.size - tail.length);
+    return tail.toString("utf8").trimEnd().endsWith("}") ? "saved" : "truncated";
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const STATE_LOST: Record<Exclude<ReturnType<typeof stateSaved>, "saved">, string> = {
+  not_written:
+    "anvil stopped without saving the chain's state (it could not write the file: a read-only disk, a permission?): the next start loads its last periodic save, from before the stop",
+  absent: "anvil stopped without saving the chain's state: no state file was written, so the next start begins a fresh chain",
+  truncated: "anvil's state file was left incomplete at its stop (a full disk?): the next start sets it aside as corrupt and begins a fresh chain",
+};
+
+/** Written just before the stop, for its file-system time (`stateSaved`); undefined when it cannot be written. */
+function stopMarkerTime(dir: string): number | undefined {
+  const marker = path.join(dir, "stop-marker");
+  try {
+    writeFileSync(marker, "");
+    const time = statSync(marker).mtimeMs;
+    rmSync(marker, { force: true });
+    return time;
+  } catch {
+    return undefined;
+  }
 }
 
 async function mineOne(rpcUrl: string): Promise<void> {
