@@ -102,9 +102,13 @@ function claimDataDir(dataDir: string): void {
   // After the claim file is gone: fail() exits at once, and a refused start left it behind in DATA_DIR.
   if (outcome.refusal !== undefined) fail(outcome.refusal);
   dataDirClaimed = dataDir;
-  removeOrphanedStartedLinks(dataDir, claim);
   ownClaimFiles.push(pidFile, claim);
   cleanups.push(async () => removeOwnClaimFiles());
+  try {
+    removeLeftClaimFiles(dataDir, claim);
+  } catch (error) {
+    logger.warn("could not remove the claim files earlier starts left in the data directory", { error });
+  }
   // The owner's alone: it holds the logs (requesters' IPs), the credentials and the chain's state. Tightened too when
   // an older version created it 0755; as root, db/embedded.ts then lets the `postgres` user traverse it (0711).
   chmodSync(dataDir, userInfo().uid === 0 && existsSync(path.join(dataDir, "postgres")) ? 0o711 : 0o700);
@@ -118,18 +122,23 @@ function removeOwnClaimFiles(): void {
 }
 
 /**
- * started- names left without their supervisor.pid (the file removed by hand, as a refusal's message says to; a
- * start killed between writing its claim and linking it), once this start holds the directory: each is removed unless
- * it is still linked elsewhere or names a process that still runs (another start's claim in progress, which it
- * removes itself when refused). Without this they piled up, one per such stop.
+ * Claim files earlier starts left, once this start holds the directory: `supervisor.pid.stale-<pid>` (a start killed
+ * while taking a stale file over) and started- names left without their supervisor.pid (the file removed by hand, as a
+ * refusal's message says to; a start killed between writing its claim and linking it). Each is removed unless its
+ * process still runs (another start's claim in progress, which it removes itself when refused) or, for a started-
+ * name, it is still linked elsewhere. Without this they piled up, one per such stop. Best effort: the start goes on.
  */
-function removeOrphanedStartedLinks(dataDir: string, claim: string): void {
-  for (const name of readdirSync(dataDir)) {
+function removeLeftClaimFiles(dataDir: string, claim: string): void {
+  const names = readdirSync(dataDir);
+  const stale = names.filter((name) => /^supervisor\.pid\.stale-\d+$/.test(name));
+  const started = names.filter((name) => name.startsWith(STARTED_PREFIX));
+  for (const name of [...stale, ...started]) {
     const file = path.join(dataDir, name);
-    const named = name.startsWith(STARTED_PREFIX) ? /^(\d+)-(\d+)$/.exec(name.slice(STARTED_PREFIX.length)) : null;
-    if (!named || file === claim || recordedProcess(`${named[1]} ${named[2]}`).alive) continue;
+    // `<pid>-<start>`, or the bare pid where the start time could not be read (no /proc).
+    const named = name.startsWith(STARTED_PREFIX) ? /^(\d+)(?:-(\d+))?$/.exec(name.slice(STARTED_PREFIX.length)) : /(\d+)$/.exec(name);
+    if (!named || file === claim || recordedProcess(named[2] ? `${named[1]} ${named[2]}` : named[1]).alive) continue;
     const st = statIfExists(file);
-    if (st !== undefined && st.nlink === 1) rmSync(file, { force: true });
+    if (st !== undefined && (st.nlink === 1 || !name.startsWith(STARTED_PREFIX))) rmSync(file, { force: true });
   }
 }
 
