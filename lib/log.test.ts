@@ -48,6 +48,24 @@ describe("log lines", () => {
     for (const line of lines) expect(() => JSON.parse(line)).not.toThrow();
   });
 
+  it("go to a sink instead of stdout and stderr when given one: every level, a child's fields, errors whole, redacted", () => {
+    Object.assign(process.env, { LOG_LEVEL: "silent", RPC_URL: "https://eth-sepolia.example.net/v2/PROVIDERKEY123" });
+    resetConfigForTests();
+    const written = captured();
+    const kept: string[] = [];
+    const logger = createLogger({ test: "sink" }, (line) => kept.push(line)).child({ workerId: "w1" });
+    logger.debug("asked", { endpoint: "https://eth-sepolia.example.net/v2/PROVIDERKEY123" });
+    logger.error("failed", { error: new Error("boom") });
+    expect(written).toEqual([]);
+    const lines = kept.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines.map((l) => [l.level, l.msg, l.test, l.workerId])).toEqual([
+      ["debug", "asked", "sink", "w1"],
+      ["error", "failed", "sink", "w1"],
+    ]);
+    expect(kept.join("")).not.toContain("PROVIDERKEY123");
+    expect((lines[1]!.error as { message: string }).message).toBe("boom");
+  });
+
   it("leaves a URL without a path, query or user as it is", () => {
     Object.assign(process.env, { LOG_LEVEL: "info", RPC_URL: "http://127.0.0.1:8545" });
     resetConfigForTests();

@@ -71,22 +71,27 @@ function serialise(value: unknown): unknown {
   return value;
 }
 
-function write(level: Level, msg: string, base: LogFields, fields: LogFields | undefined): void {
-  if (rank[level] < threshold()) return;
+/** Where a logger's lines go instead of stdout and stderr (a test keeping a process's lines to print on failure). */
+export type LogSink = (line: string, level: Level) => void;
+
+function write(level: Level, msg: string, base: LogFields, fields: LogFields | undefined, sink: LogSink | undefined): void {
+  if (!sink && rank[level] < threshold()) return;
   const entry: LogFields = { time: new Date().toISOString(), level, msg, ...base };
   if (fields) for (const [k, v] of Object.entries(fields)) entry[k] = serialise(v);
   const line = redact(JSON.stringify(entry, (_k, v) => (typeof v === "bigint" ? v.toString() : v))) + "\n";
-  if (level === "error" || level === "warn") process.stderr.write(line);
+  if (sink) sink(line, level);
+  else if (level === "error" || level === "warn") process.stderr.write(line);
   else process.stdout.write(line);
 }
 
-export function createLogger(base: LogFields = {}): Logger {
+/** A logger with `base` in every line; with `sink`, every line (whatever LOG_LEVEL says) goes to it instead. */
+export function createLogger(base: LogFields = {}, sink?: LogSink): Logger {
   return {
-    debug: (msg, fields) => write("debug", msg, base, fields),
-    info: (msg, fields) => write("info", msg, base, fields),
-    warn: (msg, fields) => write("warn", msg, base, fields),
-    error: (msg, fields) => write("error", msg, base, fields),
-    child: (fields) => createLogger({ ...base, ...fields }),
+    debug: (msg, fields) => write("debug", msg, base, fields, sink),
+    info: (msg, fields) => write("info", msg, base, fields, sink),
+    warn: (msg, fields) => write("warn", msg, base, fields, sink),
+    error: (msg, fields) => write("error", msg, base, fields, sink),
+    child: (fields) => createLogger({ ...base, ...fields }, sink),
   };
 }
 

@@ -2,8 +2,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
-import type { LogFields, Logger } from "@/lib/log";
-import { keptLog } from "@/test/kept-log";
+import { createLogger } from "@/lib/log";
 import type { RunningWorker } from "./worker";
 import {
   createRequest,
@@ -43,12 +42,6 @@ afterAll(async () => {
   }
   await other?.stop();
 });
-
-/** Each line with the time it was logged (keptLog keeps none): how long worker B waited, and on what. */
-function timed(log: Logger): Logger {
-  const at = (level: "debug" | "info" | "warn" | "error") => (msg: string, fields?: LogFields) => log[level](msg, { at: new Date().toISOString(), ...fields });
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error"), child: () => timed(log) };
-}
 
 /** Whether some transaction holds the relayer's row lock right now (probed with NOWAIT, rolled back). */
 async function relayerRowLocked(relayer: string): Promise<boolean> {
@@ -107,14 +100,17 @@ describe("a worker frozen inside its relay transaction", () => {
     await fx.clients.waitForTransactionReceipt({ hash: unpaused });
 
     const before = await fx.clients.getBalance({ address: wallet });
-    const bLog = keptLog();
+    // Worker B's lines as it would write them (every level): what it waited on, and when.
+    const bLines: string[] = [];
     onTestFailed(() => {
-      const lines = bLog.lines
-        .slice(-80)
-        .map((l) => JSON.stringify({ level: l.level, msg: l.msg, ...l.fields }, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v)));
-      process.stderr.write(`\n--- worker B (in process)\n${lines.join("\n")}\n`);
+      process.stderr.write(`\n--- worker B (in process)\n${bLines.slice(-80).join("")}`);
     });
-    other = await startInProcessWorker(fx, {}, {}, timed(bLog.log));
+    other = await startInProcessWorker(
+      fx,
+      {},
+      {},
+      createLogger({ test: "worker B" }, (line) => bLines.push(line)),
+    );
     await waitFor("the request to complete (worker A still frozen)", async () => (await readRequest(fx, id)).status === "completed", 90_000, 250);
     expect(a.process.signalCode).toBeNull();
     const lease = await fx.database.db.execute<{ owner: string }>(sql`SELECT lease_owner AS owner FROM relayer_accounts WHERE address = ${relayer}`);
