@@ -1,11 +1,11 @@
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, watch, writeFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it, vi } from "vitest";
-import { childrenOf, processAlive } from "@/lib/process-alive";
+import { childrenOf, processAlive, processRunning } from "@/lib/process-alive";
 import { until } from "@/test/full-disk";
 import { keptLog } from "@/test/kept-log";
 import { freePort } from "@/test/ports";
@@ -311,20 +311,33 @@ describe("embedded PostgreSQL start-up", () => {
     }
   });
 
-  it("kills a server left running that answers neither shutdown (SIGINT, SIGQUIT), and starts", async () => {
+  it("kills a server left running that answers neither shutdown (SIGINT, SIGQUIT), and starts though its parent never reaps it", async () => {
     const dir = await dataDir();
     const port = await freePort();
     await (await startEmbeddedPostgres({ dataDir: dir, port })).stop();
-    // A `postgres -D <dir>` by its command line that ignores both signals: a server hung in the kernel, say.
+    // A `postgres -D <dir>` by its command line that ignores both signals (a server hung in the kernel, say), whose
+    // parent reaps nothing (`sleep`, as a container's first process may be): killed, it stays a zombie, which
+    // PostgreSQL's own check of postmaster.pid takes for a live owner. Before: "lock file already exists".
     const cluster = path.join(dir, "postgres");
-    const hung = spawn("bash", ["-c", 'exec -a postgres "$0" -e "$1" -- -D "$2"', process.execPath, HANG, cluster], { stdio: ["ignore", "pipe", "ignore"] });
-    await new Promise((resolve) => hung.stdout!.once("data", resolve));
-    writeFileSync(path.join(cluster, "postmaster.pid"), `${hung.pid}\n${cluster}\n`);
+    // As root the server runs as `postgres`, and PostgreSQL takes a pid it may not signal (EPERM) for no owner: the
+    // zombie is that user's, as it would be.
+    const asServer =
+      userInfo().uid === 0
+        ? { uid: Number(execFileSync("id", ["-u", "postgres"]).toString()), gid: Number(execFileSync("id", ["-g", "postgres"]).toString()) }
+        : {};
+    const parent = spawn("bash", ["-c", '(exec -a postgres "$0" -e "$1" -- -D "$2") & echo "pid $!"; exec sleep 600', process.execPath, HANG, cluster], {
+      stdio: ["ignore", "pipe", "ignore"],
+      ...asServer,
+    });
+    let said = "";
+    parent.stdout!.on("data", (chunk: Buffer) => (said += chunk.toString()));
+    const pid = await until(() => (said.includes("ready") ? Number(/pid (\d+)/.exec(said)?.[1]) : undefined));
+    writeFileSync(path.join(cluster, "postmaster.pid"), `${pid}\n${cluster}\n`);
     const { log, lines } = keptLog();
     try {
       const pg = await startEmbeddedPostgres({ dataDir: dir, port, logger: log });
       try {
-        expect(hung.signalCode ?? (await new Promise((resolve) => hung.once("exit", (_code, signal) => resolve(signal))))).toBe("SIGKILL");
+        expect(processRunning(pid)).toBe(false);
         expect(lines.filter((l) => l.level === "warn").map((l) => l.msg)).toEqual([
           "stopping a PostgreSQL server left running by an earlier start",
           "the PostgreSQL left running did not stop within 20 s; sending SIGQUIT",
@@ -335,7 +348,7 @@ describe("embedded PostgreSQL start-up", () => {
         await pg.stop();
       }
     } finally {
-      hung.kill("SIGKILL");
+      parent.kill("SIGKILL");
     }
   }, 90_000);
 

@@ -290,6 +290,13 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   }
   const pid = recorded;
   if (!processAlive(pid)) return;
+  // PostgreSQL's own check takes a zombie (exited, not reaped: a container whose first process reaps nothing) for a
+  // live owner of postmaster.pid and refuses to start.
+  if (!processRunning(pid)) {
+    logger?.warn("removing a stale postmaster.pid: its process has exited and was never reaped (a zombie)", { pid, databaseDir });
+    rmSync(pidFile, { force: true });
+    return;
+  }
   const argv = commandLineOf(pid);
   if (!argv) return;
   if (path.basename(argv[0] ?? "") !== "postgres") {
@@ -299,6 +306,8 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   }
   if (!runsOn(argv, databaseDir)) return; // another cluster's server: left alone
   await stopLeftover(pid, databaseDir, logger);
+  // Killed, it may stay a zombie (above); its postmaster.pid would then refuse the start.
+  if (processAlive(pid) && !processRunning(pid) && recordedPid(pidFile) === pid) rmSync(pidFile, { force: true });
 }
 
 /** Whether a `postgres` command line serves this data directory (its `-D`). */
@@ -377,20 +386,23 @@ async function stopLeftover(pid: number, databaseDir: string, logger?: Logger): 
   for (const [i, step] of STOP_STEPS.entries()) {
     if (!same()) return;
     if (i > 0) logger?.warn(`the PostgreSQL left running did not stop within ${STOP_STEPS[i - 1]!.ms / 1000} s; sending ${step.signal}`, { pid });
-    const targets = step.signal === "SIGKILL" ? [pid, ...childrenOf(pid)] : [pid];
-    for (const signal of i === 0 ? (["SIGCONT", step.signal] as const) : [step.signal]) {
-      for (const target of targets) {
-        try {
-          process.kill(target, signal);
-        } catch {
-          // gone meanwhile
-        }
-      }
-    }
+    // SIGCONT to its backends too: a whole group stopped (kill -STOP -<pgid>) would stall the fast shutdown.
+    if (i === 0) signalEach([pid, ...childrenOf(pid)], "SIGCONT");
+    signalEach(step.signal === "SIGKILL" ? [pid, ...childrenOf(pid)] : [pid], step.signal);
     const deadline = performance.now() + step.ms;
     while (same() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   }
   if (same()) throw new Error(`PostgreSQL (pid ${pid}) holding ${databaseDir} did not stop, even with SIGKILL`);
+}
+
+function signalEach(pids: readonly number[], signal: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // gone meanwhile
+    }
+  }
 }
 
 /** The same directory however it was spelled (a symlink in DATA_DIR); false when either is gone. */
