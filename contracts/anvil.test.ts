@@ -101,6 +101,11 @@ describe("startAnvil", () => {
     expect(stateSaved(file, written + 1_000)).toBe("not_written");
     await writeFile(file, '{"block":{"number":"0x1"},"accou');
     expect(stateSaved(file, 0)).toBe("truncated");
+    // Cut right after a nested object's brace: it ends with "}" and still does not parse.
+    await writeFile(file, '{"block":{"number":"0x1"}');
+    expect(stateSaved(file, 0)).toBe("truncated");
+    // An older dump cut short is no last save to load either.
+    expect(stateSaved(file, Date.now() + 60_000)).toBe("truncated");
     await writeFile(file, "");
     expect(stateSaved(file, 0)).toBe("truncated");
   });

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { createLogger, type Logger } from "@/lib/log";
@@ -263,38 +263,38 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
 
 /**
  * What anvil left of its state at its stop. Anvil 1.7 exits 0 and prints nothing when it cannot write its dump, so
- * it is read here: "saved" (written since `since`, whole), "not_written" (older than `since`: it could not open the
- * file, a read-only disk, a permission; the next start loads the last periodic dump, up to 10 s older), "absent" (no
- * file: the next start begins a fresh chain), "truncated" (it writes in place, truncating first: a full disk leaves
- * part of a dump, with a fresh time, which the next start sets aside as corrupt for a fresh chain). `since` is the
- * time of a marker file written in the same directory just before the stop (the same clock and granularity: a file
- * system with 1-s or 2-s timestamps compares equal, not earlier), or a second before the stop without one.
+ * it is read here, by the test the next start applies (compactStateFile parses it): "saved" (written since `since`,
+ * and parses), "not_written" (older than `since`, and parses: it could not open the file, a read-only disk, a
+ * permission; the next start loads the last periodic dump, up to 10 s older), "absent" (no file: the next start
+ * begins a fresh chain), "truncated" (does not parse: anvil writes in place, truncating first, so a full disk leaves
+ * part of a dump, which the next start sets aside as corrupt for a fresh chain). `since` is the time of a marker file
+ * written in the same directory just before the stop (the same clock and granularity: a file system with 1-s or 2-s
+ * timestamps compares equal, not earlier), or a second before the stop without one.
  */
 export function stateSaved(stateFile: string, since: number): "saved" | "not_written" | "absent" | "truncated" {
-  let fd: number;
+  let text: string;
+  let modified: number;
   try {
-    fd = openSync(stateFile, "r");
+    const stat = statSync(stateFile);
+    if (!stat.isFile()) return "absent";
+    modified = stat.mtimeMs;
+    text = readFileSync(stateFile, "utf8");
   } catch {
     return "absent";
   }
   try {
-    const stat = fstatSync(fd);
-    if (!stat.isFile()) return "absent";
-    if (stat.mtimeMs < since) return "not_written";
-    // A whole dump is one JSON object: it ends with its closing brace. Reading the end is enough (dumps reach MBs).
-    const tail = Buffer.alloc(Math.min(64, stat.size));
-    readSync(fd, tail, 0, tail.length, stat.size - tail.length);
-    return tail.toString("utf8").trimEnd().endsWith("}") ? "saved" : "truncated";
-  } finally {
-    closeSync(fd);
+    JSON.parse(text);
+  } catch {
+    return "truncated";
   }
+  return modified < since ? "not_written" : "saved";
 }
 
 const STATE_LOST: Record<Exclude<ReturnType<typeof stateSaved>, "saved">, string> = {
   not_written:
     "anvil stopped without saving the chain's state (it could not write the file: a read-only disk, a permission?): the next start loads its last periodic save, from before the stop",
   absent: "anvil stopped without saving the chain's state: no state file was written, so the next start begins a fresh chain",
-  truncated: "anvil's state file was left incomplete at its stop (a full disk?): the next start sets it aside as corrupt and begins a fresh chain",
+  truncated: "anvil's state file is incomplete after its stop (a full disk?): the next start sets it aside as corrupt and begins a fresh chain",
 };
 
 /** Written just before the stop, for its file-system time (`stateSaved`); undefined when it cannot be written. */
