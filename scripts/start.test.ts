@@ -232,15 +232,16 @@ describe("npm start", () => {
     // A started- name whose supervisor.pid was removed by hand (its process gone), and a file a start killed while
     // taking a stale supervisor.pid over left with its started- link: cleaned up, not left for ever. Kept: the claim in
     // progress of a process that runs (this one stands in for it), and a name still linked to another file.
-    const orphan = path.join(dataDir, "supervisor.started-4194000-12345");
-    writeFileSync(orphan, "4194000");
-    const stale = path.join(dataDir, "supervisor.pid.stale-4194001");
-    writeFileSync(stale, "4194002");
-    linkSync(stale, path.join(dataDir, "supervisor.started-4194002-777"));
+    // Pids above Linux's highest pid_max (4194304): never a process's.
+    const orphan = path.join(dataDir, "supervisor.started-4194305-12345");
+    writeFileSync(orphan, "4194305");
+    const stale = path.join(dataDir, "supervisor.pid.stale-4194306");
+    writeFileSync(stale, "4194307");
+    linkSync(stale, path.join(dataDir, "supervisor.started-4194307-777"));
     const running = path.join(dataDir, `supervisor.started-${processIdentity(process.pid).replace(" ", "-")}`);
     writeFileSync(running, String(process.pid));
-    const linked = path.join(dataDir, "supervisor.started-4194003-1");
-    writeFileSync(linked, "4194003");
+    const linked = path.join(dataDir, "supervisor.started-4194308-1");
+    writeFileSync(linked, "4194308");
     linkSync(linked, path.join(dataDir, "kept-by-the-operator"));
     supervisor = stack.start();
     await stack.until("GET /health answers 200 again", async () => ((await stack.health())?.status === 200 ? true : undefined), 120_000);
@@ -251,7 +252,7 @@ describe("npm start", () => {
     expect(res.status).toBe(200);
     expect(stack.output).not.toMatch(/generated an administrator token/);
     expect(stack.output).toMatch(/supervisor.pid holds no pid/);
-    expect([orphan, stale, path.join(dataDir, "supervisor.started-4194002-777")].filter((f) => existsSync(f))).toEqual([]);
+    expect([orphan, stale, path.join(dataDir, "supervisor.started-4194307-777")].filter((f) => existsSync(f))).toEqual([]);
     expect([running, linked].filter((f) => existsSync(f))).toEqual([running, linked]);
     for (const file of [running, linked, path.join(dataDir, "kept-by-the-operator")]) rmSync(file);
     expect(await stack.stop(supervisor)).toBe(0);

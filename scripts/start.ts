@@ -104,11 +104,7 @@ function claimDataDir(dataDir: string): void {
   dataDirClaimed = dataDir;
   ownClaimFiles.push(pidFile, claim);
   cleanups.push(async () => removeOwnClaimFiles());
-  try {
-    removeLeftClaimFiles(dataDir, claim);
-  } catch (error) {
-    logger.warn("could not remove the claim files earlier starts left in the data directory", { error });
-  }
+  removeLeftClaimFiles(dataDir, claim);
   // The owner's alone: it holds the logs (requesters' IPs), the credentials and the chain's state. Tightened too when
   // an older version created it 0755; as root, db/embedded.ts then lets the `postgres` user traverse it (0711).
   chmodSync(dataDir, userInfo().uid === 0 && existsSync(path.join(dataDir, "postgres")) ? 0o711 : 0o700);
@@ -129,16 +125,30 @@ function removeOwnClaimFiles(): void {
  * name, it is still linked elsewhere. Without this they piled up, one per such stop. Best effort: the start goes on.
  */
 function removeLeftClaimFiles(dataDir: string, claim: string): void {
-  const names = readdirSync(dataDir);
+  let names: string[];
+  try {
+    names = readdirSync(dataDir);
+  } catch (error) {
+    logger.warn("could not list the data directory for the claim files earlier starts left", { error });
+    return;
+  }
   const stale = names.filter((name) => /^supervisor\.pid\.stale-\d+$/.test(name));
   const started = names.filter((name) => name.startsWith(STARTED_PREFIX));
   for (const name of [...stale, ...started]) {
     const file = path.join(dataDir, name);
+    const isStarted = name.startsWith(STARTED_PREFIX);
     // `<pid>-<start>`, or the bare pid where the start time could not be read (no /proc).
-    const named = name.startsWith(STARTED_PREFIX) ? /^(\d+)(?:-(\d+))?$/.exec(name.slice(STARTED_PREFIX.length)) : /(\d+)$/.exec(name);
-    if (!named || file === claim || recordedProcess(named[2] ? `${named[1]} ${named[2]}` : named[1]).alive) continue;
-    const st = statIfExists(file);
-    if (st !== undefined && (st.nlink === 1 || !name.startsWith(STARTED_PREFIX))) rmSync(file, { force: true });
+    const named = isStarted ? /^(\d+)(?:-(\d+))?$/.exec(name.slice(STARTED_PREFIX.length)) : /(\d+)$/.exec(name);
+    if (!named || file === claim) continue;
+    // This start's own stale- file is gone by now: one with our pid was left by a start of an earlier boot.
+    const ours = !isStarted && Number(named[1]) === process.pid;
+    if (!ours && recordedProcess(named[2] ? `${named[1]} ${named[2]}` : named[1]).alive) continue;
+    try {
+      const st = statIfExists(file);
+      if (st !== undefined && (st.nlink === 1 || !isStarted)) rmSync(file, { force: true });
+    } catch (error) {
+      logger.warn("could not remove a claim file an earlier start left", { file, error });
+    }
   }
 }
 
