@@ -1,6 +1,7 @@
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { createChainClients } from "@/lib/chain/clients";
-import { EndpointBreaker } from "@/lib/chain/endpoint-breaker";
+import { EndpointBreaker, type EndpointBreakerOptions } from "@/lib/chain/endpoint-breaker";
+import { log } from "@/lib/log";
 import type { ChainReader } from "./service";
 
 /**
@@ -20,7 +21,17 @@ export function createViemChainReader(rpcUrl: string | readonly string[], option
   const timeoutMs = options.timeoutMs ?? 3000;
   const urls = typeof rpcUrl === "string" ? [rpcUrl] : [...rpcUrl];
   const chainId = options.chainId;
-  const breaker = urls.length > 1 && chainId !== undefined ? new EndpointBreaker(urls, { reprobe: "reads", probeMs: timeoutMs }) : undefined;
+  // Told once per endpoint: the operator's RPC_URL lists a wrong one, which /health names too.
+  const onChange: EndpointBreakerOptions["onChange"] = (index, _endpoint, change) => {
+    if (change.kind === "other_chain") {
+      log.warn("metrics: an RPC endpoint serves another chain; the chain series are not read from it", {
+        endpoint: index + 1,
+        chainId: change.chainId,
+        expectedChainId: change.expectedChainId,
+      });
+    }
+  };
+  const breaker = urls.length > 1 && chainId !== undefined ? new EndpointBreaker(urls, { reprobe: "reads", probeMs: timeoutMs, onChange }) : undefined;
   breaker?.useChain(chainId!);
   const client = createChainClients({ rpcUrl, timeoutMs, retryCount: 0, ...(breaker ? { endpoints: breaker } : {}) }).publicClient;
   const serving = () => breaker!.endpoints.some((e) => e.chainId === chainId);
