@@ -272,18 +272,18 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
  * timestamps compares equal, not earlier), or a second before the stop without one.
  */
 export function stateSaved(stateFile: string, since: number): "saved" | "not_written" | "absent" | "truncated" {
-  let text: string;
   let modified: number;
   try {
     const stat = statSync(stateFile);
     if (!stat.isFile()) return "absent";
     modified = stat.mtimeMs;
-    text = readFileSync(stateFile, "utf8");
-  } catch {
-    return "absent";
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "absent";
+    return "truncated";
   }
   try {
-    JSON.parse(text);
+    // A file that cannot be read or parsed (EIO, over V8's longest string) is what the next start sets aside too.
+    JSON.parse(readFileSync(stateFile, "utf8"));
   } catch {
     return "truncated";
   }
@@ -294,7 +294,7 @@ const STATE_LOST: Record<Exclude<ReturnType<typeof stateSaved>, "saved">, string
   not_written:
     "anvil stopped without saving the chain's state (it could not write the file: a read-only disk, a permission?): the next start loads its last periodic save, from before the stop",
   absent: "anvil stopped without saving the chain's state: no state file was written, so the next start begins a fresh chain",
-  truncated: "anvil's state file is incomplete after its stop (a full disk?): the next start sets it aside as corrupt and begins a fresh chain",
+  truncated: "anvil's state file is incomplete or unreadable after its stop (a full disk?): the next start sets it aside as corrupt and begins a fresh chain",
 };
 
 /** Written just before the stop, for its file-system time (`stateSaved`); undefined when it cannot be written. */

@@ -329,12 +329,16 @@ describe("embedded PostgreSQL start-up", () => {
       stdio: ["ignore", "pipe", "ignore"],
       ...asServer,
     });
-    let said = "";
-    parent.stdout!.on("data", (chunk: Buffer) => (said += chunk.toString()));
-    const pid = await until(() => (said.includes("ready") ? Number(/pid (\d+)/.exec(said)?.[1]) : undefined));
-    writeFileSync(path.join(cluster, "postmaster.pid"), `${pid}\n${cluster}\n`);
-    const { log, lines } = keptLog();
+    let pid: number | undefined;
     try {
+      let said = "";
+      parent.stdout!.on("data", (chunk: Buffer) => (said += chunk.toString()));
+      pid = await until(() => {
+        const named = /pid (\d+)/.exec(said);
+        return said.includes("ready") && named ? Number(named[1]) : undefined;
+      });
+      writeFileSync(path.join(cluster, "postmaster.pid"), `${pid}\n${cluster}\n`);
+      const { log, lines } = keptLog();
       const pg = await startEmbeddedPostgres({ dataDir: dir, port, logger: log });
       try {
         expect(processRunning(pid)).toBe(false);
@@ -342,12 +346,21 @@ describe("embedded PostgreSQL start-up", () => {
           "stopping a PostgreSQL server left running by an earlier start",
           "the PostgreSQL left running did not stop within 20 s; sending SIGQUIT",
           "the PostgreSQL left running did not stop within 5 s; sending SIGKILL",
+          "removing a stale postmaster.pid: its process has exited and was never reaped (a zombie)",
         ]);
         expect(await authError(pg.url)).toBeUndefined();
       } finally {
         await pg.stop();
       }
     } finally {
+      // The fake first: under init it would run for good.
+      if (pid !== undefined) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // gone
+        }
+      }
       parent.kill("SIGKILL");
     }
   }, 90_000);

@@ -278,7 +278,15 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   }
   if (recorded === "unreadable") {
     const running = postmasterOf(databaseDir);
-    if (running !== undefined) return stopLeftover(running, databaseDir, logger);
+    if (running !== undefined) {
+      await stopLeftover(running, databaseDir, logger);
+      // One that went only at the SIGKILL left its pid-less file, which PostgreSQL refuses ("lock file is empty").
+      if (recordedPid(pidFile) === "unreadable") {
+        logger?.warn("removing a postmaster.pid that holds no pid (left by the server just stopped)", { databaseDir });
+        rmSync(pidFile, { force: true });
+      }
+      return;
+    }
     await new Promise((r) => setTimeout(r, 1_000));
     recorded = recordedPid(pidFile);
     if (recorded === undefined) return;
@@ -307,7 +315,10 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   if (!runsOn(argv, databaseDir)) return; // another cluster's server: left alone
   await stopLeftover(pid, databaseDir, logger);
   // Killed, it may stay a zombie (above); its postmaster.pid would then refuse the start.
-  if (processAlive(pid) && !processRunning(pid) && recordedPid(pidFile) === pid) rmSync(pidFile, { force: true });
+  if (processAlive(pid) && !processRunning(pid) && recordedPid(pidFile) === pid) {
+    logger?.warn("removing a stale postmaster.pid: its process has exited and was never reaped (a zombie)", { pid, databaseDir });
+    rmSync(pidFile, { force: true });
+  }
 }
 
 /** Whether a `postgres` command line serves this data directory (its `-D`). */
