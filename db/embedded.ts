@@ -298,13 +298,7 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   }
   const pid = recorded;
   if (!processAlive(pid)) return;
-  // PostgreSQL's own check takes a zombie (exited, not reaped: a container whose first process reaps nothing) for a
-  // live owner of postmaster.pid and refuses to start.
-  if (!processRunning(pid)) {
-    logger?.warn("removing a stale postmaster.pid: its process has exited and was never reaped (a zombie)", { pid, databaseDir });
-    rmSync(pidFile, { force: true });
-    return;
-  }
+  if (removedZombieLock(pidFile, pid, databaseDir, logger)) return;
   const argv = commandLineOf(pid);
   if (!argv) return;
   if (path.basename(argv[0] ?? "") !== "postgres") {
@@ -314,11 +308,19 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
   }
   if (!runsOn(argv, databaseDir)) return; // another cluster's server: left alone
   await stopLeftover(pid, databaseDir, logger);
-  // Killed, it may stay a zombie (above); its postmaster.pid would then refuse the start.
-  if (processAlive(pid) && !processRunning(pid) && recordedPid(pidFile) === pid) {
-    logger?.warn("removing a stale postmaster.pid: its process has exited and was never reaped (a zombie)", { pid, databaseDir });
-    rmSync(pidFile, { force: true });
-  }
+  // Killed, it may stay a zombie.
+  removedZombieLock(pidFile, pid, databaseDir, logger);
+}
+
+/**
+ * Removes postmaster.pid when the process it names is a zombie (exited, never reaped: a container whose first process
+ * reaps nothing), which PostgreSQL's own check takes for a live owner: it would refuse to start. Whether it did.
+ */
+function removedZombieLock(pidFile: string, pid: number, databaseDir: string, logger?: Logger): boolean {
+  if (!processAlive(pid) || processRunning(pid) || recordedPid(pidFile) !== pid) return false;
+  logger?.warn("removing a stale postmaster.pid: its process has exited and was never reaped (a zombie)", { pid, databaseDir });
+  rmSync(pidFile, { force: true });
+  return true;
 }
 
 /** Whether a `postgres` command line serves this data directory (its `-D`). */
