@@ -34,6 +34,8 @@ export function createViemChainReader(rpcUrl: string | readonly string[], option
   const breaker = urls.length > 1 && chainId !== undefined ? new EndpointBreaker(urls, { reprobe: "reads", probeMs: timeoutMs, onChange }) : undefined;
   breaker?.useChain(chainId!);
   const client = createChainClients({ rpcUrl, timeoutMs, retryCount: 0, ...(breaker ? { endpoints: breaker } : {}) }).publicClient;
+  // One client per endpoint for its chain id alone, made once (a scrape may ask again until one serves the chain).
+  const idClients = breaker ? urls.map((url) => createChainClients({ rpcUrl: url, timeoutMs, retryCount: 0, batch: false }).publicClient) : [];
   const serving = () => breaker!.endpoints.some((e) => e.chainId === chainId);
   let checking: Promise<void> | undefined;
   // The endpoints whose chain id is not known, asked at once; done as soon as one answers this chain, or all have answered.
@@ -43,9 +45,7 @@ export function createViemChainReader(rpcUrl: string | readonly string[], option
       let left = unknown.length;
       if (left === 0) return resolve();
       for (const index of unknown) {
-        const one = createChainClients({ rpcUrl: urls[index]!, timeoutMs, retryCount: 0, batch: false }).publicClient;
-        one
-          .getChainId()
+        idClients[index]!.getChainId()
           .then((id) => breaker!.noteChainId(index, id))
           .catch(() => undefined)
           .finally(() => (serving() || --left === 0) && resolve());
