@@ -1,11 +1,22 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import postgres from "postgres";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
-import { applyMigrations, FUNCTIONS_REVISION as OWN, FUNCTIONS_SHA256, functionSources, functionsNotice, functionsSha256 } from "./migrate";
+import {
+  applyMigrations,
+  applyMigrationsWhenReachable,
+  FUNCTIONS_FOLDER,
+  FUNCTIONS_REVISION as OWN,
+  FUNCTIONS_SHA256,
+  functionSources,
+  functionsNotice,
+  functionsSha256,
+  MigrationsStoppedError,
+} from "./migrate";
 
 // A body another release installed: client_ip_blocked's, answering the same, with a mark to find it by.
 const OTHER_BODY = `
@@ -188,6 +199,92 @@ describe("db/functions/ and their revision (db/migrate.ts)", () => {
       expect(await held()).toEqual({ ...ours, rolledBackFrom: OWN + 1 });
       expect(await cli()).toEqual({ code: 0, out: `migrations applied; db/functions/ revision ${OWN} in place`, err: "" });
       expect(await held()).toEqual(ours);
+    });
+  });
+
+  describe("waiting for locks", () => {
+    let other: postgres.Sql;
+    beforeEach(() => {
+      other = postgres(t.url, { max: 2, onnotice: () => {} });
+    });
+    afterEach(async () => {
+      await other.end();
+      await applyMigrations(t.url, { by: "operator" });
+    });
+
+    /** This release's sources with one changed (a comment), so a start-up installs them over the same revision. */
+    const editedSources = async () => {
+      const folder = await mkdtemp(path.join(tmpdir(), "functions-"));
+      await cp(FUNCTIONS_FOLDER, folder, { recursive: true });
+      await writeFile(path.join(folder, "sponsorship_requests_audit.sql"), "-- edited\n", { flag: "a" });
+      return folder;
+    };
+    /** A transaction of another session that writes sponsorship_requests, open until `release` is called. */
+    const holdTable = async () => {
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((resolve) => (locked = resolve));
+      const done = other.begin(async (tx) => {
+        await tx`LOCK TABLE sponsorship_requests IN ROW EXCLUSIVE MODE`;
+        locked();
+        await released;
+      });
+      await isLocked;
+      return { release: () => (release(), done) };
+    };
+
+    it("gives a table's lock up after the lock timeout, with nothing changed, and applies them once the table is free", async () => {
+      const folder = await editedSources();
+      try {
+        const holder = await holdTable();
+        // CREATE TRIGGER on sponsorship_requests waits behind the open transaction, and every write after it behind
+        // both: given up rather than held for as long as that transaction lasts.
+        await expect(applyMigrations(t.url, { functionsFolder: folder, lockTimeoutMs: 200 })).rejects.toMatchObject({ code: "55P03" });
+        expect(await held()).toEqual(ours);
+
+        const waits: number[] = [];
+        const result = await applyMigrationsWhenReachable(t.url, {
+          functionsFolder: folder,
+          lockTimeoutMs: 200,
+          onWait: (_error, waitMs) => {
+            waits.push(waitMs);
+            void holder.release();
+          },
+        });
+        expect(waits).toEqual([500]);
+        expect(result).toEqual({ functions: "installed", revision: OWN, sameRevisionReplaced: true });
+        expect((await held())!.sha256).toBe(functionsSha256(functionSources(folder)));
+      } finally {
+        await rm(folder, { recursive: true, force: true });
+      }
+    });
+
+    it("waits for another process that applies them, says which, and a shutdown ends the wait with nothing done", async () => {
+      const holder = await other.reserve();
+      try {
+        const [row] = await holder<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+        const pid = row!.pid;
+        await holder`SELECT pg_advisory_lock(hashtext('sponsorship-migrations'))`;
+
+        let stop = false;
+        const told: Array<number | undefined> = [];
+        const stopped = applyMigrations(t.url, {
+          stopped: () => stop,
+          onLockWait: (holderPid) => {
+            told.push(holderPid);
+            stop = true;
+          },
+        });
+        await expect(stopped).rejects.toBeInstanceOf(MigrationsStoppedError);
+        expect(told).toEqual([pid]);
+
+        // Lazy in postgres.js until executed (or awaited).
+        const result = applyMigrations(t.url, { onLockWait: () => void holder`SELECT pg_advisory_unlock(hashtext('sponsorship-migrations'))`.execute() });
+        expect(await result).toEqual({ functions: "unchanged", revision: OWN });
+      } finally {
+        holder.release();
+      }
     });
   });
 });

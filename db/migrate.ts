@@ -4,7 +4,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import { closeDatabase, createDatabase } from "./client";
-import { isDatabaseUnavailable } from "./unavailable";
+import { isDatabaseOverloaded, isDatabaseUnavailable } from "./unavailable";
 
 export const MIGRATIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
 /**
@@ -67,7 +67,29 @@ export type MigrationOptions = {
   rollBackFunctions?: boolean;
   /** Tests only: another folder of sources (with this release's revision). */
   functionsFolder?: string;
+  /** How long a statement waits for a table's lock before it gives up (55P03); MIGRATION_LOCK_TIMEOUT_MS by default. */
+  lockTimeoutMs?: number;
+  /** Ends the wait for another process's migrations (a shutdown began): MigrationsStoppedError. */
+  stopped?: () => boolean;
+  /** Told, once and then every 10 s, that another session applies them (its pid, when PostgreSQL shows it). */
+  onLockWait?: (holderPid: number | undefined, waitedMs: number) => void;
 };
+
+/**
+ * How long a migration's or a function source's statement waits for a table's lock. ALTER TABLE and CREATE TRIGGER
+ * wait behind any transaction that uses the table, and every statement that comes after queues behind them: a long
+ * transaction (an operator's psql session left open, a report) held the whole service's writes for as long as it
+ * lasted (the web server's own lock_timeout then answered 503). Now the migrations give up after this long, every
+ * change of theirs rolled back, and applyMigrationsWhenReachable tries again later, leaving the service gaps to run.
+ */
+export const MIGRATION_LOCK_TIMEOUT_MS = 5_000;
+
+const LOCK_KEY = "sponsorship-migrations";
+
+/** The wait for another process's migrations was ended (`stopped`): nothing was applied by this one. */
+export class MigrationsStoppedError extends Error {
+  override name = "MigrationsStoppedError";
+}
 
 function decide(held: Held, sha256: string, options: MigrationOptions): Omit<MigrationResult, "revision"> & { rolledBackFrom?: number | null } {
   const own = FUNCTIONS_REVISION;
@@ -95,10 +117,14 @@ function decide(held: Held, sha256: string, options: MigrationOptions): Omit<Mig
  * (advisory lock): the bodies and the record of their revision in one transaction, or nothing.
  */
 export async function applyMigrations(url: string, options: MigrationOptions = {}): Promise<MigrationResult> {
-  const db = createDatabase(url, { max: 1, applicationName: "sponsorship-migrate" });
+  const db = createDatabase(url, {
+    max: 1,
+    applicationName: "sponsorship-migrate",
+    lockTimeoutMs: options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS,
+  });
   try {
     // One connection (max: 1), so the session lock covers the migrator's statements.
-    await db.$client`SELECT pg_advisory_lock(hashtext('sponsorship-migrations'))`;
+    await takeMigrationLock(db, options);
     try {
       await migrate(db, { migrationsFolder: MIGRATIONS_FOLDER });
       const [held] = await db.$client<NonNullable<Held>[]>`
@@ -117,7 +143,7 @@ export async function applyMigrations(url: string, options: MigrationOptions = {
       });
       return { ...decision, revision: FUNCTIONS_REVISION };
     } finally {
-      await db.$client`SELECT pg_advisory_unlock(hashtext('sponsorship-migrations'))`;
+      await db.$client`SELECT pg_advisory_unlock(hashtext(${LOCK_KEY}))`;
     }
   } finally {
     await closeDatabase(db);
@@ -125,8 +151,36 @@ export async function applyMigrations(url: string, options: MigrationOptions = {
 }
 
 /**
+ * The session lock that makes one process at a time apply them, asked for without waiting, again and again: a plain
+ * pg_advisory_lock waited for ever and silently (the lock_timeout above would instead fail a long migration of
+ * another process), and a shutdown could not end the wait.
+ */
+async function takeMigrationLock(db: ReturnType<typeof createDatabase>, options: MigrationOptions): Promise<void> {
+  const started = performance.now();
+  let toldAt: number | undefined;
+  for (let attempt = 0; ; attempt++) {
+    const [row] = await db.$client<{ got: boolean }[]>`SELECT pg_try_advisory_lock(hashtext(${LOCK_KEY})) AS got`;
+    if (row!.got) return;
+    if (options.stopped?.()) throw new MigrationsStoppedError("stopped while another process applied the migrations");
+    const now = performance.now();
+    if (toldAt === undefined || now - toldAt >= 10_000) {
+      toldAt = now;
+      // The key as pg_locks shows an int4 widened to the lock's int8: the high half in classid, the low in objid.
+      const [holder] = await db.$client<{ pid: number }[]>`
+        SELECT l.pid FROM pg_locks l
+        WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND ((l.classid::int8 << 32) | l.objid::int8) = hashtext(${LOCK_KEY})::int8
+        LIMIT 1`;
+      options.onLockWait?.(holder?.pid, Math.round(now - started));
+    }
+    await new Promise((r) => setTimeout(r, Math.min(1_000, 50 * 2 ** attempt)));
+  }
+}
+
+/**
  * applyMigrations, waiting out a database that cannot be reached for now (isDatabaseUnavailable: refused, reset,
- * starting up) for up to `giveUpMs`, with a backoff from 500 ms to 5 s; any other failure at once. For npm start:
+ * starting up) or a table's lock it could not get in time (another session's transaction uses the table:
+ * MIGRATION_LOCK_TIMEOUT_MS) for up to `giveUpMs`, with a backoff from 500 ms to 5 s; any other failure at once. For npm start:
  * the embedded PostgreSQL killed during the migrations comes back by itself (supervised), and npm start used to end
  * there ("start-up failed ... ECONNRESET"). Safe to repeat: the migrations and the functions each go in one
  * transaction, under an advisory lock. `stopped` ends the wait (a shutdown began).
@@ -140,7 +194,8 @@ export async function applyMigrationsWhenReachable(
     try {
       return await applyMigrations(url, options);
     } catch (error) {
-      if (!isDatabaseUnavailable(error) || options.stopped?.() || performance.now() > deadline) throw error;
+      const passing = isDatabaseUnavailable(error) || isDatabaseOverloaded(error);
+      if (!passing || options.stopped?.() || performance.now() > deadline) throw error;
       const waitMs = Math.min(5_000, 500 * 2 ** attempt);
       options.onWait?.(error, waitMs);
       await new Promise((r) => setTimeout(r, waitMs));
@@ -172,7 +227,16 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
     console.error(unknown ? `db:migrate: unknown option ${unknown} (only --roll-back-functions)` : "db:migrate: DATABASE_URL is not set");
     process.exit(1);
   }
-  applyMigrations(url, { by: "operator", rollBackFunctions: flags.includes("--roll-back-functions") }).then(
+  applyMigrationsWhenReachable(url, {
+    by: "operator",
+    rollBackFunctions: flags.includes("--roll-back-functions"),
+    onWait: (error, waitMs) =>
+      console.error(`db:migrate: ${error instanceof Error ? error.message : String(error)}; trying again in ${(waitMs / 1000).toFixed(1)} s`),
+    onLockWait: (holderPid, waitedMs) =>
+      console.error(
+        `db:migrate: waiting for another process that applies the migrations${holderPid ? ` (PostgreSQL pid ${holderPid})` : ""}, ${Math.round(waitedMs / 1000)} s so far`,
+      ),
+  }).then(
     (result) => {
       if (result.functions === "kept") {
         console.error(

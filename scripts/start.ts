@@ -569,7 +569,11 @@ async function main(): Promise<void> {
     rollBackFunctions: !config.databaseUrl,
     stopped: () => shuttingDown,
     onWait: (error, waitMs) =>
-      logger.warn("the database cannot be reached for the migrations; trying again", { waitMs, error: error instanceof Error ? error.message : String(error) }),
+      logger.warn("the database cannot be reached for the migrations, or a table's lock was not free in time; trying again", {
+        waitMs,
+        error: error instanceof Error ? error.message : String(error),
+      }),
+    onLockWait: (holderPid, waitedMs) => logger.warn("waiting for another process that applies the migrations", { holderPid, waitedMs }),
   });
   const notice = functionsNotice(migrated);
   if (notice) logger.warn(notice.message, notice.fields);

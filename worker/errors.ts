@@ -13,7 +13,7 @@ export class FatalWorkerError extends Error {
 }
 
 // One definition of "the database cannot be reached", shared with the web server (db/unavailable.ts).
-export { isDatabaseUnavailable } from "@/db/unavailable";
+export { isDatabaseOverloaded, isDatabaseUnavailable } from "@/db/unavailable";
 
 export function isOutage(error: unknown): boolean {
   return error instanceof ChainUnavailableError || isDatabaseUnavailable(error);

@@ -11,7 +11,7 @@ import { withTimeout } from "@/lib/with-timeout";
 import { WorkerChain, workerEndpoints } from "./chain";
 import { ChainHealth, ChainUnavailableError } from "./chain-answers";
 import { emptyTotals, type WorkerContext, type WorkerSettings } from "./context";
-import { FatalWorkerError, isDatabaseUnavailable } from "./errors";
+import { FatalWorkerError, isDatabaseOverloaded, isDatabaseUnavailable } from "./errors";
 import { FeeCeilingWatch } from "./fee-ceiling";
 import { Heartbeat } from "./heartbeat";
 import { STAGE_DEADLINE_MS, WorkerLoop } from "./loop";
@@ -85,8 +85,9 @@ async function untilReady<T>(what: string, log: Logger, attempt: () => Promise<T
     try {
       return await attempt();
     } catch (error) {
-      // Only an unreachable database or chain is waited for; anything else (a failing migration) is fatal.
-      const outage = error instanceof ChainUnavailableError || isDatabaseUnavailable(error);
+      // Only an unreachable database or chain, or a table's lock the migrations could not get in time (db/migrate.ts
+      // MIGRATION_LOCK_TIMEOUT_MS), is waited for; anything else (a failing migration) is fatal.
+      const outage = error instanceof ChainUnavailableError || isDatabaseUnavailable(error) || isDatabaseOverloaded(error);
       if (!outage || error instanceof FatalWorkerError || error instanceof ConfigError || stopped()) throw error;
       const waitMs = Math.min(10_000, 250 * 2 ** failures);
       log.warn(`${what} not reachable at start-up, retrying`, {
@@ -142,7 +143,11 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     await untilReady(
       "database",
       log,
-      () => applyMigrations(databaseUrl),
+      () =>
+        applyMigrations(databaseUrl, {
+          stopped: () => stopped,
+          onLockWait: (holderPid, waitedMs) => log.warn("waiting for another process that applies the migrations", { holderPid, waitedMs }),
+        }),
       () => stopped,
     ),
   );
