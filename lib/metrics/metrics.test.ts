@@ -6,6 +6,7 @@ import { toHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { waitFor } from "@/bench/util";
 import { createDatabase, closeDatabase } from "@/db/client";
+import { setPaused } from "@/db/queries/controls";
 import { relayerAccounts, sponsorshipRequests, wallets, workerHeartbeats } from "@/db/schema";
 import { LOCAL_DEV_KEYS } from "@/lib/config";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
@@ -201,6 +202,20 @@ describe("service-wide metrics from the database and the chain", () => {
     // TREASURY_LOW_SPONSORSHIPS, which SponsorshipTreasuryLow compares with (the `treasury.low` webhook's threshold).
     expect(await value(registry, "sponsorship_treasury_low_threshold")).toBe(250);
     expect(await value(registry, "sponsorship_relayer_balance_wei", { relayer })).toBe(Number(await reader.getBalance(relayer)));
+  });
+
+  it("exports the administrator's pause as sponsorship_paused (0, 1 while paused, 0 again after resume)", async () => {
+    const registry = createMetricsRegistry("web", { defaultMetrics: false });
+    registerServiceMetrics(registry, { sources: () => ({ db: testDb.db }), cacheMs: 0 });
+    // No service_state row yet: not paused.
+    expect(await value(registry, "sponsorship_paused")).toBe(0);
+    await setPaused(testDb.db, { paused: true, reason: "maintenance", actor: "test", now: new Date() });
+    try {
+      expect(await value(registry, "sponsorship_paused")).toBe(1);
+    } finally {
+      await setPaused(testDb.db, { paused: false, reason: null, actor: "test", now: new Date() });
+    }
+    expect(await value(registry, "sponsorship_paused")).toBe(0);
   });
 
   it("takes a new snapshot once the last has aged, also after the wall clock stepped back", async () => {

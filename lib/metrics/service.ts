@@ -8,6 +8,7 @@ import {
   listRelayerNextNonces,
   listWorkerHeartbeatAges,
   measureOldestOpenRequests,
+  readPaused,
   type ServiceSnapshot,
 } from "@/db/queries/metrics";
 import { withTimeout } from "@/lib/with-timeout";
@@ -77,14 +78,15 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
   });
 
   async function readDb(db: Database): Promise<ServiceSnapshot> {
-    const [requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers] = await Promise.all([
+    const [requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers, paused] = await Promise.all([
       countRequestsByStatus(db),
       measureOldestOpenRequests(db),
       countRelayTransactionsByStatus(db),
       listWorkerHeartbeatAges(db),
       listRelayerNextNonces(db),
+      readPaused(db),
     ]);
-    return { requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers };
+    return { requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers, paused };
   }
 
   async function readChain(sources: ServiceSources, relayers: readonly Address[]): Promise<ChainSnapshot | undefined> {
@@ -149,6 +151,16 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
       this.reset();
       const s = (await snapshot()).db;
       if (s) for (const [status, n] of Object.entries(s.requestsByStatus)) this.set({ status }, n);
+    },
+  });
+  new Gauge({
+    name: "sponsorship_paused",
+    help: "1 while the administrator has paused new sponsorships (POST /sponsorship/request answers 503 sponsorships_paused), else 0",
+    registers,
+    async collect() {
+      this.reset();
+      const s = (await snapshot()).db;
+      if (s) this.set(s.paused ? 1 : 0);
     },
   });
   new Gauge({
