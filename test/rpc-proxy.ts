@@ -86,6 +86,43 @@ export async function startCountingRpcProxy(target: string): Promise<CountingRpc
 
 type Call = { jsonrpc: "2.0"; id: number; method: string; params?: unknown[] };
 
+export type RefusingRpcProxy = RpcProxy & {
+  /** The calls refused (or answered with a made-up result) so far, each element of a batch counted, by method. */
+  refused: () => Record<string, number>;
+};
+
+/**
+ * A provider that answers some calls with a JSON-RPC error (`refuse` says which, and with what), or with a result of
+ * its own (`{ result }`: a malformed answer), each in its place in a batch, and passes the others to the node (in one
+ * request, in their order): a block-range limit on eth_getLogs, a method it does not serve.
+ */
+export async function startRefusingRpcProxy(
+  target: string,
+  refuse: (call: { method: string; params?: unknown[] }) => { code: number; message: string } | { result: unknown } | undefined,
+): Promise<RefusingRpcProxy> {
+  const refused: Record<string, number> = {};
+  const proxy = await startRpcProxy(target, async (body) => {
+    const parsed = JSON.parse(body) as Call | Call[];
+    const calls = Array.isArray(parsed) ? parsed : [parsed];
+    const errors = calls.map((call) => refuse(call));
+    if (errors.every((e) => e === undefined)) return undefined;
+    const passed = calls.filter((_, i) => errors[i] === undefined);
+    const answers = new Map<number, unknown>();
+    if (passed.length > 0) {
+      const upstream = await fetch(target, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(passed) });
+      for (const answer of (await upstream.json()) as { id: number }[]) answers.set(answer.id, answer);
+    }
+    const out = calls.map((call, i) => {
+      const error = errors[i];
+      if (error === undefined) return answers.get(call.id);
+      refused[call.method] = (refused[call.method] ?? 0) + 1;
+      return "result" in error ? { jsonrpc: "2.0", id: call.id, result: error.result } : { jsonrpc: "2.0", id: call.id, error };
+    });
+    return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? out : out[0]) };
+  });
+  return { ...proxy, refused: () => ({ ...refused }) };
+}
+
 export type LaggingRpcProxy = RpcProxy & {
   /** From now on answer as the chain stood at block `at` (undefined: pass everything through, caught up). */
   freeze: (at: bigint | undefined) => void;

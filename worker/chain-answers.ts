@@ -13,6 +13,15 @@ export class ChainUnavailableError extends Error {
   override name = "ChainUnavailableError";
 }
 
+/**
+ * Every endpoint refused an `eth_getLogs` (not unreachable: it answered with an error), even over
+ * MIN_LOG_QUERY_BLOCKS blocks: a provider that limits or disables log queries. Not an outage; the confirm stage
+ * waits out its patience and then decides without the events (worker/stages/confirm/settle.ts).
+ */
+export class LogsRefusedError extends Error {
+  override name = "LogsRefusedError";
+}
+
 export type BroadcastOutcome =
   /** The node holds it (new, or "already known"). */
   | { kind: "accepted" }

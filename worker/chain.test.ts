@@ -6,8 +6,9 @@ import { createChainClients } from "@/lib/chain/clients";
 import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { startTestChain } from "@/test/chain";
-import { startLaggingRpcProxy, startRpcProxy, type LaggingRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
-import { LOG_QUERY_BLOCKS, WorkerChain } from "./chain";
+import { startLaggingRpcProxy, startRefusingRpcProxy, startRpcProxy, type LaggingRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
+import { LOG_QUERY_BLOCKS, MIN_LOG_QUERY_BLOCKS, WorkerChain } from "./chain";
+import { LogsRefusedError } from "./chain-answers";
 
 /**
  * Settling by events after a crash or a lost receipt (confirm.ts) asks for the treasury's Sponsored events of the
@@ -117,5 +118,54 @@ describe("WorkerChain.findSponsoredEvents with an endpoint a block behind", () =
     const workerChain = new WorkerChain({ rpcUrl: lagging.url, ...deployment });
     expect(await workerChain.findSponsoredEvents([recentRequest], { throughBlock: blocks[recentRequest]! })).toBeUndefined();
     expect(workerChain.health.reachable).toBe(true);
+  });
+});
+
+describe("WorkerChain log queries through a provider with a narrower limit", () => {
+  type Range = { fromBlock?: string; toBlock?: string };
+  const width = (call: { params?: unknown[] }) => {
+    const { fromBlock, toBlock } = (call.params?.[0] ?? {}) as Range;
+    return BigInt(toBlock ?? "0x0") - BigInt(fromBlock ?? "0x0") + 1n;
+  };
+
+  it("halves the window while 1,000 blocks are refused, finds the events, and keeps the narrower window", async () => {
+    // A provider limited to 300 blocks. Before, the refusal of the first 1,000-block window was thrown: the search
+    // failed at every pass, and so did the confirm stage that asked it.
+    const limited = await startRefusingRpcProxy(chain.rpcUrl, (call) =>
+      call.method === "eth_getLogs" && width(call) > 300n ? { code: -32005, message: "query exceeds max block range 300" } : undefined,
+    );
+    try {
+      const narrowed: bigint[] = [];
+      const workerChain = new WorkerChain({ rpcUrl: limited.url, ...deployment, onLogWindowNarrowed: ({ blocks }) => narrowed.push(blocks) });
+      const all = await workerChain.findSponsoredEvents([oldRequest, recentRequest]);
+      expect(all?.get(oldRequest)?.blockNumber).toBe(blocks[oldRequest]);
+      expect(all?.get(recentRequest)?.blockNumber).toBe(blocks[recentRequest]);
+      // 1,000 refused, then 500 refused, then 250 answered: kept for the later queries, which are not refused.
+      expect(narrowed).toEqual([500n, 250n]);
+      expect(workerChain.logWindow).toBe(250n);
+      const refusals = limited.refused().eth_getLogs;
+      expect(refusals).toBe(2);
+      await workerChain.findSponsoredEvents([oldRequest]);
+      expect(limited.refused().eth_getLogs).toBe(refusals);
+      expect(workerChain.health.reachable).toBe(true);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it("throws LogsRefusedError, not an outage, when even MIN_LOG_QUERY_BLOCKS blocks are refused", async () => {
+    const refusing = await startRefusingRpcProxy(chain.rpcUrl, (call) =>
+      call.method === "eth_getLogs" ? { code: -32601, message: "the method eth_getLogs does not exist/is not available" } : undefined,
+    );
+    try {
+      const workerChain = new WorkerChain({ rpcUrl: refusing.url, ...deployment });
+      await expect(workerChain.findSponsoredEvents([recentRequest])).rejects.toBeInstanceOf(LogsRefusedError);
+      expect(workerChain.logWindow).toBe(MIN_LOG_QUERY_BLOCKS);
+      expect(workerChain.health.reachable).toBe(true);
+      // The registry's index reads through the same narrowing: the same refusal, the same error.
+      await expect(workerChain.walletsSponsored(0n, 100n)).rejects.toBeInstanceOf(LogsRefusedError);
+    } finally {
+      await refusing.close();
+    }
   });
 });

@@ -1,4 +1,5 @@
 import {
+  BaseError,
   encodeEventTopics,
   formatLog,
   hexToBigInt,
@@ -24,6 +25,7 @@ import { FatalWorkerError } from "./errors";
 import {
   ChainHealth,
   ChainUnavailableError,
+  LogsRefusedError,
   classifyBroadcastError,
   combineBroadcastOutcomes,
   isUnreachable,
@@ -70,6 +72,8 @@ export type WorkerChainOptions = {
   health?: ChainHealth;
   /** The endpoints' breakers (workerEndpoints), when start-up's reads shared them; else new ones. */
   endpoints?: EndpointBreaker;
+  /** Called when every endpoint refused an `eth_getLogs` range and the window was halved (WorkerChain.logWindow). */
+  onLogWindowNarrowed?: (change: { blocks: bigint; refusedBlocks: bigint; error: string }) => void;
 };
 
 /** Per HTTP request of the worker: a node that does not answer is given up after this long. */
@@ -144,8 +148,13 @@ export async function askEach<T>(
   return { answers, errors };
 }
 
-/** Blocks per `eth_getLogs` query: hosted RPCs refuse wider ranges (commonly 1,000 to 10,000 blocks). */
+/**
+ * Blocks per `eth_getLogs` query: hosted RPCs refuse wider ranges (commonly 1,000 to 10,000 blocks, some 500 or
+ * fewer). A range every endpoint refuses is halved and asked again, down to MIN_LOG_QUERY_BLOCKS, and the width
+ * that was answered is kept for the next queries (WorkerChain.logWindow).
+ */
 export const LOG_QUERY_BLOCKS = 1_000n;
+export const MIN_LOG_QUERY_BLOCKS = 8n;
 
 /** How nodes say they no longer hold a block's state (geth, erigon, reth, Nethermind; hosted providers' wording). */
 const PRUNED_STATE = /missing trie node|state (is )?not available|historical state|pruned|state .*not found|required historical state/i;
@@ -173,8 +182,15 @@ export class WorkerChain {
    * batch with `setTimeout` even for one call, which about doubles a lone call's CPU (bench/worker-sign.ts).
    */
   private readonly headClient: ChainPublicClient;
+  /**
+   * Blocks per `eth_getLogs` query: LOG_QUERY_BLOCKS until every endpoint refuses a range, then the narrower width
+   * that is asked instead (logsNarrowing), kept for this process's later queries.
+   */
+  logWindow = LOG_QUERY_BLOCKS;
+  private readonly onLogWindowNarrowed: WorkerChainOptions["onLogWindowNarrowed"];
 
   constructor(options: WorkerChainOptions) {
+    this.onLogWindowNarrowed = options.onLogWindowNarrowed;
     this.health = options.health ?? new ChainHealth();
     const rpcUrls = rpcUrlList(options.rpcUrl);
     this.breaker = options.endpoints ?? workerEndpoints(rpcUrls);
@@ -430,7 +446,7 @@ export class WorkerChain {
   async walletsSponsored(fromBlock: bigint, toBlock: bigint): Promise<{ wallets: { wallet: Address; blockNumber: bigint }[]; through: bigint } | undefined> {
     const topics = encodeEventTopics({ abi: registryAbi, eventName: "WalletSponsored" });
     return this.reach("eth_getLogs", async () => {
-      const answer = await this.logsOfOneEndpoint({ address: this.registryAddress, topics }, fromBlock, toBlock);
+      const answer = await this.logsNarrowing({ address: this.registryAddress, topics }, fromBlock, toBlock, "start");
       if (answer === undefined) return undefined;
       const { logs, through } = answer;
       const wallets = parseEventLogs({ abi: registryAbi, eventName: "WalletSponsored", logs }).flatMap((log) =>
@@ -438,6 +454,43 @@ export class WorkerChain {
       );
       return { wallets, through };
     });
+  }
+
+  /**
+   * logsOfOneEndpoint over [fromBlock, toBlock], or over part of it when every endpoint refuses the range (an answer
+   * with an error, not an outage: a provider's block-range or result limit). Each such refusal of a range wider than
+   * MIN_LOG_QUERY_BLOCKS halves it, keeping its first blocks (`keep: "start"`, a scan forward: `through` then says
+   * where the answer ends) or its last (`"end"`, a scan backward: `fromBlock` of the answer says where it starts),
+   * and narrows logWindow for later queries. A refusal of MIN_LOG_QUERY_BLOCKS blocks is LogsRefusedError.
+   */
+  private async logsNarrowing(
+    filter: { address: Address; topics: (Hex | Hex[] | null)[] },
+    fromBlock: bigint,
+    toBlock: bigint,
+    keep: "start" | "end",
+  ): Promise<{ logs: Log[]; fromBlock: bigint; through: bigint } | undefined> {
+    let from = fromBlock;
+    let to = toBlock;
+    for (;;) {
+      try {
+        const answer = await this.logsOfOneEndpoint(filter, from, to);
+        return answer && { ...answer, fromBlock: from };
+      } catch (error) {
+        // Only the endpoints' own answers (viem's errors of a request) are refusals; anything else is not narrowed.
+        if (isUnreachable(error) || !(error instanceof BaseError)) throw error;
+        const width = to - from + 1n;
+        if (width <= MIN_LOG_QUERY_BLOCKS) {
+          throw new LogsRefusedError(`eth_getLogs refused by every RPC endpoint, even over ${width} blocks: ${messageOf(error)}`, { cause: error });
+        }
+        const narrower = width / 2n > MIN_LOG_QUERY_BLOCKS ? width / 2n : MIN_LOG_QUERY_BLOCKS;
+        if (narrower < this.logWindow) {
+          this.logWindow = narrower;
+          this.onLogWindowNarrowed?.({ blocks: narrower, refusedBlocks: width, error: messageOf(error) });
+        }
+        if (keep === "start") to = from + narrower - 1n;
+        else from = to - narrower + 1n;
+      }
+    }
   }
 
   /**
@@ -635,7 +688,8 @@ export class WorkerChain {
    * of each id (`requestIdHash`), so they are asked for by those hashes and mapped back to the ids we know.
    *
    * The treasury's `Sponsored` events of these request ids over the last `lookbackBlocks`, asked newest first in
-   * windows of LOG_QUERY_BLOCKS (hosted RPCs refuse wider `eth_getLogs` ranges), until every id is found. With
+   * windows of logWindow blocks (hosted RPCs refuse wider `eth_getLogs` ranges; a window every endpoint refuses is
+   * halved, logsNarrowing, and LogsRefusedError is thrown when even the narrowest is refused), until every id is found. With
    * `throughBlock`, the search starts there (blocks above it are not confirmed deep enough), else at the head.
    * Each window comes whole from one endpoint that knows its last block (logsOfOneEndpoint): "not found" is the
    * answer of a node that had every block searched. While no endpoint has reached a window's end, the answer is
@@ -655,12 +709,13 @@ export class WorkerChain {
     return this.reach("eth_getLogs", async () => {
       const latest = options.throughBlock ?? (await this.blockNumber());
       const oldest = latest > lookbackBlocks ? latest - lookbackBlocks : 0n;
-      for (let to = latest; to >= oldest && found.size < requestIds.length; to -= LOG_QUERY_BLOCKS) {
-        const from = to - LOG_QUERY_BLOCKS + 1n > oldest ? to - LOG_QUERY_BLOCKS + 1n : oldest;
+      for (let to = latest; to >= oldest && found.size < requestIds.length;) {
+        const from = to - this.logWindow + 1n > oldest ? to - this.logWindow + 1n : oldest;
         const missing = [...byTopic].filter(([, id]) => !found.has(id)).map(([topic]) => topic as Hex);
         const topics = encodeEventTopics({ abi: treasuryAbi, eventName: "Sponsored", args: { requestIdHash: missing } });
-        const answer = await this.logsOfOneEndpoint({ address: this.treasuryAddress, topics }, from, to);
+        const answer = await this.logsNarrowing({ address: this.treasuryAddress, topics }, from, to, "end");
         if (answer === undefined || answer.through < to) return undefined;
+        to = answer.fromBlock - 1n;
         for (const log of parseEventLogs({ abi: treasuryAbi, eventName: "Sponsored", logs: answer.logs })) {
           const hash = log.args.requestIdHash;
           if (!hash || !log.transactionHash || log.blockNumber === null) continue;

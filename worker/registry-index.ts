@@ -1,10 +1,10 @@
 import { readRegistryCursor, recordRegistryRange } from "@/db/queries/registry-mirror";
-import { LOG_QUERY_BLOCKS } from "./chain";
 import type { WorkerContext } from "./context";
 
 /**
  * Keeps the registry's mirror (decisions.md, "No chain call for a request the database refuses"): the registry's
- * `WalletSponsored` events, read with `eth_getLogs` in windows of LOG_QUERY_BLOCKS from its deployment block (or
+ * `WalletSponsored` events, read with `eth_getLogs` in windows of WorkerChain.logWindow blocks (LOG_QUERY_BLOCKS, or
+ * fewer once the provider refused that many) from its deployment block (or
  * REGISTRY_INDEX_LOOKBACK blocks back when the deployment does not say) up to the newest block CONFIRMATIONS deep, are copied into
  * registry_sponsored_wallets, so creation answers "already sponsored" for a wallet marked on-chain without asking
  * the chain. Review still asks the chain (`areSponsored`), so a mirror that lags (the first catch-up, a node that
@@ -37,8 +37,9 @@ export async function indexRegistry(ctx: WorkerContext, head: bigint): Promise<{
     ctx.chain.registryFromBlock ??
     (safeHead > REGISTRY_INDEX_LOOKBACK ? safeHead - REGISTRY_INDEX_LOOKBACK : 0n);
   let wallets = 0;
-  for (let window = 0; window < MAX_WINDOWS_PER_PASS && next <= safeHead; window++) {
-    const to = next + LOG_QUERY_BLOCKS - 1n < safeHead ? next + LOG_QUERY_BLOCKS - 1n : safeHead;
+  for (let read = 0; read < MAX_WINDOWS_PER_PASS && next <= safeHead; read++) {
+    const window = ctx.chain.logWindow;
+    const to = next + window - 1n < safeHead ? next + window - 1n : safeHead;
     const found = await ctx.chain.walletsSponsored(next, to);
     // No endpoint knows `next` yet (the head surveyed was another endpoint's, or another node's of a pool): the
     // cursor stays, and a later pass reads the range.
@@ -46,7 +47,7 @@ export async function indexRegistry(ctx: WorkerContext, head: bigint): Promise<{
     await recordRegistryRange(ctx.db, registry, found.wallets, found.through + 1n);
     wallets += found.wallets.length;
     next = found.through + 1n;
-    // Covered only up to the head of the endpoint that got furthest: the rest waits for a later pass.
+    // Covered only up to the head of the endpoint that got furthest, or a narrowed window: the rest waits for a later pass.
     if (found.through < to) break;
   }
   return { wallets, nextBlock: next };

@@ -181,6 +181,12 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     registryFromBlock: deployment.deployBlock === undefined ? undefined : BigInt(deployment.deployBlock),
     health,
     endpoints,
+    onLogWindowNarrowed: ({ blocks, refusedBlocks, error }) =>
+      log.warn("the RPC refused eth_getLogs over a block range: narrower ranges are asked from now on", {
+        refusedBlocks: Number(refusedBlocks),
+        blocks: Number(blocks),
+        error,
+      }),
   });
   const code = await untilReady(
     "chain",

@@ -3,7 +3,7 @@ import { run } from "@/db/sql/run";
 import type { WorkerContext } from "../../context";
 import { fillHoles } from "./holes";
 import { settle } from "./settle";
-import { ConfirmState, key, type Group } from "./state";
+import { ConfirmState, key, PartFailures, type Group } from "./state";
 import { watch } from "./watch";
 
 /**
@@ -113,10 +113,14 @@ export class Confirmer {
       }
     }
 
-    const settled = await settle(ctx, this.state, consumed);
-    await watch(ctx, this.state, unconsumed, nonces);
+    // Settling, watching and hole filling go on whatever the others met (PartFailures): a group that cannot be
+    // settled (a provider refusing eth_getLogs, before LogsRefusedError was waited out) held every relayer's
+    // rebroadcasts, replacements and hole fills, pass after pass, until the worker exited as stuck.
+    const parts = new PartFailures();
+    const settled = await parts.run(() => settle(ctx, this.state, consumed), 0);
+    await parts.run(() => watch(ctx, this.state, unconsumed, nonces), undefined);
     if (options.checkHoles) {
-      const clear = await fillHoles(ctx, this.state, relayers, nonces, groups);
+      const clear = await parts.run(() => fillHoles(ctx, this.state, relayers, nonces, groups), false);
       this.quietRelayers = clear && rows.length === 0 ? [...relayers].sort().join(",") : undefined;
     }
 
@@ -124,7 +128,9 @@ export class Confirmer {
     if (this.state.lastSent.size > 20_000) this.state.lastSent.clear();
     if (this.state.shallow.size > 20_000) this.state.shallow.clear();
     if (this.state.droppedByReorgAt.size > 20_000) this.state.droppedByReorgAt.clear();
+    if (this.state.unsearchedSince.size > 20_000) this.state.unsearchedSince.clear();
     ctx.status.inFlight = groups.size - settled;
+    parts.rethrow();
     return { open: groups.size - settled, settled };
   }
 }

@@ -1,3 +1,4 @@
+import type { Hash } from "viem";
 import {
   completeRequests,
   completeRequestsOfConfirmed,
@@ -15,11 +16,11 @@ import { failRequest, SERVICE_STATE_FAILURE } from "@/db/queries/relay-queue";
 import { run } from "@/db/sql/run";
 import { pipelinedTransaction, type PipelinedTransaction } from "@/db/sql/transaction";
 import { BATCH_SIZE } from "@/lib/chain/clients";
-import type { MinedReceipt } from "../../chain-answers";
+import { LogsRefusedError, type MinedReceipt } from "../../chain-answers";
 import type { WorkerContext } from "../../context";
 import { metrics } from "../../metrics";
 import { SERVICE_STATE_REVERTS, WALLET_REFUSED_REVERTS } from "../review";
-import { isOpen, key, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "./state";
+import { isOpen, key, PartFailures, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "./state";
 
 /**
  * Settling (the confirm stage's status decisions): a nonce group whose nonce the chain consumed deep enough is
@@ -34,6 +35,11 @@ import { isOpen, key, SUSPECT_CONFIRM_MS, type ConfirmState, type Group } from "
  * - a fill mined: the attempts at that nonce are cancelled; the request fails if that was its last attempt;
  * - no receipt for any of our hashes (seen twice by one endpoint asked for nonce and receipts together): the
  *   nonce was used elsewhere, the attempts are dropped.
+ * Both checks against the Sponsored events wait while no endpoint has searched every block (one behind). A provider
+ * that refuses the search (LogsRefusedError: even over a few blocks) is waited out for replayPatienceMs per group,
+ * then the group is decided without the events, as if none was found, and a warning says so: before, the refusal
+ * failed the whole confirm stage at each pass, so nothing was broadcast again, replaced or filled for any relayer,
+ * and after 30 passes the worker exited as stuck, again at each restart.
  * Every write runs in a pipelined transaction (db/sql/transaction.ts), like the other stages'.
  */
 
@@ -81,11 +87,14 @@ export async function settle(ctx: WorkerContext, state: ConfirmState, consumed: 
     else reverts.push({ group, winner, receipt });
   }
 
+  // One group's failure holds no other group (PartFailures: an outage stops here, anything else after the rest).
+  const parts = new PartFailures();
   let settled = 0;
-  if (successes.length > 0) settled += await settleSuccesses(ctx, state, successes);
-  for (const r of reverts) settled += await settleRevert(ctx, state, r);
-  for (const f of fills) settled += await settleFill(ctx, state, f);
-  if (dropped.length > 0) settled += await settleDropped(ctx, state, dropped);
+  if (successes.length > 0) settled += await parts.run(() => settleSuccesses(ctx, state, successes), 0);
+  for (const r of reverts) settled += await parts.run(() => settleRevert(ctx, state, r), 0);
+  for (const f of fills) settled += await parts.run(() => settleFill(ctx, state, f), 0);
+  if (dropped.length > 0) settled += await parts.run(() => settleDropped(ctx, state, dropped), 0);
+  parts.rethrow();
   return settled;
 }
 
@@ -210,10 +219,11 @@ async function settleRevert(ctx: WorkerContext, state: ConfirmState, { group, wi
 
   // AlreadySponsored: did one of this request's own transactions pay it (a hash we sent at another nonce)?
   if (explained.errorName === "AlreadySponsored") {
-    const events = await ctx.chain.findSponsoredEvents([requestId], { throughBlock: state.settledAt });
-    // No endpoint has every block searched yet (one a block behind answered): a later pass decides.
-    if (events === undefined) return 0;
-    const event = events.get(requestId);
+    const search = await sponsoredEvents(ctx, state, [group], [requestId]);
+    // No endpoint has every block searched yet (one a block behind answered), or the refused search's patience runs:
+    // a later pass decides.
+    if (search === undefined || search.ready.length === 0) return 0;
+    const event = search.events.get(requestId);
     const ours = event ? await run(ctx.db, findRelayByHash(event.transactionHash)) : undefined;
     if (event && ours) {
       const [paid] = (await ctx.chain.receipts([event.transactionHash])).values();
@@ -279,11 +289,50 @@ async function settleFill(ctx: WorkerContext, state: ConfirmState, { group, winn
   return 1;
 }
 
-async function settleDropped(ctx: WorkerContext, state: ConfirmState, groups: Group[]): Promise<number> {
-  const requestIds = [...new Set(groups.flatMap((g) => g.rows.filter((r) => r.kind === "relay").map((r) => r.sponsorshipRequestId!)))];
-  const events = await ctx.chain.findSponsoredEvents(requestIds, { throughBlock: state.settledAt });
+/**
+ * The treasury's Sponsored events of `requestIds` (of `groups`), and the groups that may be decided with them:
+ * undefined while no endpoint has every block searched ("no event" cannot be told yet); all the groups once the
+ * search is answered; when every endpoint refuses it (LogsRefusedError), no events and only the groups that have
+ * waited replayPatienceMs since the first refusal (decided as if no event was found; logged).
+ */
+async function sponsoredEvents(
+  ctx: WorkerContext,
+  state: ConfirmState,
+  groups: Group[],
+  requestIds: string[],
+): Promise<{ events: Map<string, { transactionHash: Hash; blockNumber: bigint }>; ready: Group[] } | undefined> {
+  try {
+    const events = await ctx.chain.findSponsoredEvents(requestIds, { throughBlock: state.settledAt });
+    if (events !== undefined) for (const g of groups) state.unsearchedSince.delete(key(g.relayer, g.nonce));
+    return events && { events, ready: groups };
+  } catch (error) {
+    if (!(error instanceof LogsRefusedError)) throw error;
+    const now = performance.now();
+    const patience = ctx.settings.replayPatienceMs;
+    const ready: Group[] = [];
+    for (const g of groups) {
+      const k = key(g.relayer, g.nonce);
+      const since = state.unsearchedSince.get(k);
+      const fields = { relayer: g.relayer, nonce: g.nonce, error: error.message };
+      if (since === undefined) {
+        state.unsearchedSince.set(k, now);
+        ctx.log.warn(`the RPC refuses the search for Sponsored events: the nonce is decided without it in ${patience / 1000} s`, fields);
+      } else if (now - since >= patience) {
+        state.unsearchedSince.delete(k);
+        ctx.log.warn("nonce decided without the Sponsored events: the RPC refused the search (eth_getLogs) throughout", fields);
+        ready.push(g);
+      }
+    }
+    return { events: new Map(), ready };
+  }
+}
+
+async function settleDropped(ctx: WorkerContext, state: ConfirmState, consumed: Group[]): Promise<number> {
+  const requestIds = [...new Set(consumed.flatMap((g) => g.rows.filter((r) => r.kind === "relay").map((r) => r.sponsorshipRequestId!)))];
+  const search = await sponsoredEvents(ctx, state, consumed, requestIds);
   // No endpoint has every block searched yet: "no event" cannot be told yet, so nothing is taken as dropped now.
-  if (events === undefined) return 0;
+  if (search === undefined) return 0;
+  const { events, ready: groups } = search;
   let settled = 0;
   for (const group of groups) {
     // The chain's own record first: a Sponsored event naming one of this group's hashes means it was mined.

@@ -1,5 +1,6 @@
 import type { Address, Hex } from "viem";
 import type { OpenNonceTransaction } from "@/db/queries/nonce-groups";
+import { isOutage } from "../../errors";
 import type { StoredTransaction } from "../broadcast";
 
 /** What the confirm stage's parts share: the nonce groups and this process's memory of them. */
@@ -43,6 +44,11 @@ export class ConfirmState {
   readonly shallow = new Set<string>();
   /** Reverted groups whose replay the node has not answered: since when (WorkerSettings.replayPatienceMs). */
   readonly unexplainedSince = new Map<string, number>();
+  /**
+   * Groups whose check against the treasury's Sponsored events every endpoint refused (LogsRefusedError): since
+   * when. Decided without the events once WorkerSettings.replayPatienceMs has passed (settle.ts, sponsoredEvents).
+   */
+  readonly unsearchedSince = new Map<string, number>();
   /** Groups a reorg dropped after they were seen mined: when. Their stuck clock restarts there. */
   readonly droppedByReorgAt = new Map<string, number>();
   /** The block through which settling may look (CONFIRMATIONS - 1 below the head); undefined when that is the head. */
@@ -58,5 +64,29 @@ export class ConfirmState {
 
   noteSettled(row: OpenNonceTransaction): void {
     this.noReceiptSince.delete(key(row.relayerAddress, row.nonce));
+  }
+}
+
+/**
+ * Runs the confirm stage's independent parts (settle, watch, holes; each group's settlement) so that one part's
+ * failure does not hold the others: an outage (chain or database not reached) is thrown at once, as the next part
+ * would meet it too; any other error (a refusal, one group's bad data) is kept, the remaining parts run, and the
+ * first such error is thrown by `rethrow` at the end, so the loop still logs and counts it.
+ */
+export class PartFailures {
+  private first: { error: unknown } | undefined;
+
+  async run<T>(part: () => Promise<T>, fallback: T): Promise<T> {
+    try {
+      return await part();
+    } catch (error) {
+      if (isOutage(error)) throw error;
+      this.first ??= { error };
+      return fallback;
+    }
+  }
+
+  rethrow(): void {
+    if (this.first) throw this.first.error;
   }
 }
