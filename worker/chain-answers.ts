@@ -14,12 +14,19 @@ export class ChainUnavailableError extends Error {
 }
 
 /**
- * Every endpoint refused an `eth_getLogs` (not unreachable: it answered with an error), even over
- * MIN_LOG_QUERY_BLOCKS blocks: a provider that limits or disables log queries. Not an outage; the confirm stage
+ * Every endpoint that has the blocks refused an `eth_getLogs` (not unreachable: it answered with an error): a
+ * provider that limits log queries (`rangeLimit`: the range or the result too large, narrowed by WorkerChain down to
+ * MIN_LOG_QUERY_BLOCKS), does not serve them, or refused this once (a rate limit). Not an outage; the confirm stage
  * waits out its patience and then decides without the events (worker/stages/confirm/settle.ts).
  */
 export class LogsRefusedError extends Error {
   override name = "LogsRefusedError";
+  readonly rangeLimit: boolean;
+
+  constructor(message: string, options: { cause: unknown; rangeLimit: boolean }) {
+    super(message, { cause: options.cause });
+    this.rangeLimit = options.rangeLimit;
+  }
 }
 
 export type BroadcastOutcome =

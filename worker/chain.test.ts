@@ -141,7 +141,7 @@ describe("WorkerChain log queries through a provider with a narrower limit", () 
       expect(all?.get(oldRequest)?.blockNumber).toBe(blocks[oldRequest]);
       expect(all?.get(recentRequest)?.blockNumber).toBe(blocks[recentRequest]);
       // 1,000 refused, then 500 refused, then 250 answered: kept for the later queries, which are not refused.
-      expect(narrowed).toEqual([500n, 250n]);
+      expect(narrowed).toEqual([250n]);
       expect(workerChain.logWindow).toBe(250n);
       const refusals = limited.refused().eth_getLogs;
       expect(refusals).toBe(2);
@@ -153,19 +153,51 @@ describe("WorkerChain log queries through a provider with a narrower limit", () 
     }
   });
 
-  it("throws LogsRefusedError, not an outage, when even MIN_LOG_QUERY_BLOCKS blocks are refused", async () => {
+  it("throws LogsRefusedError, not an outage and without narrowing, when the provider does not serve eth_getLogs", async () => {
     const refusing = await startRefusingRpcProxy(chain.rpcUrl, (call) =>
       call.method === "eth_getLogs" ? { code: -32601, message: "the method eth_getLogs does not exist/is not available" } : undefined,
     );
     try {
       const workerChain = new WorkerChain({ rpcUrl: refusing.url, ...deployment });
       await expect(workerChain.findSponsoredEvents([recentRequest])).rejects.toBeInstanceOf(LogsRefusedError);
-      expect(workerChain.logWindow).toBe(MIN_LOG_QUERY_BLOCKS);
+      // Not a range limit: asked once, not narrowed.
+      expect(refusing.refused().eth_getLogs).toBe(1);
+      expect(workerChain.logWindow).toBe(LOG_QUERY_BLOCKS);
       expect(workerChain.health.reachable).toBe(true);
       // The registry's index reads through the same narrowing: the same refusal, the same error.
       await expect(workerChain.walletsSponsored(0n, 100n)).rejects.toBeInstanceOf(LogsRefusedError);
     } finally {
       await refusing.close();
+    }
+  });
+  it("does not narrow for a rate limit: the refusal is thrown once, and the next search is answered at full width", async () => {
+    let limited = 1;
+    const flaky = await startRefusingRpcProxy(chain.rpcUrl, (call) =>
+      call.method === "eth_getLogs" && limited-- > 0 ? { code: -32005, message: "daily request count exceeded, request rate limited" } : undefined,
+    );
+    try {
+      const workerChain = new WorkerChain({ rpcUrl: flaky.url, ...deployment });
+      await expect(workerChain.findSponsoredEvents([recentRequest])).rejects.toMatchObject({ name: "LogsRefusedError", rangeLimit: false });
+      expect(workerChain.logWindow).toBe(LOG_QUERY_BLOCKS);
+      expect((await workerChain.findSponsoredEvents([recentRequest]))?.get(recentRequest)?.blockNumber).toBe(blocks[recentRequest]);
+    } finally {
+      await flaky.close();
+    }
+  });
+
+  it("throws LogsRefusedError when a range limit refuses even MIN_LOG_QUERY_BLOCKS blocks", async () => {
+    const tiny = await startRefusingRpcProxy(chain.rpcUrl, (call) =>
+      call.method === "eth_getLogs" ? { code: -32602, message: "block range is too wide (max 4)" } : undefined,
+    );
+    try {
+      const workerChain = new WorkerChain({ rpcUrl: tiny.url, ...deployment });
+      await expect(workerChain.walletsSponsored(0n, 100n)).rejects.toMatchObject({ name: "LogsRefusedError", rangeLimit: true });
+      // 100, 50, 25, 12 and 8 blocks refused; nothing answered, so the window is not narrowed.
+      expect(tiny.refused().eth_getLogs).toBe(5);
+      expect(workerChain.logWindow).toBe(LOG_QUERY_BLOCKS);
+      expect(MIN_LOG_QUERY_BLOCKS).toBe(8n);
+    } finally {
+      await tiny.close();
     }
   });
 });

@@ -1,5 +1,4 @@
 import {
-  BaseError,
   encodeEventTopics,
   formatLog,
   hexToBigInt,
@@ -155,6 +154,12 @@ export async function askEach<T>(
  */
 export const LOG_QUERY_BLOCKS = 1_000n;
 export const MIN_LOG_QUERY_BLOCKS = 8n;
+/**
+ * How providers say an `eth_getLogs` range or its result is too large (geth, Erigon, Alchemy, Infura, QuickNode,
+ * Ankr, BlastAPI wordings). A rate limit is not one: it is waited out, not narrowed.
+ */
+const RANGE_LIMIT =
+  /block range|range (is )?too (large|wide|big)|max(imum)? (block )?range|blocks? range|exceed(s|ed)? (the )?(max|maximum|limit)|limited to (a )?\d+|more than \d+ (results|logs|blocks)|too many (results|logs|blocks)|query returned more than|response (size|is too)|log response size/i;
 
 /** How nodes say they no longer hold a block's state (geth, erigon, reth, Nethermind; hosted providers' wording). */
 const PRUNED_STATE = /missing trie node|state (is )?not available|historical state|pruned|state .*not found|required historical state/i;
@@ -457,11 +462,12 @@ export class WorkerChain {
   }
 
   /**
-   * logsOfOneEndpoint over [fromBlock, toBlock], or over part of it when every endpoint refuses the range (an answer
-   * with an error, not an outage: a provider's block-range or result limit). Each such refusal of a range wider than
-   * MIN_LOG_QUERY_BLOCKS halves it, keeping its first blocks (`keep: "start"`, a scan forward: `through` then says
-   * where the answer ends) or its last (`"end"`, a scan backward: `fromBlock` of the answer says where it starts),
-   * and narrows logWindow for later queries. A refusal of MIN_LOG_QUERY_BLOCKS blocks is LogsRefusedError.
+   * logsOfOneEndpoint over [fromBlock, toBlock], or over part of it when every endpoint refuses the range as too
+   * large (LogsRefusedError with `rangeLimit`: a provider's block-range or result limit, RANGE_LIMIT). Each such
+   * refusal of a range wider than MIN_LOG_QUERY_BLOCKS halves it, keeping its first blocks (`keep: "start"`, a scan
+   * forward: `through` then says where the answer ends) or its last (`"end"`, a scan backward: `fromBlock` of the
+   * answer says where it starts); the width answered becomes logWindow for later queries. Any other refusal, and one
+   * of MIN_LOG_QUERY_BLOCKS blocks, is thrown (LogsRefusedError).
    */
   private async logsNarrowing(
     filter: { address: Address; topics: (Hex | Hex[] | null)[] },
@@ -471,22 +477,25 @@ export class WorkerChain {
   ): Promise<{ logs: Log[]; fromBlock: bigint; through: bigint } | undefined> {
     let from = fromBlock;
     let to = toBlock;
+    let firstRefusal: LogsRefusedError | undefined;
     for (;;) {
       try {
         const answer = await this.logsOfOneEndpoint(filter, from, to);
+        // Kept once a narrower range was answered (a refusal that narrowing does not cure changes nothing).
+        const width = to - from + 1n;
+        if (firstRefusal && width < this.logWindow) {
+          this.onLogWindowNarrowed?.({ blocks: width, refusedBlocks: this.logWindow, error: firstRefusal.message });
+          this.logWindow = width;
+        }
         return answer && { ...answer, fromBlock: from };
       } catch (error) {
-        // Only the endpoints' own answers (viem's errors of a request) are refusals; anything else is not narrowed.
-        if (isUnreachable(error) || !(error instanceof BaseError)) throw error;
+        // Only a range or result limit is narrowed; any other refusal (a method not served, a rate limit, a gateway's
+        // 401) is thrown as it is: the caller waits it out (settle.ts), it does not narrow the window for good.
+        if (!(error instanceof LogsRefusedError) || !error.rangeLimit) throw error;
         const width = to - from + 1n;
-        if (width <= MIN_LOG_QUERY_BLOCKS) {
-          throw new LogsRefusedError(`eth_getLogs refused by every RPC endpoint, even over ${width} blocks: ${messageOf(error)}`, { cause: error });
-        }
+        if (width <= MIN_LOG_QUERY_BLOCKS) throw error;
+        firstRefusal ??= error;
         const narrower = width / 2n > MIN_LOG_QUERY_BLOCKS ? width / 2n : MIN_LOG_QUERY_BLOCKS;
-        if (narrower < this.logWindow) {
-          this.logWindow = narrower;
-          this.onLogWindowNarrowed?.({ blocks: narrower, refusedBlocks: width, error: messageOf(error) });
-        }
         if (keep === "start") to = from + narrower - 1n;
         else from = to - narrower + 1n;
       }
@@ -506,7 +515,9 @@ export class WorkerChain {
    * answer of the one that got furthest covers up to its head (`through` below `toBlock`, logs above it dropped); when
    * none knows even `fromBlock`, undefined: nothing is covered yet. A failed call (not reached, or refused: current
    * geth answers a range past its head with an error) moves on to the next endpoint; when every endpoint failed, the
-   * first failure is thrown (one not reached first, so it counts as a chain outage).
+   * first failure is thrown: one not reached first (a chain outage), then LogsRefusedError when an endpoint that has
+   * the range refused the logs call (`rangeLimit` when one said the range or the result is too large), else the head
+   * call's error.
    */
   private async logsOfOneEndpoint(
     filter: { address: Address; topics: (Hex | Hex[] | null)[] },
@@ -517,6 +528,8 @@ export class WorkerChain {
     let best: { logs: RpcLog[]; through: bigint } | undefined;
     let behind = false;
     const errors: unknown[] = [];
+    // The logs call answered with an error by an endpoint whose head covers the range: the node said no.
+    const refusals: unknown[] = [];
     for (const e of this.breaker.readOrder()) {
       const client = this.endpointClients[e]!;
       this.breaker.asking(e);
@@ -535,7 +548,7 @@ export class WorkerChain {
       if (logs.status === "rejected") {
         // Behind the range's end, a refusal is the node's way of saying so (current geth): not an error of ours.
         if (known < toBlock) behind = true;
-        else errors.push(logs.reason);
+        else (isUnreachable(logs.reason) ? errors : refusals).push(logs.reason);
         continue;
       }
       if (known >= toBlock) {
@@ -547,7 +560,13 @@ export class WorkerChain {
     }
     if (best === undefined) {
       if (behind) return undefined;
-      throw errors.find((error) => isUnreachable(error)) ?? errors[0] ?? new ChainUnavailableError("eth_getLogs: no RPC endpoint to ask");
+      const unreachable = errors.find((error) => isUnreachable(error));
+      if (unreachable !== undefined) throw unreachable;
+      if (refusals.length > 0) {
+        const message = `eth_getLogs over ${toBlock - fromBlock + 1n} blocks refused by every RPC endpoint: ${messageOf(refusals[0])}`;
+        throw new LogsRefusedError(message, { cause: refusals[0], rangeLimit: refusals.some((r) => RANGE_LIMIT.test(messageOf(r))) });
+      }
+      throw errors[0] ?? new ChainUnavailableError("eth_getLogs: no RPC endpoint to ask");
     }
     const through = best.through;
     return { logs: best.logs.map((log) => formatLog(log)).filter((log) => log.blockNumber !== null && log.blockNumber <= through), through };

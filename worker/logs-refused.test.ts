@@ -99,8 +99,9 @@ describe("an RPC provider that refuses eth_getLogs", () => {
     expect(r1Relays[0]!.failureReason).toMatch(/^dropped: nonce \d+ of 0x[0-9a-f]{40} was used by a transaction this service did not send/);
     expect(lines.some((l) => l.level === "warn" && l.msg.startsWith("the RPC refuses the search for Sponsored events"))).toBe(true);
     expect(lines.some((l) => l.level === "warn" && l.msg.startsWith("nonce decided without the Sponsored events"))).toBe(true);
-    // The confirm stage never failed (the registry's index does, at each pass: it has no log to read without them).
-    expect(lines.filter((l) => l.msg === "worker stage failed, backing off" && l.fields?.stage === "confirm")).toEqual([]);
+    // No stage failed: not the confirm stage, nor the registry's mirror, which waits (logged once) with no log to read.
+    expect(lines.filter((l) => l.msg === "worker stage failed, backing off")).toEqual([]);
+    expect(lines.filter((l) => l.msg === "registry mirror waiting: the RPC refuses eth_getLogs")).toHaveLength(1);
     expect(worker.ctx.status.totals.completed).toBe(2);
   }, 90_000);
 

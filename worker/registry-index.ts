@@ -1,4 +1,5 @@
 import { readRegistryCursor, recordRegistryRange } from "@/db/queries/registry-mirror";
+import { LogsRefusedError } from "./chain-answers";
 import type { WorkerContext } from "./context";
 
 /**
@@ -25,6 +26,9 @@ export const REGISTRY_INDEX_INTERVAL_MS = 10_000;
 const MAX_WINDOWS_PER_PASS = 20;
 /** How far back a mirror with no deployment block starts (about two weeks of 12-s blocks). */
 export const REGISTRY_INDEX_LOOKBACK = 100_000n;
+/** While the provider refuses eth_getLogs, how often that is logged (each pass tries again, quietly). */
+const REFUSED_LOG_EVERY_MS = 10 * 60_000;
+const lastRefusalLog = new WeakMap<WorkerContext, number>();
 
 export async function indexRegistry(ctx: WorkerContext, head: bigint): Promise<{ wallets: number; nextBlock: bigint }> {
   const registry = ctx.chain.registryAddress;
@@ -40,7 +44,21 @@ export async function indexRegistry(ctx: WorkerContext, head: bigint): Promise<{
   for (let read = 0; read < MAX_WINDOWS_PER_PASS && next <= safeHead; read++) {
     const window = ctx.chain.logWindow;
     const to = next + window - 1n < safeHead ? next + window - 1n : safeHead;
-    const found = await ctx.chain.walletsSponsored(next, to);
+    let found: Awaited<ReturnType<typeof ctx.chain.walletsSponsored>>;
+    try {
+      found = await ctx.chain.walletsSponsored(next, to);
+    } catch (error) {
+      // A provider that does not serve eth_getLogs (or refuses even a few blocks): the mirror waits where it is, and
+      // review still asks the registry itself. Not a failure of the pass: logged every 10 minutes, not every 10 s
+      // as a stage error (which also reopened the worker's LISTEN connection as a "recovery" at each next pass).
+      if (!(error instanceof LogsRefusedError)) throw error;
+      const now = performance.now();
+      if (now - (lastRefusalLog.get(ctx) ?? Number.NEGATIVE_INFINITY) >= REFUSED_LOG_EVERY_MS) {
+        lastRefusalLog.set(ctx, now);
+        ctx.log.warn("registry mirror waiting: the RPC refuses eth_getLogs", { fromBlock: Number(next), error: error.message });
+      }
+      break;
+    }
     // No endpoint knows `next` yet (the head surveyed was another endpoint's, or another node's of a pool): the
     // cursor stays, and a later pass reads the range.
     if (found === undefined) break;
