@@ -127,7 +127,9 @@ describe("a stage waiting on a database that never answers", () => {
     // The same worker (the only one), never stuck, completes what waited.
     expect(await waitTerminal(fx, waiting, 60_000)).toEqual({ completed: 3 });
     expect(ended).toBeUndefined();
-    expect(said.slice(saidBefore).some((l) => l.msg === "worker recovered")).toBe(true);
+    // Logged at the end of the first clean pass, which may be the one whose confirm stage completed the requests:
+    // the database can show them completed a moment before the line is written (seen once in CI under load).
+    await waitFor("the worker to log its recovery", async () => said.slice(saidBefore).some((l) => l.msg === "worker recovered") || undefined, 10_000);
   }, 150_000);
 
   it("lets a stage run longer than the deadline while its calls are answered (a slow node is not a stuck stage)", async () => {
