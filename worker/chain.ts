@@ -71,7 +71,7 @@ export type WorkerChainOptions = {
   health?: ChainHealth;
   /** The endpoints' breakers (workerEndpoints), when start-up's reads shared them; else new ones. */
   endpoints?: EndpointBreaker;
-  /** Called when every endpoint refused an `eth_getLogs` range and the window was halved (WorkerChain.logWindow). */
+  /** Called when a range refused as too large was answered narrower, which becomes WorkerChain.logWindow. */
   onLogWindowNarrowed?: (change: { blocks: bigint; refusedBlocks: bigint; error: string }) => void;
 };
 
@@ -149,8 +149,8 @@ export async function askEach<T>(
 
 /**
  * Blocks per `eth_getLogs` query: hosted RPCs refuse wider ranges (commonly 1,000 to 10,000 blocks, some 500 or
- * fewer). A range every endpoint refuses is halved and asked again, down to MIN_LOG_QUERY_BLOCKS, and the width
- * that was answered is kept for the next queries (WorkerChain.logWindow).
+ * fewer). A range every endpoint refuses as too large is halved and asked again, down to MIN_LOG_QUERY_BLOCKS, and
+ * the width that was answered is kept for the next queries (WorkerChain.logWindow).
  */
 export const LOG_QUERY_BLOCKS = 1_000n;
 export const MIN_LOG_QUERY_BLOCKS = 8n;
@@ -188,8 +188,8 @@ export class WorkerChain {
    */
   private readonly headClient: ChainPublicClient;
   /**
-   * Blocks per `eth_getLogs` query: LOG_QUERY_BLOCKS until every endpoint refuses a range, then the narrower width
-   * that is asked instead (logsNarrowing), kept for this process's later queries.
+   * Blocks per `eth_getLogs` query: LOG_QUERY_BLOCKS until a range refused as too large is answered narrower, then
+   * that width (logsNarrowing), kept for this process's later queries.
    */
   logWindow = LOG_QUERY_BLOCKS;
   private readonly onLogWindowNarrowed: WorkerChainOptions["onLogWindowNarrowed"];
@@ -477,14 +477,14 @@ export class WorkerChain {
   ): Promise<{ logs: Log[]; fromBlock: bigint; through: bigint } | undefined> {
     let from = fromBlock;
     let to = toBlock;
-    let firstRefusal: LogsRefusedError | undefined;
+    let firstRefusal: { error: LogsRefusedError; width: bigint } | undefined;
     for (;;) {
       try {
         const answer = await this.logsOfOneEndpoint(filter, from, to);
         // Kept once a narrower range was answered (a refusal that narrowing does not cure changes nothing).
         const width = to - from + 1n;
         if (firstRefusal && width < this.logWindow) {
-          this.onLogWindowNarrowed?.({ blocks: width, refusedBlocks: this.logWindow, error: firstRefusal.message });
+          this.onLogWindowNarrowed?.({ blocks: width, refusedBlocks: firstRefusal.width, error: firstRefusal.error.message });
           this.logWindow = width;
         }
         return answer && { ...answer, fromBlock: from };
@@ -494,7 +494,7 @@ export class WorkerChain {
         if (!(error instanceof LogsRefusedError) || !error.rangeLimit) throw error;
         const width = to - from + 1n;
         if (width <= MIN_LOG_QUERY_BLOCKS) throw error;
-        firstRefusal ??= error;
+        firstRefusal ??= { error, width };
         const narrower = width / 2n > MIN_LOG_QUERY_BLOCKS ? width / 2n : MIN_LOG_QUERY_BLOCKS;
         if (keep === "start") to = from + narrower - 1n;
         else from = to - narrower + 1n;
@@ -707,8 +707,8 @@ export class WorkerChain {
    * of each id (`requestIdHash`), so they are asked for by those hashes and mapped back to the ids we know.
    *
    * The treasury's `Sponsored` events of these request ids over the last `lookbackBlocks`, asked newest first in
-   * windows of logWindow blocks (hosted RPCs refuse wider `eth_getLogs` ranges; a window every endpoint refuses is
-   * halved, logsNarrowing, and LogsRefusedError is thrown when even the narrowest is refused), until every id is found. With
+   * windows of logWindow blocks (hosted RPCs refuse wider `eth_getLogs` ranges; a window refused as too large is
+   * halved, logsNarrowing; any other refusal, or one of the narrowest, is LogsRefusedError), until every id is found. With
    * `throughBlock`, the search starts there (blocks above it are not confirmed deep enough), else at the head.
    * Each window comes whole from one endpoint that knows its last block (logsOfOneEndpoint): "not found" is the
    * answer of a node that had every block searched. While no endpoint has reached a window's end, the answer is

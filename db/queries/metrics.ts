@@ -19,8 +19,6 @@ export type ServiceSnapshot = {
   relaysByStatus: Record<RelayStatus, number>;
   heartbeats: { workerId: string; ageSeconds: number }[];
   relayers: { address: Address; nextNonce: number }[];
-  /** Whether the administrator has paused new sponsorships (service_state; no row: not paused). */
-  paused: boolean;
 };
 
 const zeroes = <K extends string>(keys: readonly K[]) => Object.fromEntries(keys.map((k) => [k, 0])) as Record<K, number>;
@@ -82,10 +80,4 @@ export async function listRelayerNextNonces(db: Database): Promise<ServiceSnapsh
     sql`SELECT a.address, a.next_nonce FROM relayer_accounts a WHERE ${relayerInService(sql`a.address`)} ORDER BY a.address`,
   );
   return rows.map((r) => ({ address: r.address, nextNonce: Number(r.next_nonce) }));
-}
-
-/** The administrator's pause (service_state's one row; none yet: not paused). */
-export async function readPaused(db: Database): Promise<boolean> {
-  const rows = await run<{ paused: boolean }>(db, sql`SELECT paused FROM service_state WHERE id = 1`);
-  return rows[0]?.paused === true;
 }

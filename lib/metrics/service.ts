@@ -1,14 +1,13 @@
 import type { Address } from "viem";
 import { Counter, Gauge, type Registry } from "prom-client";
 import type { Database } from "@/db/client";
-import { readBudgetUsage } from "@/db/queries/controls";
+import { readBudgetUsage, readServiceState } from "@/db/queries/controls";
 import {
   countRelayTransactionsByStatus,
   countRequestsByStatus,
   listRelayerNextNonces,
   listWorkerHeartbeatAges,
   measureOldestOpenRequests,
-  readPaused,
   type ServiceSnapshot,
 } from "@/db/queries/metrics";
 import { withTimeout } from "@/lib/with-timeout";
@@ -57,7 +56,9 @@ type ChainSnapshot = {
   relayers: Map<string, { minedNonce: number; balance: bigint }>;
 };
 
-type Snapshot = { db?: ServiceSnapshot; chain?: ChainSnapshot };
+/** The database's part of a scrape: the service-wide reads, and the administrator's pause (service_state). */
+type DbSnapshot = ServiceSnapshot & { paused: boolean };
+type Snapshot = { db?: DbSnapshot; chain?: ChainSnapshot };
 
 /** The error of a read given up after `ms`. */
 const timedOut = (what: string, ms: number) => () => new Error(`${what} did not answer within ${ms} ms`);
@@ -77,16 +78,16 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
     registers,
   });
 
-  async function readDb(db: Database): Promise<ServiceSnapshot> {
-    const [requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers, paused] = await Promise.all([
+  async function readDb(db: Database): Promise<DbSnapshot> {
+    const [requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers, state] = await Promise.all([
       countRequestsByStatus(db),
       measureOldestOpenRequests(db),
       countRelayTransactionsByStatus(db),
       listWorkerHeartbeatAges(db),
       listRelayerNextNonces(db),
-      readPaused(db),
+      readServiceState(db),
     ]);
-    return { requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers, paused };
+    return { requestsByStatus, oldestOpenSeconds, relaysByStatus, heartbeats, relayers, paused: state.paused };
   }
 
   async function readChain(sources: ServiceSources, relayers: readonly Address[]): Promise<ChainSnapshot | undefined> {

@@ -36,7 +36,8 @@ import { isOpen, key, PartFailures, SUSPECT_CONFIRM_MS, type ConfirmState, type 
  * - no receipt for any of our hashes (seen twice by one endpoint asked for nonce and receipts together): the
  *   nonce was used elsewhere, the attempts are dropped.
  * Both checks against the Sponsored events wait while no endpoint has searched every block (one behind). A provider
- * that refuses the search (LogsRefusedError: even over a few blocks) is waited out for replayPatienceMs per group,
+ * that refuses the search (LogsRefusedError: not served, rate limited, too large even over a few blocks) is waited
+ * out for replayPatienceMs per group,
  * then the group is decided without the events, as if none was found, and a warning says so: before, the refusal
  * failed the whole confirm stage at each pass, so nothing was broadcast again, replaced or filled for any relayer,
  * and after 30 passes the worker exited as stuck, again at each restart.
