@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Anvil } from "@/contracts/anvil";
 import { addressOfKey, deployContracts } from "@/contracts/deploy-lib";
 import { treasuryAbi } from "@/contracts/generated/treasury";
@@ -6,7 +6,7 @@ import { createChainClients } from "@/lib/chain/clients";
 import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { startTestChain } from "@/test/chain";
-import { startLaggingRpcProxy, startRefusingRpcProxy, startRpcProxy, type LaggingRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
+import { startLaggingRpcProxy, startRefusingRpcProxy, startRpcProxy, type LaggingRpcProxy, type RefusingRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
 import { LOG_QUERY_BLOCKS, MIN_LOG_QUERY_BLOCKS, WorkerChain } from "./chain";
 import { LogsRefusedError } from "./chain-answers";
 
@@ -127,77 +127,70 @@ describe("WorkerChain log queries through a provider with a narrower limit", () 
     const { fromBlock, toBlock } = (call.params?.[0] ?? {}) as Range;
     return BigInt(toBlock ?? "0x0") - BigInt(fromBlock ?? "0x0") + 1n;
   };
+  const providers: RefusingRpcProxy[] = [];
+  afterEach(async () => {
+    await Promise.all(providers.splice(0).map((p) => p.close()));
+  });
+  /** A provider in front of the chain that refuses (or not) each call as `refuse` says; closed after the test. */
+  const provider = async (refuse: Parameters<typeof startRefusingRpcProxy>[1]) => {
+    const proxy = await startRefusingRpcProxy(chain.rpcUrl, refuse);
+    providers.push(proxy);
+    return proxy;
+  };
 
   it("halves the window while 1,000 blocks are refused, finds the events, and keeps the narrower window", async () => {
     // A provider limited to 300 blocks. Before, the refusal of the first 1,000-block window was thrown: the search
     // failed at every pass, and so did the confirm stage that asked it.
-    const limited = await startRefusingRpcProxy(chain.rpcUrl, (call) =>
+    const limited = await provider((call) =>
       call.method === "eth_getLogs" && width(call) > 300n ? { code: -32005, message: "query exceeds max block range 300" } : undefined,
     );
-    try {
-      const narrowed: bigint[] = [];
-      const workerChain = new WorkerChain({ rpcUrl: limited.url, ...deployment, onLogWindowNarrowed: ({ blocks }) => narrowed.push(blocks) });
-      const all = await workerChain.findSponsoredEvents([oldRequest, recentRequest]);
-      expect(all?.get(oldRequest)?.blockNumber).toBe(blocks[oldRequest]);
-      expect(all?.get(recentRequest)?.blockNumber).toBe(blocks[recentRequest]);
-      // 1,000 refused, then 500 refused, then 250 answered: kept for the later queries, which are not refused.
-      expect(narrowed).toEqual([250n]);
-      expect(workerChain.logWindow).toBe(250n);
-      const refusals = limited.refused().eth_getLogs;
-      expect(refusals).toBe(2);
-      await workerChain.findSponsoredEvents([oldRequest]);
-      expect(limited.refused().eth_getLogs).toBe(refusals);
-      expect(workerChain.health.reachable).toBe(true);
-    } finally {
-      await limited.close();
-    }
+    const narrowed: bigint[] = [];
+    const workerChain = new WorkerChain({ rpcUrl: limited.url, ...deployment, onLogWindowNarrowed: ({ blocks }) => narrowed.push(blocks) });
+    const all = await workerChain.findSponsoredEvents([oldRequest, recentRequest]);
+    expect(all?.get(oldRequest)?.blockNumber).toBe(blocks[oldRequest]);
+    expect(all?.get(recentRequest)?.blockNumber).toBe(blocks[recentRequest]);
+    // 1,000 refused, then 500 refused, then 250 answered: kept for the later queries, which are not refused.
+    expect(narrowed).toEqual([250n]);
+    expect(workerChain.logWindow).toBe(250n);
+    const refusals = limited.refused().eth_getLogs;
+    expect(refusals).toBe(2);
+    await workerChain.findSponsoredEvents([oldRequest]);
+    expect(limited.refused().eth_getLogs).toBe(refusals);
+    expect(workerChain.health.reachable).toBe(true);
   });
 
   it("throws LogsRefusedError, not an outage and without narrowing, when the provider does not serve eth_getLogs", async () => {
-    const refusing = await startRefusingRpcProxy(chain.rpcUrl, (call) =>
+    const refusing = await provider((call) =>
       call.method === "eth_getLogs" ? { code: -32601, message: "the method eth_getLogs does not exist/is not available" } : undefined,
     );
-    try {
-      const workerChain = new WorkerChain({ rpcUrl: refusing.url, ...deployment });
-      await expect(workerChain.findSponsoredEvents([recentRequest])).rejects.toBeInstanceOf(LogsRefusedError);
-      // Not a range limit: asked once, not narrowed.
-      expect(refusing.refused().eth_getLogs).toBe(1);
-      expect(workerChain.logWindow).toBe(LOG_QUERY_BLOCKS);
-      expect(workerChain.health.reachable).toBe(true);
-      // The registry's index reads through the same narrowing: the same refusal, the same error.
-      await expect(workerChain.walletsSponsored(0n, 100n)).rejects.toBeInstanceOf(LogsRefusedError);
-    } finally {
-      await refusing.close();
-    }
+    const workerChain = new WorkerChain({ rpcUrl: refusing.url, ...deployment });
+    await expect(workerChain.findSponsoredEvents([recentRequest])).rejects.toBeInstanceOf(LogsRefusedError);
+    // Not a range limit: asked once, not narrowed.
+    expect(refusing.refused().eth_getLogs).toBe(1);
+    expect(workerChain.logWindow).toBe(LOG_QUERY_BLOCKS);
+    expect(workerChain.health.reachable).toBe(true);
+    // The registry's index reads through the same narrowing: the same refusal, the same error.
+    await expect(workerChain.walletsSponsored(0n, 100n)).rejects.toBeInstanceOf(LogsRefusedError);
   });
+
   it("does not narrow for a rate limit: the refusal is thrown once, and the next search is answered at full width", async () => {
     let limited = 1;
-    const flaky = await startRefusingRpcProxy(chain.rpcUrl, (call) =>
+    const flaky = await provider((call) =>
       call.method === "eth_getLogs" && limited-- > 0 ? { code: -32005, message: "daily request count exceeded, request rate limited" } : undefined,
     );
-    try {
-      const workerChain = new WorkerChain({ rpcUrl: flaky.url, ...deployment });
-      await expect(workerChain.findSponsoredEvents([recentRequest])).rejects.toMatchObject({ name: "LogsRefusedError", rangeLimit: false });
-      expect(workerChain.logWindow).toBe(LOG_QUERY_BLOCKS);
-      expect((await workerChain.findSponsoredEvents([recentRequest]))?.get(recentRequest)?.blockNumber).toBe(blocks[recentRequest]);
-    } finally {
-      await flaky.close();
-    }
+    const workerChain = new WorkerChain({ rpcUrl: flaky.url, ...deployment });
+    await expect(workerChain.findSponsoredEvents([recentRequest])).rejects.toMatchObject({ name: "LogsRefusedError", rangeLimit: false });
+    expect(workerChain.logWindow).toBe(LOG_QUERY_BLOCKS);
+    expect((await workerChain.findSponsoredEvents([recentRequest]))?.get(recentRequest)?.blockNumber).toBe(blocks[recentRequest]);
   });
 
   it("throws LogsRefusedError when a range limit refuses even MIN_LOG_QUERY_BLOCKS blocks", async () => {
-    const tiny = await startRefusingRpcProxy(chain.rpcUrl, (call) =>
-      call.method === "eth_getLogs" ? { code: -32602, message: "block range is too wide (max 4)" } : undefined,
-    );
-    try {
-      const workerChain = new WorkerChain({ rpcUrl: tiny.url, ...deployment });
-      await expect(workerChain.walletsSponsored(0n, 100n)).rejects.toMatchObject({ name: "LogsRefusedError", rangeLimit: true });
-      // 100, 50, 25, 12 and 8 blocks refused; nothing answered, so the window is not narrowed.
-      expect(tiny.refused().eth_getLogs).toBe(5);
-      expect(workerChain.logWindow).toBe(LOG_QUERY_BLOCKS);
-      expect(MIN_LOG_QUERY_BLOCKS).toBe(8n);
-    } finally {
-      await tiny.close();
-    }
+    const tiny = await provider((call) => (call.method === "eth_getLogs" ? { code: -32602, message: "block range is too wide (max 4)" } : undefined));
+    const workerChain = new WorkerChain({ rpcUrl: tiny.url, ...deployment });
+    await expect(workerChain.walletsSponsored(0n, 100n)).rejects.toMatchObject({ name: "LogsRefusedError", rangeLimit: true });
+    // 100, 50, 25, 12 and 8 blocks refused; nothing answered, so the window is not narrowed.
+    expect(tiny.refused().eth_getLogs).toBe(5);
+    expect(workerChain.logWindow).toBe(LOG_QUERY_BLOCKS);
+    expect(MIN_LOG_QUERY_BLOCKS).toBe(8n);
   });
 });
