@@ -254,6 +254,45 @@ describe("/metrics and the HTTP rules of every route", () => {
   });
 });
 
+describe("problem answers by code (http_problems_total)", () => {
+  it("counts each problem answer by its code: a pause's 503 as sponsorships_paused, apart from other 503s, and what server.ts answers itself", async () => {
+    await t.db.$client`DELETE FROM rate_limit_hits WHERE scope = 'admin_sign_in'`;
+    const counted = async (code: string) => {
+      const text = await (await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
+      const line = text.split("\n").find((l) => l.startsWith("http_problems_total{") && l.includes(`code="${code}"`));
+      return line === undefined ? 0 : Number(line.split(" ").at(-1));
+    };
+    const before = { paused: await counted("sponsorships_paused"), badRequest: await counted("bad_request") };
+    const request = () =>
+      fetch(`${base}/sponsorship/request`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ walletAddress: `0x${randomBytes(20).toString("hex")}` }),
+      });
+    await t.db.$client`INSERT INTO service_state (id, paused, pause_reason, paused_at, paused_by, updated_at)
+      VALUES (1, true, 'server test', now(), 'server-test', now())
+      ON CONFLICT (id) DO UPDATE SET paused = true, pause_reason = 'server test', paused_at = now(), paused_by = 'server-test', updated_at = now()`;
+    try {
+      for (let i = 0; i < 3; i++) {
+        const refused = await request();
+        expect(refused.status).toBe(503);
+        expect(((await refused.json()) as { code: string }).code).toBe("sponsorships_paused");
+      }
+    } finally {
+      await t.db.$client`UPDATE service_state SET paused = false, pause_reason = NULL, paused_at = NULL, paused_by = NULL, updated_at = now() WHERE id = 1`;
+    }
+    // Answered by server.ts before any route: a request line that is not HTTP/1.1.
+    const malformed = await slowClient("NOT HTTP AT ALL\r\n\r\n");
+    expect(await closesWithin(malformed, 10_000)).toBe(true);
+    expect(malformed.received()).toMatch(/^HTTP\/1\.1 400 /);
+    expect(await counted("sponsorships_paused")).toBe(before.paused + 3);
+    expect(await counted("bad_request")).toBe(before.badRequest + 1);
+    // Resumed: the same request is no problem (404 wallet_not_registered is, and is counted as such).
+    expect((await request()).status).toBe(404);
+    expect(await counted("sponsorships_paused")).toBe(before.paused + 3);
+  });
+});
+
 describe("methods Next.js cannot dispatch or would render a page for (decisions.md: 405 with Allow)", () => {
   it("answers TRACE, PROPFIND and QUERY on an API route 405 problem+json with the route's own Allow", async () => {
     for (const [method, pathname, allow] of [

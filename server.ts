@@ -22,7 +22,7 @@ import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
 import { storedUserAgent } from "@/lib/http/user-agent";
 import { ConfigError, getConfig, type Config } from "@/lib/config";
 import { log } from "@/lib/log";
-import { instrumentHttpRequest, serveWebMetrics, startProcessMetricsServer } from "@/lib/metrics";
+import { getWebMetrics, instrumentHttpRequest, serveWebMetrics, startProcessMetricsServer } from "@/lib/metrics";
 import { stopWhenSupervisorGone } from "@/lib/supervised";
 import { RATE_LIMIT_WINDOW_MS } from "@/lib/sponsorship/rate-limits";
 import { WorkerWatch } from "@/lib/webhooks/worker-watch";
@@ -404,6 +404,9 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => void stop("SIGINT"));
   stopWhenSupervisorGone(config);
 
+  // Before the first connection: an answer written before any request is instrumented (a malformed one's 400) is
+  // counted in http_problems_total too.
+  getWebMetrics();
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(config.port, () => {

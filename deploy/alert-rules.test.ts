@@ -22,8 +22,9 @@ describe.skipIf(promtool.error !== undefined || promtool.status !== 0)("deploy/p
   // stale series, and fires when the freshest heartbeat is stale; SponsorshipWorkerSilent names the dead worker.
   // treasury-low.yml: SponsorshipTreasuryLow fires at TREASURY_LOW_SPONSORSHIPS as exported (the `treasury.low`
   // webhook's threshold), at its default 100 when it is not, and never with 0.
-  // http-errors.yml: SponsorshipHttpServerErrors does not fire for the 503s of a pause (sponsorship_paused), during it
-  // or the window after the resume, and fires for the same 503s without a pause and for other routes' 503s in one.
+  // http-errors.yml: SponsorshipHttpServerErrors does not fire for the 503s of a pause (counted by problem code,
+  // http_problems_total), during it or after the resume, and fires for an outage's 503s on the same route, during a
+  // pause too, and for other routes' 503s in one.
   it.each(suites)("%s: every expected alert fires, and no other", (suite) => {
     const run = spawnSync("promtool", ["test", "rules", suite], { cwd: TESTS, encoding: "utf8" });
     expect(run.stdout + run.stderr).toContain("SUCCESS");

@@ -2,8 +2,10 @@
  * RFC 9457 problem details (decisions.md, "Errors"). The one renderer: every error the API answers leaves through
  * `renderProblem` (as a Response by `problemResponse` in route handlers, the admin routes included; written to Node's
  * response by server.ts for what it answers before Next), so status, `code`, `title`, `type` and `requestId` are
- * uniform and nothing internal leaks.
+ * uniform and nothing internal leaks. It also counts each answer by its code (`http_problems_total`).
  */
+
+import { countProblem } from "@/lib/metrics/state";
 
 export type FieldError = { path: string; message: string };
 
@@ -115,6 +117,7 @@ export function renderProblem(
   options: ProblemOptions = {},
 ): { status: number; headers: Record<string, string>; body: string } {
   const body = problemBody(code, detail, requestId, options.errors);
+  countProblem(code);
   const headers: Record<string, string> = { ...CODE_HEADERS[code] };
   for (const [name, value] of Object.entries(options.headers ?? {})) headers[name.toLowerCase()] = value;
   headers["content-type"] = "application/problem+json";

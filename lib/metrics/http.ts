@@ -13,6 +13,8 @@ export type HttpObservation = {
 
 export type HttpMetrics = {
   observe(observation: HttpObservation): void;
+  /** One problem answer (RFC 9457) by its `code`: what a status alone does not say (a pause's 503 or an outage's). */
+  problem(code: string): void;
 };
 
 /** Latency buckets from 1 ms to 10 s: the API answers in milliseconds, the pages in tens of them. */
@@ -35,7 +37,16 @@ export function createHttpMetrics(registry: Registry): HttpMetrics {
     buckets: HTTP_DURATION_BUCKETS,
     registers: [registry],
   });
+  const problems = new Counter({
+    name: "http_problems_total",
+    help: "Problem answers (RFC 9457) by their code, e.g. sponsorships_paused, rate_limited, unavailable (docs/api.md)",
+    labelNames: ["code"] as const,
+    registers: [registry],
+  });
   return {
+    problem(code) {
+      problems.inc({ code });
+    },
     observe({ route, method, status, seconds }) {
       const labels = { route, method: METHODS.has(method) ? method : "OTHER", status: String(status) };
       requests.inc(labels);

@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Registry } from "prom-client";
 import { createDatabase, type Database } from "@/db/client";
 import { resolveDeployment } from "@/lib/chain/deployment";
 import { getConfig, type Config } from "@/lib/config";
@@ -7,18 +6,13 @@ import { WEB_POOL_LIMITS } from "@/lib/http/app-context";
 import type { Logger } from "@/lib/log";
 import { createViemChainReader } from "./chain-reader";
 import { serveMetricsRequest, startMetricsServer, type MetricsAuthorizer, type MetricsServer } from "./expose";
-import { createHttpMetrics, instrumentHttpExchange, type HttpMetrics, type HttpObservation } from "./http";
-import { createPipelineMetrics, type PipelineMetrics, type RelayFailureKind, type RequestTimestamps } from "./pipeline";
+import { createHttpMetrics, instrumentHttpExchange, type HttpObservation } from "./http";
+import { createPipelineMetrics, type RelayFailureKind, type RequestTimestamps } from "./pipeline";
 import { createMetricsRegistry, type MetricsComponent } from "./registry";
 import { registerServiceMetrics, type ServiceSources } from "./service";
+import { metricsState, type WebMetrics, type WorkerMetrics } from "./state";
 
-/**
- * The process-wide metrics of the web server and of the worker, and the one-line hooks their code calls.
- *
- * The registries hang off `globalThis`: Next.js bundles route handlers separately from server.ts, so a
- * module-level variable could exist twice in the web process, and the series observed in one copy would be
- * missing from the other's `/metrics`.
- */
+/** The process-wide metrics of the web server and of the worker, and the one-line hooks their code calls. */
 
 export { createHttpMetrics, routeLabel, instrumentHttpExchange, type HttpMetrics, type HttpObservation } from "./http";
 export { createPipelineMetrics, type PipelineMetrics, type RelayFailureKind, type RequestTimestamps } from "./pipeline";
@@ -26,25 +20,19 @@ export { registerServiceMetrics, type ChainReader, type ServiceSources } from ".
 export { createViemChainReader } from "./chain-reader";
 export { startMetricsServer, serveMetricsRequest, metricsResponse, isAdminBearer, type MetricsAuthorizer, type MetricsServer } from "./expose";
 export { createMetricsRegistry, type MetricsComponent } from "./registry";
-
-export type WebMetrics = { registry: Registry; http: HttpMetrics };
-export type WorkerMetrics = { registry: Registry; pipeline: PipelineMetrics };
-
-type State = { web?: WebMetrics; worker?: WorkerMetrics; sources?: ServiceSources };
-const KEY = Symbol.for("gas-sponsorship.metrics");
-const state = ((globalThis as Record<symbol, unknown>)[KEY] ??= {}) as State;
+export type { WebMetrics, WorkerMetrics } from "./state";
 
 /**
  * The service-wide collectors read through their own small pool (2 connections, opened at the first scrape),
  * so a scrape never waits behind the API's or the worker's queries, and through a batched JSON-RPC client.
  */
 function defaultSources(config: Config = getConfig()): ServiceSources {
-  if (!state.sources) {
+  if (!metricsState.sources) {
     if (!config.databaseUrl) throw new Error("DATABASE_URL is not set");
     // The web pool's limits (statement, lock, idle transaction, connect and answer timeouts): a scrape needs no more.
     const db: Database = createDatabase(config.databaseUrl, { max: 2, applicationName: "sponsorship-metrics", ...WEB_POOL_LIMITS });
     const deployment = resolveDeployment(config);
-    state.sources = {
+    metricsState.sources = {
       db,
       // The chain's id, so that an endpoint of another chain in RPC_URL is not read (chain-reader.ts).
       chain: config.rpcUrls.length > 0 ? createViemChainReader(config.rpcUrls, { chainId: config.chainId ?? deployment?.chainId }) : undefined,
@@ -54,27 +42,27 @@ function defaultSources(config: Config = getConfig()): ServiceSources {
       treasuryLowSponsorships: config.treasuryLowSponsorships,
     };
   }
-  return state.sources;
+  return metricsState.sources;
 }
 
 /** The web server's registry: HTTP series, the service-wide series and Node's process metrics. */
 export function getWebMetrics(): WebMetrics {
-  if (!state.web) {
+  if (!metricsState.web) {
     const registry = createMetricsRegistry("web");
-    state.web = { registry, http: createHttpMetrics(registry) };
+    metricsState.web = { registry, http: createHttpMetrics(registry) };
     registerServiceMetrics(registry, { sources: () => defaultSources() });
   }
-  return state.web;
+  return metricsState.web;
 }
 
 /** The worker's registry: relay and stage series, the service-wide series and Node's process metrics. */
 export function getWorkerMetrics(): WorkerMetrics {
-  if (!state.worker) {
+  if (!metricsState.worker) {
     const registry = createMetricsRegistry("worker");
-    state.worker = { registry, pipeline: createPipelineMetrics(registry) };
+    metricsState.worker = { registry, pipeline: createPipelineMetrics(registry) };
     registerServiceMetrics(registry, { sources: () => defaultSources() });
   }
-  return state.worker;
+  return metricsState.worker;
 }
 
 /* ------------------------------------------------------------ web hooks */

@@ -96,6 +96,14 @@ describe("HTTP metrics", () => {
     expect(text).toContain('component="web"');
     expect(text).not.toContain("3f0c1f9e");
   });
+
+  it("counts problem answers by code (the web server counts every rendered problem: server.test.ts)", async () => {
+    metrics.problem("sponsorships_paused");
+    metrics.problem("sponsorships_paused");
+    metrics.problem("unavailable");
+    expect(await value(registry, "http_problems_total", { code: "sponsorships_paused" })).toBe(2);
+    expect(await value(registry, "http_problems_total", { code: "unavailable" })).toBe(1);
+  });
 });
 
 describe("pipeline metrics", () => {
