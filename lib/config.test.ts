@@ -86,6 +86,15 @@ describe("configuration", () => {
     ["IP_RETENTION_DAYS", "36501", /^Invalid configuration: IP_RETENTION_DAYS must be at most 36500$/],
     ["SPONSOR_AMOUNT_WEI", "0", /^Invalid configuration: SPONSOR_AMOUNT_WEI must be greater than 0$/],
     ["SPONSOR_AMOUNT_WEI", (2n ** 128n).toString(), /^Invalid configuration: SPONSOR_AMOUNT_WEI must be less than 2\^128$/],
+    // 64 hex characters that are no secp256k1 key: viem threw on them later, in a worker restarted for ever.
+    ["RELAYER_PRIVATE_KEYS", `0x${"0".repeat(64)}`, /^Invalid configuration: RELAYER_PRIVATE_KEYS\.0 is not a valid secp256k1 private key/],
+    ["DEPLOYER_PRIVATE_KEY", `0x${"f".repeat(64)}`, /^Invalid configuration: DEPLOYER_PRIVATE_KEY is not a valid secp256k1 private key/],
+    ["METRICS_PORT", "65535", /^Invalid configuration: METRICS_PORT must be at most 65534$/],
+    ["EXPLORER_URL", "javascript:alert(1)", /^Invalid configuration: EXPLORER_URL must be an http:\/\/ or https:\/\/ URL$/],
+    ["DATABASE_URL", "mysql://db.example.org/faucet", /^Invalid configuration: DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL/],
+    ["DATABASE_URL", "localhost:5432/faucet", /^Invalid configuration: DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL/],
+    ["REGISTRY_ADDRESS", `0x${"12".repeat(20)}`, /^Invalid configuration: TREASURY_ADDRESS is missing \(REGISTRY_ADDRESS and TREASURY_ADDRESS go together\)$/],
+    ["TREASURY_ADDRESS", `0x${"12".repeat(20)}`, /^Invalid configuration: REGISTRY_ADDRESS is missing \(REGISTRY_ADDRESS and TREASURY_ADDRESS go together\)$/],
   ])("stops on a bad %s with one line naming it", (name, value, message) => {
     let error: unknown;
     try {
@@ -176,6 +185,10 @@ describe("configuration", () => {
 
     it("accepts a random token of 32 characters, like the one npm start generates", () => {
       expect(parseConfig({ ADMIN_TOKEN: "pQ7sV2xK9mW4zR1tB8nC5yL3hF6gD0jA" }).adminToken).toBe("pQ7sV2xK9mW4zR1tB8nC5yL3hF6gD0jA");
+    });
+
+    it("leaves out surrounding whitespace (a secret file's newline), which the sign-in form and a bearer header never carry", () => {
+      expect(parseConfig({ ADMIN_TOKEN: " pQ7sV2xK9mW4zR1tB8nC5yL3hF6gD0jA\n" }).adminToken).toBe("pQ7sV2xK9mW4zR1tB8nC5yL3hF6gD0jA");
     });
   });
 

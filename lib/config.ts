@@ -12,10 +12,16 @@ import { developmentSecretsRefusal, LOCAL_RELAYER_KEYS } from "./local-chain";
 // lib/local-chain.ts; parseConfig applies that rule, and they are exported here too for the code that configures.
 export { developmentSecretsRefusal, isLoopbackRpcUrl, LOCAL_CHAIN_ID, LOCAL_DEPLOYER_KEY, LOCAL_DEV_KEYS, LOCAL_RELAYER_KEYS } from "./local-chain";
 
+/** The order of secp256k1's group: a private key is a number from 1 to this minus 1. */
+const SECP256K1_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+
 const privateKey = z
   .string()
   .trim()
   .regex(/^0x[0-9a-fA-F]{64}$/, "must be 0x followed by 64 hex characters")
+  // 64 hex characters that are no key (0, or the group's order or more) would pass here and throw in viem later,
+  // in a worker that its supervisor restarts for ever.
+  .refine((k) => BigInt(k) > 0n && BigInt(k) < SECP256K1_ORDER, "is not a valid secp256k1 private key (it must be between 1 and the curve order minus 1)")
   .transform((k) => k.toLowerCase() as Hex);
 
 const address = z
@@ -72,6 +78,9 @@ export const ADMIN_TOKEN_MIN_LENGTH = 32;
 const ADMIN_TOKEN_MIN_DISTINCT = 10;
 const adminToken = z
   .string()
+  // Surrounding whitespace (a secret file's trailing newline) is no part of the token: every form and bearer header
+  // that carries it is trimmed too, so kept it would match none of them.
+  .trim()
   .min(ADMIN_TOKEN_MIN_LENGTH, `must be at least ${ADMIN_TOKEN_MIN_LENGTH} characters (e.g. \`openssl rand -base64 32\`)`)
   .refine((v) => new Set(v).size >= ADMIN_TOKEN_MIN_DISTINCT && !/^([\s\S]+?)\1+$/.test(v), {
     message: `has too little variety (fewer than ${ADMIN_TOKEN_MIN_DISTINCT} distinct characters, or a repeated pattern); use a random one (e.g. \`openssl rand -base64 32\`)`,
@@ -90,6 +99,12 @@ const gwei = z
 
 /** A JSON-RPC endpoint: http:// or https:// only. */
 const httpUrl = url.refine((v) => !URL.canParse(v) || /^https?:$/.test(new URL(v).protocol), "must be an http:// or https:// URL");
+
+/** A PostgreSQL connection URL, as the driver reads it. */
+const databaseUrl = url.refine(
+  (v) => !URL.canParse(v) || /^postgres(ql)?:$/.test(new URL(v).protocol),
+  "must be a postgres:// or postgresql:// URL (e.g. postgres://user:password@host:5432/database)",
+);
 
 /**
  * A webhook endpoint: http(s), without a user name or password. Fetch refuses to send to such a URL, so every event
@@ -116,7 +131,7 @@ const webhookSecret = z
 
 const envSchema = z.object({
   PORT: withDefault(integer(1, 65535), "3000"),
-  DATABASE_URL: optional(url),
+  DATABASE_URL: optional(databaseUrl),
   /** One endpoint, or several of the same chain, comma-separated (reads fail over, broadcasts go to all). */
   RPC_URL: list(httpUrl),
   CHAIN_ID: optional(integer(1, Number.MAX_SAFE_INTEGER)),
@@ -182,8 +197,10 @@ const envSchema = z.object({
   EMBEDDED_PG_PORT: withDefault(integer(1, 65535), "54329"),
   LOCAL_CHAIN_PORT: withDefault(integer(1, 65535), "8545"),
   LOCAL_BLOCK_TIME: withDefault(integer(0, 3600), "1"),
-  METRICS_PORT: optional(integer(0, 65535)),
-  EXPLORER_URL: optional(url),
+  /** The web server's loopback metrics port; the worker's is the next one, so at most 65534. */
+  METRICS_PORT: optional(integer(0, 65534)),
+  /** Published in GET /faucet and linked from the pages: http(s) only. */
+  EXPLORER_URL: optional(httpUrl),
   /**
    * The chain's JSON-RPC URL a user's browser wallet may use ("Add <network> to your wallet" on /request). Unset: the
    * first RPC_URL when every endpoint is loopback (npm start's local chain), else none and no button: RPC_URL may
@@ -277,6 +294,10 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(`Invalid configuration: ${variable} ${issue?.message ?? "is invalid"}`);
   }
   const e = result.data;
+  if ((e.REGISTRY_ADDRESS === undefined) !== (e.TREASURY_ADDRESS === undefined)) {
+    const missing = e.REGISTRY_ADDRESS === undefined ? "REGISTRY_ADDRESS" : "TREASURY_ADDRESS";
+    throw new ConfigError(`Invalid configuration: ${missing} is missing (REGISTRY_ADDRESS and TREASURY_ADDRESS go together)`);
+  }
   if (e.WEBHOOK_URLS.length > 0 && e.WEBHOOK_SECRET === undefined) {
     throw new ConfigError("Invalid configuration: WEBHOOK_SECRET must be set when WEBHOOK_URLS is set (whsec_ followed by base64 of at least 24 random bytes)");
   }
@@ -329,6 +350,12 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   const refusal = developmentSecretsRefusal(config, config.chainId);
   if (refusal) throw new ConfigError(refusal);
   return config;
+}
+
+/** Why `token` cannot be an administrator token (ADMIN_TOKEN's rules), or undefined when it can. */
+export function adminTokenRefusal(token: string): string | undefined {
+  const result = adminToken.safeParse(token);
+  return result.success ? undefined : result.error.issues[0]?.message;
 }
 
 let cached: Config | undefined;

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -101,6 +101,33 @@ describe("npm start refuses", () => {
     await expectRefused({ WEBHOOK_URLS: "https://hooks.example.org/in", WEBHOOK_SECRET: "not-a-whsec-secret-0123456789abcdef" }, "WEBHOOK_SECRET");
     await expectRefused({ WEBHOOK_URLS: "hooks.example.org", WEBHOOK_SECRET: secret }, "WEBHOOK_URLS\\.0");
     await expectRefused({ MAX_FEE_PER_GAS_GWEI: "fifty" }, "MAX_FEE_PER_GAS_GWEI");
+  });
+
+  it("a key that is no secp256k1 key, and one contract address without the other (both failed only in the worker, restarted for ever)", async () => {
+    await expectRefused({ RELAYER_PRIVATE_KEYS: `0x${"0".repeat(64)}` }, "RELAYER_PRIVATE_KEYS\\.0");
+    await expectRefused({ REGISTRY_ADDRESS: `0x${"12".repeat(20)}` }, "TREASURY_ADDRESS");
+  });
+
+  it("an administrator token kept in DATA_DIR that is empty or edited into a weak one (ADMIN_TOKEN unset), leaving the file as it was", async () => {
+    const file = path.join(dataDir, "admin-token");
+    try {
+      for (const kept of ["\n", "short-token\n"]) {
+        await writeFile(file, kept);
+        const { code, stderr, stdout } = await start({});
+        expect(code, stderr + stdout).toBe(1);
+        const lines = stderr.trim().split("\n");
+        expect(lines, stderr).toHaveLength(1);
+        expect(lines[0]).toMatch(
+          new RegExp(
+            `^Invalid administrator token in ${file}: it (is empty|must be at least 32 characters).*; delete the file to generate a new one, or set ADMIN_TOKEN$`,
+          ),
+        );
+        expect(await readdir(dataDir)).toEqual(["admin-token"]);
+        expect(await readFile(file, "utf8")).toBe(kept);
+      }
+    } finally {
+      await rm(file, { force: true });
+    }
   });
 });
 

@@ -7,7 +7,7 @@ import { LOCAL_CHAIN_PORT_ALSO, ensureLocalChain, isOurAnvil, type LocalChain } 
 import { closeDatabase, createDatabase } from "@/db/client";
 import { isEmbeddedPostgresOf, startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrationsWhenReachable, functionsNotice } from "@/db/migrate";
-import { ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
+import { adminTokenRefusal, ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
 import { createLogger } from "@/lib/log";
 import { BuildStoppedError, buildIfStale } from "./build-if-stale";
 import { replayLostTransactions } from "./chain-replay";
@@ -312,6 +312,19 @@ async function refuseDevelopmentSecrets(config: Config): Promise<void> {
   if (refusal) throw new ConfigError(refusal);
 }
 
+/**
+ * Why the administrator token kept in DATA_DIR (ADMIN_TOKEN unset) cannot serve, in one line; undefined when it can
+ * or there is none. A file emptied or edited by hand is refused before anything starts, not by a web server
+ * restarted for ever (or, empty, one that silently turns the sign-in off).
+ */
+function keptAdminTokenRefusal(config: Config): string | undefined {
+  const file = path.join(config.dataDir, "admin-token");
+  if (config.adminToken || !existsSync(file)) return undefined;
+  const kept = readFileSync(file, "utf8").trim();
+  const refusal = kept === "" ? "is empty" : adminTokenRefusal(kept);
+  return refusal && `Invalid administrator token in ${file}: it ${refusal}; delete the file to generate a new one, or set ADMIN_TOKEN`;
+}
+
 /** ADMIN_TOKEN unset in local development: generate one, keep it in DATA_DIR, print it once. */
 function adminToken(config: Config): string {
   if (config.adminToken) return config.adminToken;
@@ -473,6 +486,8 @@ async function main(): Promise<void> {
   await refuseDevelopmentSecrets(config).catch((error: unknown) => fail(error instanceof Error ? error.message : String(error)));
   const sharedPort = sharedPortRefusal(config);
   if (sharedPort) fail(sharedPort);
+  const keptToken = keptAdminTokenRefusal(config);
+  if (keptToken) fail(keptToken);
   scrubSecrets();
 
   // Whoever reads our output may go away (a terminal closed, a pipe's reader killed): every write then fails with
