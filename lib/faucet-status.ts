@@ -3,6 +3,8 @@ import type { Database } from "@/db/client";
 import { readMedianSecondsToComplete } from "@/db/queries/faucet";
 import type { Config } from "@/lib/config";
 import { chainChecks, knownChainId } from "@/lib/health";
+import { HttpProblem } from "@/lib/http/problem";
+import { isLoopbackRpcUrl } from "@/lib/local-chain";
 import { faucetGateState } from "@/lib/sponsorship/faucet-gate";
 import type { FaucetState, FaucetStatusResponse } from "@/lib/sponsorship/schemas";
 
@@ -22,6 +24,9 @@ import type { FaucetState, FaucetStatusResponse } from "@/lib/sponsorship/schema
 export const FAUCET_SNAPSHOT_MS = 1_000;
 /** While the faucet cannot serve for a reason no clock ends (empty, unreachable, paused on-chain), or serves on low funds: look again in a minute. */
 export const FAUCET_RETRY_SECONDS = 60;
+
+/** While the network is not known yet (no endpoint has answered, CHAIN_ID unset): the chain checks' own pace. */
+const FAUCET_UNKNOWN_CHAIN_RETRY_SECONDS = 5;
 
 const LOCAL_CHAIN_ID = 31337;
 const knownChains = Object.values(chains as Record<string, { id: number; name: string; nativeCurrency: { symbol: string } }>);
@@ -44,8 +49,15 @@ async function readFaucetStatus({ db, config }: Deps): Promise<FaucetStatusRespo
   ]);
   // The chain was reached when some endpoint answered its id: `ok`, or `degraded` while only some of several
   // RPC endpoints answer (the others serve, decisions.md "Several RPC endpoints"). While none does: what is known
-  // without it (an outage does not change a chain's id); the local chain's only when nothing ever told it.
-  const chainId = chain.chainId ?? knownChainId(config) ?? LOCAL_CHAIN_ID;
+  // without it (an outage does not change a chain's id); the local chain's only when nothing ever told it and
+  // every endpoint is loopback (npm start's chain). A remote chain whose id nothing has told yet (CHAIN_ID unset,
+  // no endpoint answered since this process started) is not named at all: 503, as for any part not reached yet.
+  const chainId = chain.chainId ?? knownChainId(config) ?? (isLoopbackRpcUrl(config.rpcUrls.join(",")) ? LOCAL_CHAIN_ID : undefined);
+  if (chainId === undefined) {
+    throw new HttpProblem("unavailable", "No RPC endpoint has answered yet, so the faucet's network is not known; retry shortly", {
+      headers: { "retry-after": String(FAUCET_UNKNOWN_CHAIN_RETRY_SECONDS) },
+    });
+  }
 
   let state: FaucetState;
   let retryAfterSeconds: number | null = FAUCET_RETRY_SECONDS;

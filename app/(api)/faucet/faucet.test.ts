@@ -169,7 +169,12 @@ describe("GET /faucet", () => {
   });
 
   it("is chain_unreachable while the chain does not answer, or none is configured, and keeps the configured chain id", async () => {
-    reconfigure(ctx, { RPC_URL: `http://127.0.0.1:${await freePort()}`, TREASURY_ADDRESS: treasuries.operating, CHAIN_ID: "11155111" });
+    reconfigure(ctx, {
+      RPC_URL: `http://127.0.0.1:${await freePort()}`,
+      REGISTRY_ADDRESS: registry,
+      TREASURY_ADDRESS: treasuries.operating,
+      CHAIN_ID: "11155111",
+    });
     expect(await getFaucet()).toMatchObject({
       state: "chain_unreachable",
       retryAfterSeconds: FAUCET_RETRY_SECONDS,
@@ -179,6 +184,20 @@ describe("GET /faucet", () => {
     });
     reconfigure(ctx, {});
     expect(await getFaucet()).toMatchObject({ state: "chain_unreachable", chainId: 31337 });
+  });
+
+  it("names no network while a remote chain has never answered and CHAIN_ID is unset: 503 unavailable, not the local chain's", async () => {
+    // A name that resolves nowhere (RFC 6761 .invalid): never reached, and not loopback.
+    reconfigure(ctx, {
+      RPC_URL: "http://rpc.faucet-test.invalid",
+      REGISTRY_ADDRESS: registry,
+      TREASURY_ADDRESS: treasuries.operating,
+      ADMIN_TOKEN: "pQ7sV2xK9mW4zR1tB8nC5yL3hF6gD0jA",
+    });
+    const answer = await callApi({ path: "/faucet" });
+    expectProblem(answer, 503, "unavailable");
+    expect(Number(answer.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(answer.text).not.toContain("31337");
   });
 
   it("is operating while one of several RPC endpoints does not answer (the others serve), with the chain's own id", async () => {
