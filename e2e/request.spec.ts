@@ -212,9 +212,18 @@ test.describe.serial("requesting gas on /request", () => {
     const request = new RequestPage(page);
     await request.goto();
 
+    // The hint is read with the field; what is spoken as it changes is only an error or a complete address, never
+    // the character count at each key.
+    const announcement = page.getByTestId("address-announcement");
+    await expect(announcement).toHaveAttribute("aria-live", "polite");
+    await request.address.pressSequentially("0x12");
+    expect(await request.fieldMessage()).toBe("Keep typing: 4 of 42 characters.");
+    await expect(announcement).toHaveText("");
     await request.address.fill("0x12zz");
     await expect(request.address).toHaveAttribute("aria-invalid", "true");
     expect(await request.fieldMessage()).toBe("Only the digits 0–9 and the letters a–f may follow 0x.");
+    await expect(announcement).toHaveText("Only the digits 0–9 and the letters a–f may follow 0x.");
+    await expect(page.locator('[aria-live="polite"]', { hasText: "Keep typing" })).toHaveCount(0);
 
     await request.address.fill("hello");
     expect(await request.fieldMessage()).toBe("A wallet address starts with 0x.");

@@ -53,6 +53,11 @@ export function RequestFlow({
   const check = checkAddress(address);
   const fieldError = check.message && (!check.partial || showIncomplete) ? check.message : null;
   const hint = fieldError ?? (check.valid ? "Looks like a valid address." : (check.message ?? "0x followed by 40 characters 0–9 and a–f."));
+  /**
+   * What a screen reader is told as it happens: an error, or that the address is complete. The hint itself is read
+   * with the field (aria-describedby); as a live region its "Keep typing: 7 of 42 characters." spoke at every key.
+   */
+  const spoken = fieldError ?? (check.valid ? "Looks like a valid address." : "");
 
   function track(id: string | null) {
     setTrackedId(id);
@@ -135,8 +140,11 @@ export function RequestFlow({
             aria-describedby={hintId}
             className={`${textInput} font-mono text-sm sm:text-base`}
           />
-          <p id={hintId} aria-live="polite" className={`min-h-5 text-sm ${fieldError ? "font-medium text-red-800" : "text-slate-700"}`}>
+          <p id={hintId} className={`min-h-5 text-sm ${fieldError ? "font-medium text-red-800" : "text-slate-700"}`}>
             {hint}
+          </p>
+          <p aria-live="polite" className="sr-only" data-testid="address-announcement">
+            {spoken}
           </p>
         </div>
         <ConnectWallet

@@ -16,7 +16,10 @@ const WORDS: Record<FaucetStatusView["state"], Omit<FaucetWords, "serving">> = {
   paused: { label: "Paused", sentence: "The faucet is paused by its operator; requests are not accepted for now." },
   budget_exhausted: { label: "Out of budget", sentence: "The faucet has given away its budget for now; requests are accepted again when it has room." },
   empty: { label: "Empty", sentence: "The faucet has run out of tokens; requests are accepted again once it is refilled." },
-  chain_unreachable: { label: "Network unreachable", sentence: "The faucet cannot reach the network right now; requests are not accepted for now." },
+  chain_unreachable: {
+    label: "Network unreachable",
+    sentence: "The faucet cannot reach the network right now, so it cannot send tokens; try again in a minute.",
+  },
 };
 
 export function describeFaucet(status: Pick<FaucetStatusView, "state">): FaucetWords {
