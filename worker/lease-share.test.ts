@@ -72,6 +72,26 @@ describe("relayer lease shares", () => {
     expect(await leasedBy(w.workerId)).toBe(2);
   });
 
+  it("leaves no relayer to nobody when two workers' keys only partly overlap (four here, one of them there)", async () => {
+    const a = await startInProcessWorker(fx);
+    workers.push(a);
+    await waitFor("all four relayers leased by the first worker", async () => ((await leasedBy(a.workerId)) === 4 ? true : undefined), 8_000);
+    // A rolling change of RELAYER_PRIVATE_KEYS: a second worker with one of the four keys (the one that sorts first).
+    const first = [...fx.relayerKeys].sort((x, y) => relayerAddress(x).toLowerCase().localeCompare(relayerAddress(y).toLowerCase()))[0]!;
+    const b = await startInProcessWorker(fx, { RELAYER_PRIVATE_KEYS: first });
+    workers.push(b);
+    // Before, the first gave back two (its share of four between two) that the second has no key for: held by nobody.
+    await waitFor(
+      "the second worker holds its one relayer and the first the other three",
+      async () => ((await leasedBy(b.workerId)) === 1 && (await leasedBy(a.workerId)) === 3 ? true : undefined),
+      15_000,
+    );
+    const held = (await fx.database.db.execute(
+      sql`SELECT count(*)::int AS n FROM relayer_accounts WHERE lease_owner IS NOT NULL AND lease_expires_at > now()`,
+    )) as unknown as [{ n: number }];
+    expect(held[0].n).toBe(4);
+  });
+
   it("counts a live worker on the same hostname in another PID namespace (another container) by its beats, not by probing its pid", async () => {
     expect(processSpace().pidNamespace).not.toBeNull();
     await otherWorker("container-twin", fx.relayerKeys.map(relayerAddress), { pidNamespace: "pid:[1]" });

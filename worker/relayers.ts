@@ -23,7 +23,8 @@ import { sameProcessSpace } from "./host";
  * The relayer keys this worker may use, and which of them it leases right now. Each relayer's nonce sequence is
  * owned by exactly one worker: a lease is taken only when free, expired or left by a dead process on this host
  * (in this PID namespace),
- * and shared fairly (each live worker holds at most ceil(relayers / workers)). On taking a lease the next nonce is
+ * and shared fairly (each live worker holds ceil(relayers / workers), more only of what no other would take:
+ * rebalance). On taking a lease the next nonce is
  * reconciled with the chain (pending nonce) and with the highest nonce stored in the database.
  */
 
@@ -115,8 +116,15 @@ export class RelayerPool {
   }
 
   /**
-   * Takes or gives back leases so that every live worker holds its fair share. Called between stages, never while
-   * a stage uses a relayer.
+   * Takes or gives back leases so that every live worker holds its fair share, and no relayer a live worker has the
+   * key of is left to nobody. Called between stages, never while a stage uses a relayer.
+   *
+   * A worker's share is ceil(its relayers / the live workers that hold keys for some of them, itself included). A
+   * lease is given back only to a competitor below its own share that holds the key (its share computed as it
+   * computes it), at most as many as it lacks; and a free relayer is taken beyond the share when no such competitor
+   * would take it. Until session 25 a worker gave back its extras whoever could take them: with keys that only
+   * partly overlap (four here, one of them there: a rolling change of RELAYER_PRIVATE_KEYS) two relayers were held by
+   * nobody, and the transactions they had sent were never settled.
    */
   async rebalance(): Promise<void> {
     const { db, workerId, leaseTtlMs, log } = this.options;
@@ -125,33 +133,53 @@ export class RelayerPool {
     const dead = new Set(
       presence.filter((w) => w.workerId !== workerId && ((sameProcessSpace(w) && !processAlive(w.pid)) || w.lastBeatAgeMs > leaseTtlMs)).map((w) => w.workerId),
     );
+    // Keys a worker holds, as it said in its heartbeat (one that has not said: all of ours).
+    const keysOf = (w: { configuredRelayers: string[] | null }): Set<Address> =>
+      w.configuredRelayers === null ? new Set(this.accounts.keys()) : new Set(w.configuredRelayers.map((a) => a.toLowerCase() as Address));
+    const overlaps = (a: Set<Address>, b: Set<Address>) => [...a].some((address) => b.has(address));
+    const mine = new Set(this.accounts.keys());
+    const others = presence.filter((w) => w.workerId !== workerId && !dead.has(w.workerId)).map((w) => ({ workerId: w.workerId, keys: keysOf(w) }));
     // Only workers that hold keys for some of our relayers compete for them: a worker with other keys, or none,
     // must not shrink our share and leave accounts unused.
-    const live = new Set(
-      presence
-        .filter((w) => !dead.has(w.workerId))
-        .filter((w) => w.configuredRelayers === null || w.configuredRelayers.some((a) => this.accounts.has(a.toLowerCase() as Address)))
-        .map((w) => w.workerId),
-    );
-    live.add(workerId);
-    const share = Math.ceil(this.accounts.size / live.size);
+    const competitors = others.filter((w) => overlaps(w.keys, mine));
+    const share = Math.ceil(mine.size / (competitors.length + 1));
 
-    const leases = await listRelayerLeases(db, this.configured);
+    const everyKey = new Set<Address>([...mine, ...competitors.flatMap((w) => [...w.keys])]);
+    const leases = await listRelayerLeases(db, [...everyKey].sort());
     // Forget what the database says is no longer ours.
     for (const lease of leases) if (this.held.has(lease.address) && lease.leaseOwner !== workerId) this.drop(lease.address, "owner changed");
 
+    // What each competitor lacks of its share, as it counts it (its own rivals include this worker).
+    const everyone = [{ workerId, keys: mine }, ...others];
+    const lacking = new Map<string, number>();
+    for (const w of competitors) {
+      const rivals = everyone.filter((v) => v.workerId !== w.workerId && overlaps(v.keys, w.keys)).length;
+      const held = leases.filter((l) => l.leaseOwner === w.workerId && !l.leaseExpired).length;
+      lacking.set(w.workerId, Math.ceil(w.keys.size / (rivals + 1)) - held);
+    }
+    /** A competitor below its share that would take this relayer; counted as taking it when `claim`. */
+    const takerOf = (address: Address, claim: boolean): string | undefined => {
+      const taker = competitors.find((w) => w.keys.has(address) && (lacking.get(w.workerId) ?? 0) > 0)?.workerId;
+      if (taker !== undefined && claim) lacking.set(taker, lacking.get(taker)! - 1);
+      return taker;
+    };
+
     if (this.held.size > share) {
-      const extra = this.leased.slice(share);
+      const extra = this.leased
+        .reverse()
+        .filter((address) => takerOf(address, true) !== undefined)
+        .slice(0, this.held.size - share);
+      if (extra.length === 0) return;
       await releaseRelayerLeases(db, workerId, extra);
       for (const address of extra) this.forget(address);
-      log.info("relayer leases released for another worker", { relayers: extra, share, workers: live.size });
+      log.info("relayer leases released for another worker", { relayers: extra, share, workers: competitors.length + 1 });
       return;
     }
-    if (this.held.size >= share) return;
 
     for (const lease of leases) {
-      if (this.held.size >= share) break;
-      if (this.held.has(lease.address)) continue;
+      if (!mine.has(lease.address) || this.held.has(lease.address)) continue;
+      // Beyond the share only what no competitor below its share would take: left alone, nobody would settle it.
+      if (this.held.size >= share && takerOf(lease.address, false) !== undefined) continue;
       // Expiry as the database judges it (this worker's wall clock may step or differ from the one that set it).
       const free = lease.leaseOwner === null || lease.leaseOwner === workerId || dead.has(lease.leaseOwner) || lease.leaseExpired;
       if (!free) continue;
@@ -161,7 +189,7 @@ export class RelayerPool {
         await this.reconcile(lease.address, acquired.nextNonce);
         this.options.onLeaseChange?.(lease.address);
         this.held.add(lease.address);
-        log.info("relayer lease acquired", { relayer: lease.address, previousOwner: acquired.previousOwner, share, workers: live.size });
+        log.info("relayer lease acquired", { relayer: lease.address, previousOwner: acquired.previousOwner, share, workers: competitors.length + 1 });
       } catch (error) {
         // Not reconciled, not used: give it back so nobody waits for the lease to expire.
         await releaseRelayerLeases(db, workerId, [lease.address]).catch(() => {});
