@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { compileTestContract } from "@/contracts/test-helpers";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { requestIdHash } from "@/lib/chain/ids";
-import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
+import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { pauseSponsorships, resumeSponsorships } from "@/lib/admin/controls";
 import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
 import { createSponsorshipRequest } from "@/lib/sponsorship/create-request";
@@ -148,6 +148,23 @@ describe("a wallet that cannot be paid", () => {
     expect(sent.length - sentBefore).toBe(0);
     expect((await readSponsoredEvents(fx)).filter((e) => e.wallet === wallet)).toEqual([]);
     expect(await fx.clients.getBalance({ address: wallet })).toBe(0n);
+  });
+
+  it("is rejected payment_refused at review also when the relayer it would be simulated from is not authorised by the treasury", async () => {
+    // A second key the treasury never authorised, whose address sorts before the fixture's relayer: the first one
+    // leased or configured, which the dry run used. Its NotRelayer hid the refusal, the request was approved, and its
+    // relay reverted on-chain (gas spent) before it failed.
+    const unauthorised = LOCAL_RELAYER_KEYS[1]!;
+    expect(relayerAddress(unauthorised).toLowerCase() < relayerAddress(fx.relayerKeys[0]!).toLowerCase()).toBe(true);
+    const wallet = await deployRefusingWallet(true);
+    const { id } = await createRequest(fx, wallet);
+    const sentBefore = sent.length;
+    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, WORKER_INTERVAL_MS: "200", RELAYER_PRIVATE_KEYS: `${unauthorised},${fx.relayerKeys[0]}` });
+
+    const row = await waitStatus(id, "rejected");
+    expect(row.eligibilityReason).toBe("payment_refused");
+    expect(await readRelays(fx, id)).toEqual([]);
+    expect(sent.length - sentBefore).toBe(0);
   });
 
   it("is rejected payment_refused at review when it is the zero address (ZeroAddress), with nothing sent", async () => {

@@ -24,13 +24,29 @@ export const SERVICE_STATE_REVERTS: ReadonlySet<string> = new Set(["NotRelayer",
  */
 export const WALLET_REFUSED_REVERTS: ReadonlySet<string> = new Set(["TransferFailed", "ZeroAddress"]);
 
+/** The relayer whose dry runs last told something (authorised by the treasury), per worker. */
+const dryRunRelayers = new WeakMap<WorkerContext, Address>();
+
+/**
+ * The relayer to simulate from: one the relay stage last found authorised (its reads of the latest block it
+ * relayed at), else the one that last simulated without NotRelayer, else the first leased or configured one.
+ */
+function dryRunRelayer(ctx: WorkerContext): Address | undefined {
+  const candidates = [...ctx.pool.leased, ...ctx.pool.configured];
+  const authorised = ctx.relayReads?.value.authorised;
+  const known = authorised ? candidates.find((r) => authorised.has(r.toLowerCase() as Address)) : undefined;
+  const last = dryRunRelayers.get(ctx);
+  return known ?? (last && candidates.includes(last) ? last : candidates[0]);
+}
+
 /**
  * Review (decisions.md "Pipeline"): claim due pending requests in a batch (FOR UPDATE SKIP LOCKED, so workers
  * never review the same request), re-check eligibility and move each to approved or rejected:
  * - an active block of the wallet (administrator, or automatic and not expired) -> rejected `wallet_blocked`;
  * - `isSponsored` true on-chain (one batched `areSponsored` call) -> rejected `already_sponsored`;
- * - the payment itself simulated (`eth_call` of the treasury's `sponsor` from a relayer, with the relay's gas
- *   limit, in the same JSON-RPC batch as `areSponsored`) reverts with TransferFailed (a contract whose `receive` refuses the
+ * - the payment itself simulated (`eth_call` of the treasury's `sponsor` from an authorised relayer, with the
+ *   relay's gas limit, in the same JSON-RPC batch as `areSponsored`; one that turns out not to be authorised is
+ *   replaced by one that is, and those dry runs made again) reverts with TransferFailed (a contract whose `receive` refuses the
  *   transfer) -> rejected `payment_refused`, and nothing is ever sent for it; any other revert (the service's own
  *   state, SERVICE_STATE_REVERTS, or one without a reason) approves as usual, and the relay stage decides;
  * - otherwise approved `eligible`.
@@ -48,24 +64,31 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
     const toCheck = claims.filter((c) => !c.blocked);
     if (toCheck.length > 0) {
       try {
-        // Simulated from a relayer this worker may use (any configured one: eth_call needs no key). Both reads are
-        // issued together, so they travel in one JSON-RPC batch (one HTTP request); a wallet found already sponsored
-        // is rejected as such whatever its dry run says. The claimed rows are locked meanwhile: the wait is bounded
-        // (CHAIN_WAIT_IN_TRANSACTION_MS, worker/chain.ts), past it the requests stay pending as in an outage.
-        const relayer = (ctx.pool.leased[0] ?? ctx.pool.configured[0]) as Address | undefined;
+        // Simulated from a relayer this worker may use and the treasury authorises (eth_call needs no key). Both reads
+        // are issued together, so they travel in one JSON-RPC batch (one HTTP request); a wallet found already
+        // sponsored is rejected as such whatever its dry run says. The claimed rows are locked meanwhile: the wait is
+        // bounded (CHAIN_WAIT_IN_TRANSACTION_MS, worker/chain.ts), past it the requests stay pending as in an outage.
+        const relayer = dryRunRelayer(ctx);
+        const wallets = toCheck.map((c) => ({ id: c.id, wallet: c.walletAddress as Address }));
         const [sponsored, reverts] = await withinTransactionWait(
           "review",
           Promise.all([
             ctx.chain.areSponsored(toCheck.map((c) => c.walletAddress)),
-            relayer
-              ? ctx.chain.simulateSponsorships(
-                  relayer,
-                  toCheck.map((c) => ({ id: c.id, wallet: c.walletAddress as Address })),
-                  SPONSOR_GAS_LIMIT,
-                )
-              : new Map<string, { errorName?: string; text: string } | null>(),
+            relayer ? ctx.chain.simulateSponsorships(relayer, wallets, SPONSOR_GAS_LIMIT) : new Map<string, { errorName?: string; text: string } | null>(),
           ]),
         );
+        // A relayer the treasury does not authorise (de-authorised since, or none known yet) reverts NotRelayer before
+        // the payment is tried, which hides a wallet that refuses it: those are simulated again from one it does.
+        const hidden = wallets.filter((w) => reverts.get(w.id)?.errorName === "NotRelayer");
+        if (relayer && hidden.length > 0) {
+          const authorised = await withinTransactionWait("review", ctx.chain.authorisedRelayers(ctx.pool.configured));
+          const other = ctx.pool.configured.find((r) => authorised.has(r));
+          if (other) {
+            dryRunRelayers.set(ctx, other);
+            for (const [id, revert] of await withinTransactionWait("review", ctx.chain.simulateSponsorships(other, hidden, SPONSOR_GAS_LIMIT)))
+              reverts.set(id, revert);
+          }
+        }
         const payable: typeof toCheck = [];
         for (const c of toCheck) {
           const already = sponsored.get(c.walletAddress);
