@@ -98,6 +98,38 @@ describe("RPC_URL with several endpoints", () => {
 
 type Call = { jsonrpc: "2.0"; id: number; method: string; params?: unknown[] };
 
+describe("an endpoint answering malformed JSON-RPC", () => {
+  it("is failed over like one not reached: its null heads and balances are not read, and requests complete through the other", async () => {
+    // A broken gateway: a well-formed JSON-RPC answer whose result is null for the head and the balances.
+    const broken = await startRpcProxy(fx.anvil.rpcUrl, async (body) => {
+      const parsed = JSON.parse(body) as Call | Call[];
+      const calls = Array.isArray(parsed) ? parsed : [parsed];
+      if (!calls.some((c) => c.method === "eth_blockNumber" || c.method === "eth_getBalance")) return undefined;
+      const answers = await Promise.all(
+        calls.map(async (call) =>
+          call.method === "eth_blockNumber" || call.method === "eth_getBalance"
+            ? { jsonrpc: "2.0", id: call.id, result: null }
+            : ((await (
+                await fetch(fx.anvil.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(call) })
+              ).json()) as unknown),
+        ),
+      );
+      return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? answers : answers[0]) };
+    });
+    try {
+      worker = await startInProcessWorker(fx, { RPC_URL: `${broken.url},${second.url}` });
+      const { id } = await createRequest(fx);
+      // Before, every relay pass failed on the first endpoint's null head ("Cannot convert null to a BigInt").
+      await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed", 30_000);
+      expect(worker.ctx.chain.endpoints[0]!.lastError).toMatch(/not hex/);
+    } finally {
+      await worker?.stop();
+      worker = undefined;
+      await broken.close();
+    }
+  }, 60_000);
+});
+
 /** The current endpoint's refusal of receipts and logs: the whole HTTP request, or each such call in a 200 answer. */
 const refusals = {
   "a 503 for any request carrying them": async (body: string) =>

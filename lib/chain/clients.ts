@@ -15,7 +15,7 @@ import {
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { getConfig } from "@/lib/config";
-import { EndpointBreaker } from "./endpoint-breaker";
+import { EndpointBreaker, MalformedAnswerError } from "./endpoint-breaker";
 
 /**
  * viem clients built from the configuration. The polling interval is explicit: viem's default (4 s) would make
@@ -99,13 +99,15 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
   const rpcUrl = rpcUrls[0]!;
   const pollingInterval = options.pollingIntervalMs ?? (rpcUrls.every(isLoopbackRpc) ? 100 : 1_000);
   const httpTo = (url: string, retryCount: number) =>
-    http(url, {
-      batch: options.batch === false ? false : { batchSize: BATCH_SIZE, wait: options.batchWaitMs ?? 0 },
-      timeout: options.timeoutMs ?? 10_000,
-      retryCount,
-      ...(options.fetchFn ? { fetchFn: options.fetchFn } : {}),
-      ...(options.maxResponseBodySize !== undefined ? { maxResponseBodySize: options.maxResponseBodySize } : {}),
-    });
+    checkedAnswers(
+      http(url, {
+        batch: options.batch === false ? false : { batchSize: BATCH_SIZE, wait: options.batchWaitMs ?? 0 },
+        timeout: options.timeoutMs ?? 10_000,
+        retryCount,
+        ...(options.fetchFn ? { fetchFn: options.fetchFn } : {}),
+        ...(options.maxResponseBodySize !== undefined ? { maxResponseBodySize: options.maxResponseBodySize } : {}),
+      }),
+    );
   // One endpoint: plain HTTP. Several: the first that answers, in the breaker's order (no latency ranking: that
   // would poll every endpoint).
   const transport: Transport =
@@ -130,6 +132,39 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
   };
   // `extend` returns a new client with the extra members; `publicClient` is the plain client underneath.
   return publicClient.extend(() => ({ publicClient, rpcUrl, rpcUrls, walletClient })) as unknown as ChainClients;
+}
+
+/** Methods whose result is a hex quantity (`0x` and at least one digit) by the Ethereum JSON-RPC specification. */
+const QUANTITY_METHODS = new Set([
+  "eth_blockNumber",
+  "eth_chainId",
+  "eth_getTransactionCount",
+  "eth_getBalance",
+  "eth_gasPrice",
+  "eth_maxPriorityFeePerGas",
+  "eth_estimateGas",
+]);
+
+/**
+ * One endpoint's transport whose answers to the methods above, and to `eth_call` (hex data, `0x` for none), are
+ * checked: anything else is a MalformedAnswerError, counted as the endpoint not reached, so `failover` asks the next
+ * one. Until session 25 a `null` head from one endpoint failed every relay pass ("Cannot convert null to a BigInt")
+ * while the next endpoint was never asked, and the worker exited after 30 of them.
+ */
+function checkedAnswers(transport: Transport): Transport {
+  return (args) => {
+    const endpoint = transport(args);
+    const request: EIP1193RequestFn = async (call, requestOptions) => {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- passed on as given, as viem's own transports do
+      const result: unknown = await endpoint.request(call as any, requestOptions);
+      const pattern = QUANTITY_METHODS.has(call.method) ? /^0x[0-9a-fA-F]+$/ : call.method === "eth_call" ? /^0x(?:[0-9a-fA-F]{2})*$/ : undefined;
+      if (pattern && !(typeof result === "string" && pattern.test(result))) {
+        throw new MalformedAnswerError(`${call.method} answered ${JSON.stringify(result)?.slice(0, 100)}, not hex`);
+      }
+      return result as never;
+    };
+    return { ...endpoint, request };
+  };
 }
 
 /**

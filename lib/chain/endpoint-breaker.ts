@@ -47,6 +47,15 @@ export class EndpointSilentError extends Error {
   override name = "EndpointSilentError";
 }
 
+/**
+ * An endpoint answered, but not with what the JSON-RPC method returns (a `null` head, a balance that is no hex
+ * number: a broken proxy or gateway). Counted as not reached (endpointNotReached): reads fail over to the next
+ * endpoint, and with one endpoint the worker waits as in an outage instead of failing its stages on the answer.
+ */
+export class MalformedAnswerError extends Error {
+  override name = "MalformedAnswerError";
+}
+
 /** The text of a viem error worth keeping: the node's own words when it gave some. */
 export function rpcErrorMessage(error: unknown): string {
   if (error instanceof BaseError) {
@@ -59,7 +68,7 @@ export function rpcErrorMessage(error: unknown): string {
 
 /** True when the error means "the endpoint was not reached / did not answer", not "the node said no". */
 export function endpointNotReached(error: unknown): boolean {
-  if (error instanceof EndpointSilentError) return true;
+  if (error instanceof EndpointSilentError || error instanceof MalformedAnswerError) return true;
   if (!(error instanceof BaseError)) {
     return error instanceof Error && /fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|socket hang up|aborted/i.test(error.message);
   }
