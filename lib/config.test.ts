@@ -90,6 +90,7 @@ describe("configuration", () => {
     ["RELAYER_PRIVATE_KEYS", `0x${"0".repeat(64)}`, /^Invalid configuration: RELAYER_PRIVATE_KEYS\.0 is not a valid secp256k1 private key/],
     ["DEPLOYER_PRIVATE_KEY", `0x${"f".repeat(64)}`, /^Invalid configuration: DEPLOYER_PRIVATE_KEY is not a valid secp256k1 private key/],
     ["METRICS_PORT", "65535", /^Invalid configuration: METRICS_PORT must be at most 65534$/],
+    ["CORS_ORIGINS", "https://ok.example,capacitor://localhost", /^Invalid configuration: CORS_ORIGINS\.1 must list http:\/\/ or https:\/\/ origins/],
     ["EXPLORER_URL", "javascript:alert(1)", /^Invalid configuration: EXPLORER_URL must be an http:\/\/ or https:\/\/ URL$/],
     ["DATABASE_URL", "mysql://db.example.org/faucet", /^Invalid configuration: DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL/],
     ["DATABASE_URL", "localhost:5432/faucet", /^Invalid configuration: DATABASE_URL must be a postgres:\/\/ or postgresql:\/\/ URL/],

@@ -67,7 +67,16 @@ const list = <T extends z.ZodType>(item: T) =>
     z.array(item),
   );
 
-const origin = url.transform((v) => new URL(v).origin);
+/**
+ * A CORS origin: http(s) only. Another scheme's origin (`capacitor://localhost`, `chrome-extension://...`) is the
+ * opaque "null", which the API never allows (lib/http/cors.ts): listed, it was silently refused.
+ */
+const origin = url
+  .refine(
+    (v) => !URL.canParse(v) || /^https?:$/.test(new URL(v).protocol),
+    "must list http:// or https:// origins (other schemes' origins are opaque and never match)",
+  )
+  .transform((v) => new URL(v).origin);
 
 /**
  * A configured administrator token must resist guessing (issue 11): at least 32 characters, at least 10 distinct

@@ -50,9 +50,6 @@ export function isUnreachable(error: unknown): boolean {
   return error instanceof ChainUnavailableError || endpointNotReached(error);
 }
 
-/**
- * The revert in a viem error from a contract call: its custom error and arguments when the contract gave one,
-
 /** Wraps a read: unreachable -> ChainUnavailableError, anything else (a real answer) is rethrown. */
 export async function reach<T>(what: string, read: () => Promise<T>, health?: ChainHealth): Promise<T> {
   try {

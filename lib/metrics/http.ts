@@ -70,6 +70,7 @@ const ROUTES: [RegExp, string][] = [
   [/^\/sponsorship\/tx\/[^/]+$/, "/sponsorship/tx/:hash"],
   [new RegExp(`^/sponsorship/(?:${UUID}|[^/]+)$`), "/sponsorship/:id"],
   [/^\/relay\/[^/]+$/, "/relay/:id"],
+  [/^\/faucet$/, "/faucet"],
   [/^\/openapi\.json$/, "/openapi.json"],
   [/^\/metrics$/, "/metrics"],
   [/^\/request(?:\/.*)?$/, "/request"],

@@ -61,6 +61,7 @@ describe("route labels", () => {
     expect(routeLabel("/relay/3f0c1f9e-8a6b-4c1d-9e2f-0a1b2c3d4e5f")).toBe("/relay/:id");
     expect(routeLabel("/dashboard/requests/abc")).toBe("/dashboard");
     expect(routeLabel("/_next/static/chunks/x.js")).toBe("/_next");
+    expect(routeLabel("/faucet")).toBe("/faucet");
     expect(routeLabel("/wp-login.php")).toBe("other");
   });
 });
