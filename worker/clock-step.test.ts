@@ -44,6 +44,18 @@ describe("the worker when the wall clock steps back", () => {
     expect(await waitTerminal(fx, after, 30_000)).toEqual({ completed: 3 });
   }, 90_000);
 
+  it("judges a wallet's automatic block by the database's clock: one expired there does not reject the request", async () => {
+    const { id, wallet } = await createRequest(fx);
+    // Expired a minute ago, by the database's clock: an hour ahead of this worker's.
+    await fx.database.db.$client`INSERT INTO blocks (subject_type, subject, kind, reason, created_by, created_at, expires_at)
+      VALUES ('wallet', ${wallet.toLowerCase()}, 'automatic', 'test: expired', 'rate_limiter', now() - interval '16 minutes', now() - interval '1 minute')`;
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true, now: Date.now() - 3_600_000 });
+    const worker = await startInProcessWorker(fx);
+    workers.push(worker);
+    // Before, the claim compared the block with the worker's Date: still active there, so rejected wallet_blocked.
+    expect(await waitTerminal(fx, [id], 30_000)).toEqual({ completed: 1 });
+  }, 60_000);
+
   it("still replaces a transaction left unmined for RELAY_TIMEOUT_MS (the confirm stage's clocks too)", async () => {
     await anvilRpc(fx, "evm_setAutomine", [false]);
     try {

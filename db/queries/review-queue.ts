@@ -12,29 +12,31 @@ import { TIMES, toTimes, type RequestTimes } from "./request-times";
 export type PendingRequestClaim = {
   id: string;
   walletAddress: Address;
-  /** An administrator or automatic block is active for the wallet at `now`. */
+  /** An administrator or automatic block is active for the wallet, by the database's clock. */
   blocked: boolean;
 };
 
 /**
  * Claims up to `limit` pending requests that are due, oldest first, locking them until the transaction ends
- * (`FOR UPDATE SKIP LOCKED`: another worker skips them instead of waiting). The block check rides along.
+ * (`FOR UPDATE SKIP LOCKED`: another worker skips them instead of waiting). The block check rides along, on the
+ * database's clock as the decisions' re-check below (until session 25 on the worker's: a worker clock behind the
+ * others kept an expired automatic block active, and rejected a request the API had accepted).
  */
 const CLAIM_PENDING = `
     SELECT r.id, r.wallet_address,
       EXISTS (
         SELECT 1 FROM blocks b
         WHERE b.subject_type = 'wallet' AND b.subject = r.wallet_address AND b.lifted_at IS NULL
-          AND (b.expires_at IS NULL OR b.expires_at > $1::timestamptz)
+          AND (b.expires_at IS NULL OR b.expires_at > statement_timestamp())
       ) AS blocked
     FROM sponsorship_requests r
     WHERE r.status = 'pending' AND r.available_at <= now()
     ORDER BY r.requested_at, r.id
-    LIMIT $2::int
+    LIMIT $1::int
     FOR UPDATE OF r SKIP LOCKED`;
 
-export function claimPendingRequests(limit: number, now: Date): Query<PendingRequestClaim[]> {
-  return query(CLAIM_PENDING, [now.toISOString(), limit], (rows) =>
+export function claimPendingRequests(limit: number): Query<PendingRequestClaim[]> {
+  return query(CLAIM_PENDING, [limit], (rows) =>
     (rows as { id: string; wallet_address: string; blocked: boolean }[]).map((r) => ({
       id: r.id,
       walletAddress: r.wallet_address as Address,

@@ -1,6 +1,5 @@
 import { applyReviewDecisions, claimPendingRequests, type ReviewDecision } from "@/db/queries/review-queue";
 import { pipelinedTransaction } from "@/db/sql/transaction";
-import { now } from "@/lib/sponsorship/clock";
 import type { Address } from "viem";
 import { withinTransactionWait } from "../chain";
 import { ChainUnavailableError } from "../chain-answers";
@@ -57,7 +56,7 @@ function dryRunRelayer(ctx: WorkerContext): Address | undefined {
 export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed: number }> {
   let chainError: ChainUnavailableError | undefined;
   const claimed = await pipelinedTransaction(ctx.db, async (tx) => {
-    const [claims] = await tx.send([claimPendingRequests(ctx.settings.batchSize, now())]);
+    const [claims] = await tx.send([claimPendingRequests(ctx.settings.batchSize)]);
     if (claims.length === 0) return 0;
 
     const decisions: ReviewDecision[] = claims.filter((c) => c.blocked).map((c) => ({ id: c.id, status: "rejected", reason: "wallet_blocked" }));
