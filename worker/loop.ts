@@ -80,6 +80,8 @@ export class WorkerLoop {
   private relayWaiting = false;
   private failures = 0;
   private nonOutageFailures = 0;
+  /** The last error of this iteration that was not an outage (a stage may fail so more than once in one). */
+  private nonOutageError: { stage: Stage; message: string; error: unknown } | undefined;
   private fatal: Error | undefined;
   private readonly confirmer: Confirmer;
   private readonly erroredStages = new Set<Stage>();
@@ -313,8 +315,15 @@ export class WorkerLoop {
     if (busy) this.queueDue = true;
     if (busy || sent > 0) ctx.log.debug("iteration", { ms: timings, sent, busy, inFlight: ctx.status.inFlight });
 
+    // Iterations in a row, not errors: two stages failing in one iteration count once, and an iteration that failed
+    // only with outages (waited out, never counted) ends the row.
+    const bug = this.nonOutageError;
+    this.nonOutageError = undefined;
+    if (bug === undefined) this.nonOutageFailures = 0;
+    else if (++this.nonOutageFailures >= MAX_FAILURES_BEFORE_EXIT) {
+      this.fatal = new WorkerStuckError(`stage ${bug.stage} failed ${this.nonOutageFailures} iterations in a row: ${bug.message}`, { cause: bug.error });
+    }
     if (failed.size === 0) {
-      this.nonOutageFailures = 0;
       if (this.failures > 0) {
         ctx.log.info("worker recovered", { after: this.failures, stages: [...this.erroredStages] });
         this.erroredStages.clear();
@@ -354,9 +363,7 @@ export class WorkerLoop {
     else if (isOutage(error)) this.ctx.log.warn("database unavailable, backing off", { ...fields, error: message });
     else {
       this.ctx.log.error("worker stage failed, backing off", { ...fields, error });
-      if (++this.nonOutageFailures >= MAX_FAILURES_BEFORE_EXIT) {
-        this.fatal = new WorkerStuckError(`stage ${stage} failed ${this.nonOutageFailures} times in a row: ${message}`, { cause: error });
-      }
+      this.nonOutageError = { stage, message, error };
     }
   }
 }
