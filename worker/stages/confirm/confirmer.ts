@@ -124,11 +124,12 @@ export class Confirmer {
       this.quietRelayers = clear && rows.length === 0 ? [...relayers].sort().join(",") : undefined;
     }
 
-    // Forget throttling state of hashes no longer open.
-    if (this.state.lastSent.size > 20_000) this.state.lastSent.clear();
-    if (this.state.shallow.size > 20_000) this.state.shallow.clear();
-    if (this.state.droppedByReorgAt.size > 20_000) this.state.droppedByReorgAt.clear();
-    if (this.state.unsearchedSince.size > 20_000) this.state.unsearchedSince.clear();
+    // Forget throttling state of hashes no longer open, and patience timers of groups another worker settled (after
+    // a lease moved) or holes it filled: bounded, as every map of ConfirmState. A timer cleared only waits again.
+    const { lastSent, shallow, droppedByReorgAt, unsearchedSince, unexplainedSince, noReceiptSince, holeSince } = this.state;
+    for (const kept of [lastSent, shallow, droppedByReorgAt, unsearchedSince, unexplainedSince, noReceiptSince, holeSince]) {
+      if (kept.size > 20_000) kept.clear();
+    }
     ctx.status.inFlight = groups.size - settled;
     parts.rethrow();
     return { open: groups.size - settled, settled };
