@@ -62,7 +62,10 @@ export async function readJsonObject(request: Request, limit = MAX_BODY_BYTES): 
   if (!isJsonContentType(request.headers.get("content-type"))) {
     throw new HttpProblem("unsupported_media_type", "Send the body as application/json");
   }
-  const bytes = await readLimited(request, limit);
+  return parseJsonObject(await readLimited(request, limit));
+}
+
+function parseJsonObject(bytes: Uint8Array): Record<string, unknown> {
   let value: unknown;
   try {
     value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
@@ -75,14 +78,16 @@ export async function readJsonObject(request: Request, limit = MAX_BODY_BYTES): 
   return value as Record<string, unknown>;
 }
 
-/** A POST whose body may be left out: `{}` when it has none (no Content-Type, empty), else as readJsonObject. */
+/**
+ * A POST whose body may be left out: `{}` when it has none (empty, whatever its Content-Type: a client that sets
+ * `application/json` on every POST sends no body as such), else as readJsonObject.
+ */
 export async function readOptionalJsonObject(request: Request, limit = MAX_BODY_BYTES): Promise<Record<string, unknown>> {
-  const length = request.headers.get("content-length");
-  if (request.body === null || (length === "0" && !request.headers.get("content-type"))) return {};
-  if (!request.headers.get("content-type")) {
-    const bytes = await readLimited(request, limit);
-    if (bytes.byteLength === 0) return {};
+  if (request.body === null) return {};
+  const bytes = await readLimited(request, limit);
+  if (bytes.byteLength === 0) return {};
+  if (!isJsonContentType(request.headers.get("content-type"))) {
     throw new HttpProblem("unsupported_media_type", "Send the body as application/json");
   }
-  return readJsonObject(request, limit);
+  return parseJsonObject(bytes);
 }

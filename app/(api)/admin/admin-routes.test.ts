@@ -67,6 +67,25 @@ describe("admin routes", () => {
     expect(own.status).toBe(200);
   });
 
+  it("take an empty body sent as application/json as no body (resume: 200), and refuse one that is not JSON with 400 invalid_json", async () => {
+    const cookie = await signedInCookie();
+    const { module, params } = await resolveRoute("/admin/resume");
+    const post = (body: string) =>
+      module.POST!(
+        new Request("http://localhost/admin/resume", {
+          method: "POST",
+          body,
+          headers: { cookie, "content-type": "application/json", [CLIENT_IP_HEADER]: "192.0.2.10" },
+        }),
+        { params: Promise.resolve(params) },
+      );
+    // A client that types every POST as JSON: before, "The body is not valid JSON" for the body it did not send.
+    expect((await post("")).status).toBe(200);
+    const bad = await post("nope");
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { code: string }).code).toBe("invalid_json");
+  });
+
   it("answer 401 problem+json to every request without a session, and change nothing", async () => {
     const target = address();
     const cases: [string, { method?: string; body?: unknown }][] = [
