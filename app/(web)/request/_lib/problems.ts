@@ -60,7 +60,8 @@ export function describeProblem(problem: ApiProblem): Refusal {
       return {
         kind: "budget_exhausted",
         title: "The faucet has given out all it may for now",
-        message: "This faucet hands out a fixed amount per hour and per day, and that is used up for now. Nothing was sent; the form opens again when there is room.",
+        message:
+          "This faucet hands out a fixed amount per hour and per day, and that is used up for now. Nothing was sent; the form opens again when there is room.",
         retryAfterSeconds: problem.retryAfterSeconds ?? 60,
       };
     case "sponsorships_paused":
