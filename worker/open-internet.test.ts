@@ -562,6 +562,42 @@ describe("the registry's mirror", () => {
     // Another wallet is created as usual.
     expect((await createRequest(fx)).id).toMatch(/^[0-9a-f-]{36}$/);
   });
+
+  it("records a wallet review found sponsored on-chain, which the mirror's events did not reach (before its first block), so creation refuses it next", async () => {
+    const sql = fx.database.db.$client;
+    const registry = fx.deployment.registryAddress.toLowerCase();
+    // The mirror reads nothing more for now: as if the sponsorship lay before the block it started from.
+    const [cursor] = await sql<{ next_block: string }[]>`SELECT next_block::text FROM registry_index WHERE registry_address = ${registry}`;
+    await sql`INSERT INTO registry_index (registry_address, next_block) VALUES (${registry}, 1000000000000)
+      ON CONFLICT (registry_address) DO UPDATE SET next_block = 1000000000000`;
+    try {
+      const wallet = randomWallet();
+      const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+      const hash = await owner.writeContract({
+        address: fx.deployment.treasuryAddress,
+        abi: treasuryAbi,
+        functionName: "sponsor",
+        args: [wallet, requestIdHash(crypto.randomUUID())],
+      });
+      await fx.clients.waitForTransactionReceipt({ hash });
+      const { id } = await createRequest(fx, wallet);
+      worker = await startWorker();
+      await waitStatus(id, "rejected");
+      expect((await readRequest(fx, id)).eligibilityReason).toBe("already_sponsored");
+      expect(await sql`SELECT 1 FROM registry_sponsored_wallets WHERE registry_address = ${registry} AND wallet_address = ${wallet}`).toHaveLength(1);
+      // Before, every new request was created (201), counted against the budget and reviewed again.
+      const config = fx.config();
+      const refusal = await createSponsorshipRequest(
+        fx.database.db,
+        { walletAddress: wallet, ip: "203.0.113.10", userAgent: null },
+        { config, registryAddress: registry },
+      ).catch((error: unknown) => error);
+      expect((refusal as SponsorshipError).code).toBe("already_sponsored");
+    } finally {
+      if (cursor) await sql`UPDATE registry_index SET next_block = ${cursor.next_block}::bigint WHERE registry_address = ${registry}`;
+      else await sql`DELETE FROM registry_index WHERE registry_address = ${registry}`;
+    }
+  });
 });
 
 // Last in the file: the refused attempt leaves its nonce unused, a hole the next requests of the relayer wait on

@@ -5,8 +5,7 @@
 --
 -- Order of checks (decisions.md, "Order of checks at creation"): pause (503), administrator IP block (403), global
 -- budget (429 budget_exhausted), then IP block/limit, wallet registered, replay, wallet block/limit, open request
--- (409), already sponsored (422: a completed request, a request review rejected as already sponsored on-chain, or
--- the registry's mirror). No chain call is made by the
+-- (409), already sponsored (422: a completed request, or the registry's mirror). No chain call is made by the
 -- caller: the registry is mirrored into registry_sponsored_wallets by the worker (worker/registry-index.ts), and
 -- review asks the chain itself. The budget is read first without a lock (a spent budget is refused there); a request
 -- that passed every limit then takes its place under the budget's lock, exactly (a race for the last places can
@@ -136,8 +135,7 @@ BEGIN
       WHERE r.client_key = p_client_key AND r.requested_at > p_replay_start
       ORDER BY r.requested_at DESC LIMIT 1),
     EXISTS (SELECT 1 FROM mine r WHERE r.status IN ('pending', 'approved', 'relayed')),
-    -- Completed here, or found sponsored on-chain by review (the mirror may not reach back to that block).
-    EXISTS (SELECT 1 FROM mine r WHERE r.status = 'completed' OR (r.status = 'rejected' AND r.eligibility_reason = 'already_sponsored'))
+    EXISTS (SELECT 1 FROM mine r WHERE r.status = 'completed')
   INTO v_replay, v_open, v_completed;
   IF v_replay IS NOT NULL THEN
     RETURN json_build_object('outcome', 'replayed', 'request', v_replay);
@@ -204,8 +202,7 @@ BEGIN
     RETURN json_build_object('refusal', 'request_open');
   END IF;
 
-  -- Already sponsored: a completed request, one review rejected as already sponsored on-chain, or the registry's
-  -- mirror names the wallet.
+  -- Already sponsored: a completed request, or the registry's mirror names the wallet.
   IF v_completed OR (p_registry IS NOT NULL AND EXISTS (
     SELECT 1 FROM registry_sponsored_wallets m WHERE m.registry_address = p_registry AND m.wallet_address = p_address
   )) THEN

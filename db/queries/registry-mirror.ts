@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Database } from "@/db/client";
-import { run } from "@/db/sql/run";
+import { query, run, type Query } from "@/db/sql/run";
+import { none } from "./request-times";
 
 /**
  * The registry's mirror (db/schema.ts, registry_sponsored_wallets): the wallets its `WalletSponsored` events name,
@@ -49,4 +50,19 @@ export async function recordRegistryRange(
     ON CONFLICT (registry_address) DO UPDATE
     SET next_block = GREATEST(registry_index.next_block, EXCLUDED.next_block), updated_at = now()`,
   );
+}
+
+const RECORD_FOUND_SPONSORED = `
+    INSERT INTO registry_sponsored_wallets (registry_address, wallet_address, block_number)
+    SELECT $1, w, $3::bigint FROM unnest($2::text[]) AS w
+    ON CONFLICT DO NOTHING`;
+
+/**
+ * Wallets review found sponsored by this registry (`isSponsored`, or the dry run's AlreadySponsored), into its mirror:
+ * the mirror starts REGISTRY_INDEX_LOOKBACK blocks back when the deployment block is unknown, so one sponsored before
+ * that would otherwise be created (201), counted and reviewed again at every request. `seenAt` is the newest head
+ * the worker knew (review does not learn the event's own block).
+ */
+export function recordFoundSponsored(registry: string, wallets: readonly string[], seenAt: bigint): Query<undefined> {
+  return query(RECORD_FOUND_SPONSORED, [registry.toLowerCase(), wallets.map((w) => w.toLowerCase()), seenAt.toString()], none);
 }

@@ -17,7 +17,7 @@ import { replayWindowStart } from "./replay";
  * POST /sponsorship/request (interface-spec 4.4, decisions.md). The order of checks is the decisions': body
  * validation (the route), then pause (503), administrator IP block (403), global budget (429 budget_exhausted),
  * then IP block/limit, wallet registered, replay, wallet block/limit, open request (409), already sponsored (422:
- * a completed request, one review rejected as already sponsored on-chain, or the registry's mirror).
+ * a completed request, or the registry's mirror).
  *
  * Where each rule runs (the map of every rule: rules.ts): all of them inside PostgreSQL, in one prepared round trip to the function
  * `create_sponsorship_request` (db/functions/create_sponsorship_request.sql), under two advisory locks (the client

@@ -1,3 +1,4 @@
+import { recordFoundSponsored } from "@/db/queries/registry-mirror";
 import { applyReviewDecisions, claimPendingRequests, type ReviewDecision } from "@/db/queries/review-queue";
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import type { Address } from "viem";
@@ -108,7 +109,11 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
         chainError = error;
       }
     }
-    const [moved] = decisions.length > 0 ? await tx.send([applyReviewDecisions(decisions, ctx.actor)], { commit: true }) : [[]];
+    // A wallet found sponsored on-chain goes into the registry's mirror too, so creation refuses it from now on.
+    const wallets = new Map(claims.map((c) => [c.id, c.walletAddress]));
+    const found = decisions.filter((d) => d.status === "rejected" && d.reason === "already_sponsored").map((d) => wallets.get(d.id)!);
+    const mirror = found.length > 0 ? [recordFoundSponsored(ctx.chain.registryAddress, found, ctx.status.blockNumber ?? 0n)] : [];
+    const [moved] = decisions.length > 0 ? await tx.send([applyReviewDecisions(decisions, ctx.actor), ...mirror], { commit: true }) : [[]];
     // What was written, not what was decided: an approval whose wallet was blocked meanwhile is written rejected.
     const rejected = new Set(moved.filter((r) => r.status === "rejected").map((r) => r.id));
     const approved = moved.length - rejected.size;

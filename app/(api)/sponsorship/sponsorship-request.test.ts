@@ -126,20 +126,6 @@ describe("POST /sponsorship/request: open requests, eligibility, replay", () => 
     expectProblem(await requestSponsorship(address, freshIp()), 422, "already_sponsored");
   });
 
-  it("answers 422 already_sponsored once review found the wallet sponsored on-chain, though the registry's mirror does not name it", async () => {
-    // The mirror starts 100,000 blocks back (worker/registry-index.ts): an older sponsorship is only known from review's
-    // chain call. Until session 25 every new request was created again (201), each counted and reviewed.
-    const address = await registered();
-    const first = sponsorshipRequestResponse.parse((await requestSponsorship(address, freshIp())).json);
-    await ctx.t.db
-      .update(sponsorshipRequests)
-      .set({ status: "rejected", rejectedAt: new Date(), eligibilityReason: "already_sponsored", statusActor: "test" })
-      .where(eq(sponsorshipRequests.id, first.id));
-    expectProblem(await requestSponsorship(address, freshIp()), 422, "already_sponsored");
-    expect(await requestsOf(address)).toHaveLength(1);
-    expect((await walletOf(address)).sponsorshipCount).toBe(1);
-  });
-
   it("answers 422 wallet_blocked for a wallet blocked by an administrator", async () => {
     const address = await registered();
     await blockWallet(ctx.t.db, { walletAddress: address, reason: "abuse", actor: "admin:test" });
