@@ -89,6 +89,9 @@ describe("configuration", () => {
     // 64 hex characters that are no secp256k1 key: viem threw on them later, in a worker restarted for ever.
     ["RELAYER_PRIVATE_KEYS", `0x${"0".repeat(64)}`, /^Invalid configuration: RELAYER_PRIVATE_KEYS\.0 is not a valid secp256k1 private key/],
     ["DEPLOYER_PRIVATE_KEY", `0x${"f".repeat(64)}`, /^Invalid configuration: DEPLOYER_PRIVATE_KEY is not a valid secp256k1 private key/],
+    // Not hex, or without 0x: one line, never an exception that carries the key.
+    ["RELAYER_PRIVATE_KEYS", "ab".repeat(32), /^Invalid configuration: RELAYER_PRIVATE_KEYS\.0 must be 0x followed by 64 hex characters$/],
+    ["DEPLOYER_PRIVATE_KEY", `0x${"z".repeat(64)}`, /^Invalid configuration: DEPLOYER_PRIVATE_KEY must be 0x followed by 64 hex characters$/],
     ["METRICS_PORT", "65535", /^Invalid configuration: METRICS_PORT must be at most 65534$/],
     ["CORS_ORIGINS", "https://ok.example,capacitor://localhost", /^Invalid configuration: CORS_ORIGINS\.1 must list http:\/\/ or https:\/\/ origins/],
     ["EXPLORER_URL", "javascript:alert(1)", /^Invalid configuration: EXPLORER_URL must be an http:\/\/ or https:\/\/ URL$/],

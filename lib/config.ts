@@ -21,7 +21,12 @@ const privateKey = z
   .regex(/^0x[0-9a-fA-F]{64}$/, "must be 0x followed by 64 hex characters")
   // 64 hex characters that are no key (0, or the group's order or more) would pass here and throw in viem later,
   // in a worker that its supervisor restarts for ever.
-  .refine((k) => BigInt(k) > 0n && BigInt(k) < SECP256K1_ORDER, "is not a valid secp256k1 private key (it must be between 1 and the curve order minus 1)")
+  // zod runs a refinement after a failed check too: only 64 hex characters are read as a number (BigInt of anything
+  // else throws, with the key in its message).
+  .refine(
+    (k) => !/^0x[0-9a-fA-F]{64}$/.test(k) || (BigInt(k) > 0n && BigInt(k) < SECP256K1_ORDER),
+    "is not a valid secp256k1 private key (it must be between 1 and the curve order minus 1)",
+  )
   .transform((k) => k.toLowerCase() as Hex);
 
 const address = z
