@@ -3,6 +3,9 @@ import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { workerHeartbeats } from "@/db/schema";
 import { processAlive } from "@/lib/process-alive";
 import { processSpace } from "./host";
+import { createLogger } from "@/lib/log";
+import { WorkerChain } from "./chain";
+import { RelayerPool } from "./relayers";
 import type { RunningWorker } from "./worker";
 import { relayerAddress, startInProcessWorker, waitFor, setUpPipelineFixture, type PipelineFixture } from "@/test/worker-fixture";
 
@@ -90,6 +93,42 @@ describe("relayer lease shares", () => {
       sql`SELECT count(*)::int AS n FROM relayer_accounts WHERE lease_owner IS NOT NULL AND lease_expires_at > now()`,
     )) as unknown as [{ n: number }];
     expect(held[0].n).toBe(4);
+  });
+
+  it("takes a relayer nobody else would take also while it holds more than its share", async () => {
+    // Three live workers with the first key only; the first is held by one of them. This pool (all four keys) has a
+    // share of one, and takes the other three: no other worker could.
+    const addresses = fx.relayerKeys.map((k) => relayerAddress(k).toLowerCase()).sort();
+    const firstKey = fx.relayerKeys.find((k) => relayerAddress(k).toLowerCase() === addresses[0])!;
+    for (const id of ["b", "e", "f"]) await otherWorker(id, [relayerAddress(firstKey)]);
+    await fx.database.db.execute(sql`
+      INSERT INTO relayer_accounts (address, chain_id, lease_owner, lease_expires_at) VALUES (${addresses[0]}, 31337, 'b', now() + interval '1 hour')
+      ON CONFLICT (address) DO UPDATE SET lease_owner = 'b', lease_expires_at = now() + interval '1 hour'`);
+    const chain = new WorkerChain({ rpcUrl: fx.anvil.rpcUrl, ...fx.deployment });
+    const pool = new RelayerPool({
+      db: fx.database.db,
+      chain,
+      log: createLogger({ test: "lease-share" }),
+      workerId: "pool-a",
+      keys: fx.relayerKeys,
+      leaseTtlMs: 30_000,
+    });
+    await fx.database.db.insert(workerHeartbeats).values({
+      workerId: "pool-a",
+      hostname: "another-host",
+      pid: 1,
+      details: { version: 1, relayers: { configured: addresses, leased: [] } },
+    });
+    await pool.register(31337);
+    await pool.rebalance();
+    expect(pool.leased).toEqual(addresses.slice(1));
+    // One is given back after a failed reconciliation (or its other key holder stopped): free, and above the share
+    // this pool still holds two. Before, a pool above its share with nobody to give to stopped there: the third
+    // relayer stayed free for ever, and what it had sent was never settled.
+    await fx.database.db.execute(sql`UPDATE relayer_accounts SET lease_owner = NULL, lease_expires_at = NULL WHERE address = ${addresses[3]}`);
+    pool.drop(addresses[3] as `0x${string}`, "test: given back");
+    await pool.rebalance();
+    expect(pool.leased).toEqual(addresses.slice(1));
   });
 
   it("counts a live worker on the same hostname in another PID namespace (another container) by its beats, not by probing its pid", async () => {

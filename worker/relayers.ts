@@ -138,7 +138,9 @@ export class RelayerPool {
       w.configuredRelayers === null ? new Set(this.accounts.keys()) : new Set(w.configuredRelayers.map((a) => a.toLowerCase() as Address));
     const overlaps = (a: Set<Address>, b: Set<Address>) => [...a].some((address) => b.has(address));
     const mine = new Set(this.accounts.keys());
-    const others = presence.filter((w) => w.workerId !== workerId && !dead.has(w.workerId)).map((w) => ({ workerId: w.workerId, keys: keysOf(w) }));
+    const others = presence
+      .filter((w) => w.workerId !== workerId && !dead.has(w.workerId))
+      .map((w) => ({ workerId: w.workerId, keys: keysOf(w), said: w.configuredRelayers !== null }));
     // Only workers that hold keys for some of our relayers compete for them: a worker with other keys, or none,
     // must not shrink our share and leave accounts unused.
     const competitors = others.filter((w) => overlaps(w.keys, mine));
@@ -150,16 +152,19 @@ export class RelayerPool {
     for (const lease of leases) if (this.held.has(lease.address) && lease.leaseOwner !== workerId) this.drop(lease.address, "owner changed");
 
     // What each competitor lacks of its share, as it counts it (its own rivals include this worker).
-    const everyone = [{ workerId, keys: mine }, ...others];
+    const everyone = [{ workerId, keys: mine, said: true }, ...others];
     const lacking = new Map<string, number>();
     for (const w of competitors) {
       const rivals = everyone.filter((v) => v.workerId !== w.workerId && overlaps(v.keys, w.keys)).length;
       const held = leases.filter((l) => l.leaseOwner === w.workerId && !l.leaseExpired).length;
       lacking.set(w.workerId, Math.ceil(w.keys.size / (rivals + 1)) - held);
     }
-    /** A competitor below its share that would take this relayer; counted as taking it when `claim`. */
+    /**
+     * A competitor below its share that would take this relayer; counted as taking it when `claim`. One whose
+     * heartbeat does not say its keys is never counted on: it may hold none of them.
+     */
     const takerOf = (address: Address, claim: boolean): string | undefined => {
-      const taker = competitors.find((w) => w.keys.has(address) && (lacking.get(w.workerId) ?? 0) > 0)?.workerId;
+      const taker = competitors.find((w) => w.said && w.keys.has(address) && (lacking.get(w.workerId) ?? 0) > 0)?.workerId;
       if (taker !== undefined && claim) lacking.set(taker, lacking.get(taker)! - 1);
       return taker;
     };
@@ -169,11 +174,14 @@ export class RelayerPool {
         .reverse()
         .filter((address) => takerOf(address, true) !== undefined)
         .slice(0, this.held.size - share);
-      if (extra.length === 0) return;
-      await releaseRelayerLeases(db, workerId, extra);
-      for (const address of extra) this.forget(address);
-      log.info("relayer leases released for another worker", { relayers: extra, share, workers: competitors.length + 1 });
-      return;
+      if (extra.length > 0) {
+        await releaseRelayerLeases(db, workerId, extra);
+        for (const address of extra) this.forget(address);
+        log.info("relayer leases released for another worker", { relayers: extra, share, workers: competitors.length + 1 });
+        return;
+      }
+      // Nothing to give back: what no other worker would take is still taken below (a relayer whose other key holder
+      // stopped, or one given back after a failed reconciliation).
     }
 
     for (const lease of leases) {
