@@ -2,7 +2,7 @@ import { recordFoundSponsored } from "@/db/queries/registry-mirror";
 import { applyReviewDecisions, claimPendingRequests, type ReviewDecision } from "@/db/queries/review-queue";
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import type { Address } from "viem";
-import { withinTransactionWait } from "../chain";
+import { CHAIN_WAIT_IN_TRANSACTION_MS, withinTransactionWait } from "../chain";
 import { ChainUnavailableError } from "../chain-answers";
 import type { WorkerContext } from "../context";
 import { metrics } from "../metrics";
@@ -66,8 +66,12 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
       try {
         // Simulated from a relayer this worker may use and the treasury authorises (eth_call needs no key). Both reads
         // are issued together, so they travel in one JSON-RPC batch (one HTTP request); a wallet found already
-        // sponsored is rejected as such whatever its dry run says. The claimed rows are locked meanwhile: the wait is
-        // bounded (CHAIN_WAIT_IN_TRANSACTION_MS, worker/chain.ts), past it the requests stay pending as in an outage.
+        // sponsored is rejected as such whatever its dry run says. The claimed rows are locked meanwhile, the
+        // transaction idle: every chain call of the pass shares one bound (CHAIN_WAIT_IN_TRANSACTION_MS, worker/chain.ts;
+        // a retry of the dry runs waits only for what the first calls left), past it the requests stay pending as in an
+        // outage.
+        const deadline = performance.now() + CHAIN_WAIT_IN_TRANSACTION_MS;
+        const left = () => Math.max(1, deadline - performance.now());
         const relayer = dryRunRelayer(ctx);
         const wallets = toCheck.map((c) => ({ id: c.id, wallet: c.walletAddress as Address }));
         const [sponsored, reverts] = await withinTransactionWait(
@@ -76,16 +80,17 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
             ctx.chain.areSponsored(toCheck.map((c) => c.walletAddress)),
             relayer ? ctx.chain.simulateSponsorships(relayer, wallets, SPONSOR_GAS_LIMIT) : new Map<string, { errorName?: string; text: string } | null>(),
           ]),
+          left(),
         );
         // A relayer the treasury does not authorise (de-authorised since, or none known yet) reverts NotRelayer before
         // the payment is tried, which hides a wallet that refuses it: those are simulated again from one it does.
         const hidden = wallets.filter((w) => reverts.get(w.id)?.errorName === "NotRelayer");
         if (relayer && hidden.length > 0) {
-          const authorised = await withinTransactionWait("review", ctx.chain.authorisedRelayers(ctx.pool.configured));
+          const authorised = await withinTransactionWait("review", ctx.chain.authorisedRelayers(ctx.pool.configured), left());
           const other = ctx.pool.configured.find((r) => authorised.has(r));
           if (other) {
             dryRunRelayers.set(ctx, other);
-            for (const [id, revert] of await withinTransactionWait("review", ctx.chain.simulateSponsorships(other, hidden, SPONSOR_GAS_LIMIT)))
+            for (const [id, revert] of await withinTransactionWait("review", ctx.chain.simulateSponsorships(other, hidden, SPONSOR_GAS_LIMIT), left()))
               reverts.set(id, revert);
           }
         }
