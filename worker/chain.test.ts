@@ -194,3 +194,25 @@ describe("WorkerChain log queries through a provider with a narrower limit", () 
     expect(MIN_LOG_QUERY_BLOCKS).toBe(8n);
   });
 });
+
+describe("WorkerChain with one endpoint answering malformed JSON-RPC", () => {
+  it("takes a null head or a null eth_call result as the chain not reached (ChainUnavailableError), not as an answer", async () => {
+    const broken = await startRpcProxy(chain.rpcUrl, (body) => {
+      const parsed = JSON.parse(body) as RpcCall | RpcCall[];
+      const calls = Array.isArray(parsed) ? parsed : [parsed];
+      if (!calls.some((c) => c.method === "eth_blockNumber" || c.method === "eth_call")) return undefined;
+      const answers = calls.map((c) => ({ jsonrpc: "2.0", id: c.id, result: null }));
+      return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? answers : answers[0]) };
+    });
+    try {
+      const workerChain = new WorkerChain({ rpcUrl: broken.url, ...deployment });
+      // Before: "Cannot convert null to a BigInt" and a contract-call error, each a stage failure counted towards the
+      // worker's exit, and the chain noted as reached.
+      await expect(workerChain.blockNumber()).rejects.toMatchObject({ name: "ChainUnavailableError" });
+      await expect(workerChain.areSponsored([addressOfKey(LOCAL_RELAYER_KEYS[1]!)])).rejects.toMatchObject({ name: "ChainUnavailableError" });
+      expect(workerChain.health.reachable).toBe(false);
+    } finally {
+      await broken.close();
+    }
+  });
+});

@@ -69,6 +69,8 @@ export function rpcErrorMessage(error: unknown): string {
 /** True when the error means "the endpoint was not reached / did not answer", not "the node said no". */
 export function endpointNotReached(error: unknown): boolean {
   if (error instanceof EndpointSilentError || error instanceof MalformedAnswerError) return true;
+  // viem wraps what a transport threw (UnknownRpcError, CallExecutionError of a contract read): its cause says.
+  if (error instanceof BaseError && error.walk((e) => e instanceof EndpointSilentError || e instanceof MalformedAnswerError) !== null) return true;
   if (!(error instanceof BaseError)) {
     return error instanceof Error && /fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|socket hang up|aborted/i.test(error.message);
   }
