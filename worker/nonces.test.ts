@@ -1,6 +1,6 @@
 import { eq, sql } from "drizzle-orm";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Abi } from "viem";
+import { parseTransaction, type Abi, type Hex } from "viem";
 import { compileTestContract } from "@/contracts/test-helpers";
 import { pauseSponsorships, resumeSponsorships } from "@/lib/admin/controls";
 import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
@@ -232,6 +232,48 @@ describe("nonce management", () => {
     expect(fills.map((f) => [f.relayerAddress, f.status])).toEqual([[relayer, "confirmed"]]);
     const nonces = await chainNonces(fx, relayer);
     expect(nonces).toEqual({ latest: hole + 2, pending: hole + 2 });
+  });
+
+  it("fills a hole again after its fill was refused, though the fees have not moved (a distinct transaction, not the stored one)", async () => {
+    // A node that refuses the first fill it is sent: the fill fails, the hole stays, and it is filled again in the
+    // same block, at the same fees. Signing is deterministic: before, that second fill was the same transaction, its
+    // insert failed on the unique hash, and the confirm stage failed at every pass while everything behind waited.
+    let refusedFills = 0;
+    const proxy = await startRpcProxy(fx.anvil.rpcUrl, (body) => {
+      const parsed = JSON.parse(body) as { id: number; method: string; params?: unknown[] } | { id: number; method: string; params?: unknown[] }[];
+      const calls = Array.isArray(parsed) ? parsed : [parsed];
+      const fill = calls.find(
+        (c) => c.method === "eth_sendRawTransaction" && parseTransaction(c.params![0] as Hex).to?.toLowerCase() === relayer.toLowerCase(),
+      );
+      if (!fill || refusedFills > 0) return undefined;
+      refusedFills++;
+      const answer = (c: { id: number }) => ({ jsonrpc: "2.0", id: c.id, error: { code: -32000, message: "transaction underpriced" } });
+      return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? calls.map(answer) : answer(calls[0]!)) };
+    });
+    try {
+      worker = await startInProcessWorker(fx, { RPC_URL: proxy.url });
+      const warm = await createRequest(fx);
+      await waitStatus(warm.id, "completed");
+      const [account] = await fx.database.db
+        .update(relayerAccounts)
+        .set({ nextNonce: sql`${relayerAccounts.nextNonce} + 1` })
+        .where(eq(relayerAccounts.address, relayer))
+        .returning();
+      const hole = account!.nextNonce - 1;
+      const { id } = await createRequest(fx);
+      await waitStatus(id, "completed", 30_000);
+      expect(refusedFills).toBe(1);
+      const fills = await waitFor("the second fill to be settled", async () => {
+        const rows = await fx.database.db.select().from(relayerNonceFills).where(eq(relayerNonceFills.nonce, hole));
+        return rows.length === 2 && rows.every((f) => f.status !== "submitted" && f.status !== "queued") ? rows : undefined;
+      });
+      expect(fills.map((f) => f.status).sort()).toEqual(["confirmed", "failed"]);
+      expect(new Set(fills.map((f) => f.maxFeePerGas)).size).toBe(1);
+    } finally {
+      await worker?.stop();
+      worker = undefined;
+      await proxy.close();
+    }
   });
 
   it("moves past nonces the relayer key spent outside the service instead of colliding with them", async () => {

@@ -16,24 +16,21 @@ export type NewNonceFill = {
   maxPriorityFeePerGas: bigint;
 };
 
-// Signing is deterministic (RFC 6979): a fill of the same nonce with the same fees (read again in the same block, or
-// pinned at MAX_FEE_PER_GAS_GWEI) is the same transaction, byte for byte. It is the stored one, not a second row:
-// the unique hash made its insert fail, and with it the confirm stage at every pass while the hole stayed.
 const INSERT_NONCE_FILL = `
-    WITH inserted AS (
-      INSERT INTO relayer_nonce_fills
-        (relayer_address, nonce, sponsorship_request_id, reason, transaction_hash, raw_transaction, max_fee_per_gas, max_priority_fee_per_gas)
-      VALUES ($1, $2::bigint, $3::uuid, $4, $5, $6, $7::numeric, $8::numeric)
-      ON CONFLICT (transaction_hash) DO NOTHING
-      RETURNING id)
-    SELECT id FROM inserted
-    UNION ALL
-    SELECT id FROM relayer_nonce_fills WHERE transaction_hash = $5 AND NOT EXISTS (SELECT 1 FROM inserted)`;
+    INSERT INTO relayer_nonce_fills
+      (relayer_address, nonce, sponsorship_request_id, reason, transaction_hash, raw_transaction, max_fee_per_gas, max_priority_fee_per_gas)
+    VALUES ($1, $2::bigint, $3::uuid, $4, $5, $6, $7::numeric, $8::numeric)
+    RETURNING id`;
 
-/**
- * Stores a signed fill (status queued) before it is broadcast; answers its id. The same signed fill stored before
- * (same hash) answers that row's id: broadcast again, it is settled as that one (a given-up fill may still be mined).
- */
+const COUNT_NONCE_FILLS = `
+    SELECT count(*)::int AS n FROM relayer_nonce_fills WHERE relayer_address = $1 AND nonce = $2::bigint`;
+
+/** How many fills are stored at (relayer, nonce), whatever their status (signFill makes each new one distinct). */
+export function countNonceFills(relayer: Address, nonce: number): Query<number> {
+  return query(COUNT_NONCE_FILLS, [relayer, String(nonce)], (rows) => Number(rows[0]!.n));
+}
+
+/** Stores a signed fill (status queued) before it is broadcast; answers its id. */
 export function insertNonceFill(fill: NewNonceFill): Query<string> {
   return query(
     INSERT_NONCE_FILL,

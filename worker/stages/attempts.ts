@@ -4,7 +4,7 @@ import type { NewRelayAttempt } from "@/db/queries/relay-queue";
 import type { Fees } from "../chain-answers";
 import type { WorkerContext } from "../context";
 import type { StoredTransaction } from "./broadcast";
-import { SPONSOR_GAS_LIMIT, signFillTransaction, signSponsorTransaction } from "./transactions";
+import { FILL_GAS_LIMIT, SPONSOR_GAS_LIMIT, signFillTransaction, signSponsorTransaction } from "./transactions";
 
 /**
  * The one place an attempt (or a nonce fill) is signed and shaped for storage: the relay stage's first attempts and
@@ -38,12 +38,23 @@ export async function signAttempt(
   };
 }
 
-/** Signs a zero-value transfer to the relayer itself at `nonce` (consumes the nonce): a fill row ready to store. */
+/**
+ * Signs a zero-value transfer to the relayer itself at `nonce` (consumes the nonce): a fill row ready to store.
+ * `earlier`: fills already stored at this nonce. Signing is deterministic (RFC 6979): a fill at the same fees as one
+ * before it (read again in the same block, or pinned at MAX_FEE_PER_GAS_GWEI) would be that very transaction, whose
+ * unique hash failed the insert, and with it the confirm stage at every pass while the hole stayed. Each later fill
+ * offers one more unit of gas than it uses, so it is a transaction of its own at the same cost.
+ */
 export async function signFill(
   ctx: WorkerContext,
-  f: { relayer: Address; nonce: number; fees: Fees; requestId: string | null; reason: string },
+  f: { relayer: Address; nonce: number; fees: Fees; requestId: string | null; reason: string; earlier?: number },
 ): Promise<NewNonceFill> {
-  const signed = await signFillTransaction(ctx.pool.account(f.relayer), { chainId: ctx.chain.chainId, nonce: f.nonce, fees: f.fees });
+  const signed = await signFillTransaction(ctx.pool.account(f.relayer), {
+    chainId: ctx.chain.chainId,
+    nonce: f.nonce,
+    fees: f.fees,
+    gas: FILL_GAS_LIMIT + BigInt(f.earlier ?? 0),
+  });
   return {
     relayerAddress: f.relayer,
     nonce: f.nonce,

@@ -48,14 +48,17 @@ export async function signSponsorTransaction(
 }
 
 /** A zero-value transfer from the relayer to itself at `nonce`: consumes the nonce, sponsors nothing. */
-export async function signFillTransaction(account: PrivateKeyAccount, tx: { chainId: number; nonce: number; fees: Fees }): Promise<SignedTransaction> {
+export async function signFillTransaction(
+  account: PrivateKeyAccount,
+  tx: { chainId: number; nonce: number; fees: Fees; gas?: bigint },
+): Promise<SignedTransaction> {
   const raw = await account.signTransaction({
     type: "eip1559",
     chainId: tx.chainId,
     nonce: tx.nonce,
     to: account.address,
     value: 0n,
-    gas: FILL_GAS_LIMIT,
+    gas: tx.gas ?? FILL_GAS_LIMIT,
     maxFeePerGas: tx.fees.maxFeePerGas,
     maxPriorityFeePerGas: tx.fees.maxPriorityFeePerGas,
   });

@@ -1,6 +1,6 @@
 import type { Address } from "viem";
 import { listConfirmedRawTransactionsFrom } from "@/db/queries/chain-replay";
-import { insertNonceFill } from "@/db/queries/nonce-fills";
+import { countNonceFills, insertNonceFill } from "@/db/queries/nonce-fills";
 import { listRelayerLeases, lockLeasedRelayers, setRelayerNextNonces } from "@/db/queries/relayers";
 import { pipelinedTransaction } from "@/db/sql/transaction";
 import type { RelayerNonces } from "../../chain-answers";
@@ -84,12 +84,13 @@ export async function fillHoles(
     // Above the fee ceiling a fill could not be mined either: it is filled once fees fall.
     if (fees.aboveCeiling) continue;
     const stored = await pipelinedTransaction(ctx.db, async (tx) => {
-      const [fence] = await tx.send([lockLeasedRelayers(ctx.workerId, [lease.address])]);
+      const [fence, earlier] = await tx.send([lockLeasedRelayers(ctx.workerId, [lease.address]), countNonceFills(lease.address, hole)]);
       if (!fence.has(lease.address)) throw new LeaseLostError(`lease of ${lease.address} lost before filling nonce ${hole}`);
       const fill = await signFill(ctx, {
         relayer: lease.address,
         nonce: hole,
         fees,
+        earlier,
         requestId: null,
         reason: `fill: nonce ${hole} was assigned but the node holds no transaction for it (later nonces were waiting)`,
       });
