@@ -132,6 +132,18 @@ export async function createRequest(fx: PipelineFixture, wallet: Address = rando
   return { id: request.id, wallet };
 }
 
+/** Sponsors `wallet` on-chain from the treasury's owner, behind the service's back; answers the block it is mined in. */
+export async function sponsorOnChain(fx: PipelineFixture, wallet: Address): Promise<bigint> {
+  const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
+  const hash = await owner.writeContract({
+    address: fx.deployment.treasuryAddress,
+    abi: treasuryAbi,
+    functionName: "sponsor",
+    args: [wallet, requestIdHash(crypto.randomUUID())],
+  });
+  return (await fx.clients.waitForTransactionReceipt({ hash })).blockNumber;
+}
+
 export async function createRequests(fx: PipelineFixture, count: number): Promise<{ id: string; wallet: Address }[]> {
   const out: { id: string; wallet: Address }[] = [];
   // A few at a time: the domain function takes per-IP and per-wallet locks, all distinct here.

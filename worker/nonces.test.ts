@@ -51,6 +51,21 @@ afterEach(async () => {
 
 const waitStatus = (id: string, status: string, timeoutMs = 20_000) => waitForStatus(fx, id, status, timeoutMs);
 
+/**
+ * Once a first request has completed (the relayer's nonces are in use), a nonce is assigned and lost before anything
+ * is stored for it (as if its transaction never existed): a hole every later nonce waits behind. Answers it.
+ */
+async function openHole(): Promise<number> {
+  const warm = await createRequest(fx);
+  await waitStatus(warm.id, "completed");
+  const [account] = await fx.database.db
+    .update(relayerAccounts)
+    .set({ nextNonce: sql`${relayerAccounts.nextNonce} + 1` })
+    .where(eq(relayerAccounts.address, relayer))
+    .returning();
+  return account!.nextNonce - 1;
+}
+
 async function pauseMining() {
   await anvilRpc(fx, "evm_setAutomine", [false]);
   await anvilRpc(fx, "evm_setIntervalMining", [0]);
@@ -208,15 +223,7 @@ describe("nonce management", () => {
 
   it("fills a nonce that was assigned but that nothing holds, so later nonces are not held back", async () => {
     worker = await startInProcessWorker(fx);
-    const warm = await createRequest(fx);
-    await waitStatus(warm.id, "completed");
-    // A nonce is assigned and lost before anything is stored for it (as if its transaction never existed).
-    const [account] = await fx.database.db
-      .update(relayerAccounts)
-      .set({ nextNonce: sql`${relayerAccounts.nextNonce} + 1` })
-      .where(eq(relayerAccounts.address, relayer))
-      .returning();
-    const hole = account!.nextNonce - 1;
+    const hole = await openHole();
 
     const { id } = await createRequest(fx);
     const done = await waitStatus(id, "completed", 30_000);
@@ -252,14 +259,7 @@ describe("nonce management", () => {
     });
     try {
       worker = await startInProcessWorker(fx, { RPC_URL: proxy.url });
-      const warm = await createRequest(fx);
-      await waitStatus(warm.id, "completed");
-      const [account] = await fx.database.db
-        .update(relayerAccounts)
-        .set({ nextNonce: sql`${relayerAccounts.nextNonce} + 1` })
-        .where(eq(relayerAccounts.address, relayer))
-        .returning();
-      const hole = account!.nextNonce - 1;
+      const hole = await openHole();
       const { id } = await createRequest(fx);
       await waitStatus(id, "completed", 30_000);
       expect(refusedFills).toBe(1);

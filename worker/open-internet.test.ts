@@ -3,7 +3,6 @@ import { toFunctionSelector, type Abi } from "viem";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { compileTestContract } from "@/contracts/test-helpers";
 import { treasuryAbi } from "@/contracts/generated/treasury";
-import { requestIdHash } from "@/lib/chain/ids";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { pauseSponsorships, resumeSponsorships } from "@/lib/admin/controls";
 import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
@@ -22,6 +21,7 @@ import {
   readRequest,
   readSponsoredEvents,
   relayerAddress,
+  sponsorOnChain,
   startInProcessWorker,
   waitFor,
   setUpPipelineFixture,
@@ -535,14 +535,7 @@ describe("the pause and what was already sent", () => {
 describe("the registry's mirror", () => {
   it("refuses creation for a wallet sponsored on-chain behind the service's back, once the worker has indexed it", async () => {
     const wallet = randomWallet();
-    const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
-    const hash = await owner.writeContract({
-      address: fx.deployment.treasuryAddress,
-      abi: treasuryAbi,
-      functionName: "sponsor",
-      args: [wallet, requestIdHash(crypto.randomUUID())],
-    });
-    await fx.clients.waitForTransactionReceipt({ hash });
+    await sponsorOnChain(fx, wallet);
     worker = await startWorker();
     const sql = fx.database.db.$client;
     await waitFor("the mirror to hold the wallet", async () => {
@@ -572,14 +565,7 @@ describe("the registry's mirror", () => {
       ON CONFLICT (registry_address) DO UPDATE SET next_block = 1000000000000`;
     try {
       const wallet = randomWallet();
-      const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
-      const hash = await owner.writeContract({
-        address: fx.deployment.treasuryAddress,
-        abi: treasuryAbi,
-        functionName: "sponsor",
-        args: [wallet, requestIdHash(crypto.randomUUID())],
-      });
-      await fx.clients.waitForTransactionReceipt({ hash });
+      await sponsorOnChain(fx, wallet);
       const { id } = await createRequest(fx, wallet);
       worker = await startWorker();
       await waitStatus(id, "rejected");

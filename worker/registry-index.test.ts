@@ -1,12 +1,19 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { Address } from "viem";
-import { treasuryAbi } from "@/contracts/generated/treasury";
 import { LOCAL_DEPLOYER_KEY } from "@/lib/config";
 import { readRegistryCursor } from "@/db/queries/registry-mirror";
-import { requestIdHash } from "@/lib/chain/ids";
 import { startCountingRpcProxy, startLaggingRpcProxy, startRpcProxy, type LaggingRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
 import type { RunningWorker } from "./worker";
-import { anvilRpc, randomWallet, relayerAddress, startInProcessWorker, waitFor, setUpPipelineFixture, type PipelineFixture } from "@/test/worker-fixture";
+import {
+  anvilRpc,
+  randomWallet,
+  relayerAddress,
+  setUpPipelineFixture,
+  sponsorOnChain,
+  startInProcessWorker,
+  waitFor,
+  type PipelineFixture,
+} from "@/test/worker-fixture";
 
 /**
  * The registry's mirror (worker/registry-index.ts; decisions.md "No chain call for a request the database refuses",
@@ -30,18 +37,6 @@ afterEach(async () => {
   for (const proxy of proxies.reverse()) await proxy.close();
   proxies = [];
 });
-
-/** Sponsors `wallet` on-chain from the treasury's owner, behind the service's back; answers the block it is mined in. */
-async function sponsorOnChain(wallet: Address): Promise<bigint> {
-  const owner = fx.clients.walletClient(LOCAL_DEPLOYER_KEY);
-  const hash = await owner.writeContract({
-    address: fx.deployment.treasuryAddress,
-    abi: treasuryAbi,
-    functionName: "sponsor",
-    args: [wallet, requestIdHash(crypto.randomUUID())],
-  });
-  return (await fx.clients.waitForTransactionReceipt({ hash })).blockNumber;
-}
 
 async function mirrored(wallet: Address): Promise<boolean> {
   const rows = await fx.database.db.$client`SELECT 1 FROM registry_sponsored_wallets WHERE wallet_address = ${wallet.toLowerCase()}`;
@@ -68,7 +63,7 @@ describe("the registry's mirror behind an endpoint that lags", () => {
     const first = await startCountingRpcProxy(behind.url);
     proxies.push(first);
     const wallet = randomWallet();
-    const block = await sponsorOnChain(wallet);
+    const block = await sponsorOnChain(fx, wallet);
     expect(block).toBe(frozenAt + 1n);
 
     worker = await startInProcessWorker(fx, { RPC_URL: `${first.url},${fx.anvil.rpcUrl}` });
@@ -99,7 +94,7 @@ describe("the registry's mirror behind an endpoint that lags", () => {
     });
     proxies.push(pool);
     const wallet = randomWallet();
-    const block = await sponsorOnChain(wallet);
+    const block = await sponsorOnChain(fx, wallet);
     expect(block).toBe(frozenAt + 1n);
 
     worker = await startInProcessWorker(fx, { RPC_URL: pool.url });
