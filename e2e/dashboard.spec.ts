@@ -211,6 +211,15 @@ test.describe("an administrator at the controls", () => {
     }
     const table = blocks.getByRole("region", { name: "Active IP blocks (table)" });
     await expect(table.getByRole("row").filter({ hasText: "198.51.100.0/24" })).toContainText("e2e: a farm");
+    // Found by an address it holds (older blocks than the newest 500 are found so too), then the whole list again.
+    await blocks.getByLabel("Find blocks for an IP or range").fill("198.51.100.9");
+    await blocks.getByRole("button", { name: "Find", exact: true }).click();
+    await expect(page.getByTestId("ip-blocks-shown")).toHaveText("1 active block holds or lies within 198.51.100.9/32.");
+    await expect(table.getByRole("row").filter({ hasText: "203.0.113.0/24" })).toHaveCount(0);
+    await expect(table.getByRole("row").filter({ hasText: "198.51.100.0/24" })).toHaveCount(1);
+    await blocks.getByLabel("Find blocks for an IP or range").fill("");
+    await blocks.getByRole("button", { name: "Find", exact: true }).click();
+    await expect(table.getByRole("row").filter({ hasText: "203.0.113.0/24" })).toHaveCount(1);
     // Lifting removes the row, its button with it: the outcome is said in the section's status line (the form's
     // "Blocked …" is no longer true of the list, so it goes), and focus moves to the Lift button left...
     await table.getByRole("button", { name: "Lift the block of 198.51.100.0/24" }).click();

@@ -48,8 +48,29 @@ export async function liftIpBlock(tx: Executor, input: { id: string; actor: stri
   return row;
 }
 
-export async function listActiveIpBlocks(db: Executor, limit = 500): Promise<IpBlock[]> {
-  return db.select().from(ipBlocks).where(isNull(ipBlocks.liftedAt)).orderBy(desc(ipBlocks.createdAt)).limit(limit);
+/** How many administrator IP blocks a list shows at most (the newest). */
+export const IP_BLOCKS_SHOWN = 500;
+
+/**
+ * The active administrator IP blocks, newest first, at most `limit`; with `overlapping` (a normalised address or
+ * prefix) only those that contain it or lie within it, so a block older than the newest `limit` can be found and
+ * lifted. `total`: how many match in all.
+ */
+export async function listActiveIpBlocks(db: Executor, options: { limit?: number; overlapping?: string } = {}): Promise<{ items: IpBlock[]; total: number }> {
+  const where = and(isNull(ipBlocks.liftedAt), options.overlapping === undefined ? undefined : sql`${ipBlocks.cidr} && ${options.overlapping}::cidr`);
+  const [items, [counted]] = await Promise.all([
+    db
+      .select()
+      .from(ipBlocks)
+      .where(where)
+      .orderBy(desc(ipBlocks.createdAt))
+      .limit(options.limit ?? IP_BLOCKS_SHOWN),
+    db
+      .select({ total: sql<number>`count(*)::int` })
+      .from(ipBlocks)
+      .where(where),
+  ]);
+  return { items, total: counted?.total ?? 0 };
 }
 
 /** Requests created in the rolling hour and day, as the budget counts them (db/functions/sponsorship_budget.sql). */

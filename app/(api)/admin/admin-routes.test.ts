@@ -86,6 +86,28 @@ describe("admin routes", () => {
     expect(((await bad.json()) as { code: string }).code).toBe("invalid_json");
   });
 
+  it("list the newest 500 active IP blocks with how many there are, and find older ones by the address or prefix they hold", async () => {
+    const cookie = await signedInCookie();
+    // 501 blocks, the oldest first: 10.0.0.0/24 is the one past the list.
+    await t.db.$client`INSERT INTO ip_blocks (cidr, reason, created_by, created_at)
+      SELECT ('10.' || (i / 256) || '.' || (i % 256) || '.0/24')::cidr, 'test: farm ' || i, 'admin:test', now() - (1000 - i) * interval '1 minute'
+      FROM generate_series(0, 500) AS i`;
+    type Listed = { items: { cidr: string }[]; total: number };
+    const all = (await (await call("/admin/ip-blocks", { cookie })).json()) as Listed;
+    expect(all.items).toHaveLength(500);
+    expect(all.total).toBe(501);
+    expect(all.items.map((b) => b.cidr)).not.toContain("10.0.0.0/24");
+    // Before, the oldest could not be seen, nor lifted from the dashboard.
+    const found = (await (await call("/admin/ip-blocks?overlapping=10.0.0.77", { cookie })).json()) as Listed;
+    expect(found).toEqual({ items: [expect.objectContaining({ cidr: "10.0.0.0/24", reason: "test: farm 0" })], total: 1 });
+    const within = (await (await call("/admin/ip-blocks?overlapping=10.1.0.0/16", { cookie })).json()) as Listed;
+    expect(within.total).toBe(245);
+    const bad = await call("/admin/ip-blocks?overlapping=not-an-address", { cookie });
+    expect(bad.status).toBe(422);
+    expect(((await bad.json()) as { code: string }).code).toBe("invalid_value");
+    await t.db.$client`DELETE FROM ip_blocks WHERE reason LIKE 'test: farm %'`;
+  });
+
   it("answer 401 problem+json to every request without a session, and change nothing", async () => {
     const target = address();
     const cases: [string, { method?: string; body?: unknown }][] = [

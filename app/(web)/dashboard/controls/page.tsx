@@ -3,6 +3,8 @@ import { listActiveIpBlocks, readServiceState } from "@/db/queries/controls";
 import { budgetOverview } from "@/lib/admin/controls";
 import { currentAdminSession } from "@/lib/admin/request-context";
 import { appConfig, appDb } from "@/lib/http/app-context";
+import { parseCidr } from "@/lib/sponsorship/client-identity";
+import { primaryButton, textInput } from "../../_components/styles";
 import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
 import { IpBlockForm, IpBlocksPanel, LiftIpBlockButton, PauseForm } from "../_components/control-forms";
@@ -14,12 +16,22 @@ export const metadata: Metadata = { title: "Controls" };
 export default withDatabaseOutageNotice(ControlsPage);
 
 /** The operator's brakes (decisions.md, "On the open internet"): the pause, the global budget, IP blocks. */
-async function ControlsPage() {
+async function ControlsPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   const session = await currentAdminSession();
   if (!session) return <SignInForm returnTo="/dashboard/controls" />;
   const db = appDb();
   const config = appConfig();
-  const [state, budget, blocks] = await Promise.all([readServiceState(db), budgetOverview(db, config), listActiveIpBlocks(db)]);
+  // Only the newest blocks are listed (IP_BLOCKS_SHOWN, 500); an address or prefix finds the blocks that hold it (or lie
+  // within it), older ones too, so any block can be lifted.
+  const raw = (await searchParams).overlapping;
+  const lookup = (typeof raw === "string" ? raw : "").trim();
+  const overlapping = lookup === "" ? undefined : parseCidr(lookup);
+  const invalid = lookup !== "" && overlapping === undefined;
+  const [state, budget, { items: blocks, total }] = await Promise.all([
+    readServiceState(db),
+    budgetOverview(db, config),
+    listActiveIpBlocks(db, { overlapping }),
+  ]);
 
   return (
     <div className="space-y-6">
@@ -60,9 +72,48 @@ async function ControlsPage() {
         </Section>
       </div>
       <Section title="IP blocks" id="ip-blocks" focusableHeading>
+        <form
+          method="get"
+          action="/dashboard/controls#ip-blocks"
+          role="search"
+          aria-label="Find IP blocks"
+          className="mb-1 flex flex-col gap-2 sm:flex-row sm:items-end"
+        >
+          <div className="flex-1 space-y-1">
+            <label htmlFor="ip-blocks-lookup" className="block text-sm font-medium text-slate-900">
+              Find blocks for an IP or range
+            </label>
+            <input
+              id="ip-blocks-lookup"
+              name="overlapping"
+              type="search"
+              defaultValue={lookup}
+              placeholder="198.51.100.7 or 2001:db8::/48"
+              spellCheck={false}
+              autoComplete="off"
+              aria-invalid={invalid ? true : undefined}
+              aria-describedby="ip-blocks-lookup-hint"
+              className={`${textInput} font-mono text-sm`}
+            />
+          </div>
+          <button type="submit" className={primaryButton}>
+            Find
+          </button>
+        </form>
+        <p id="ip-blocks-lookup-hint" data-testid="ip-blocks-shown" className={`mb-3 text-sm ${invalid ? "font-medium text-red-800" : "text-slate-700"}`}>
+          {invalid
+            ? "That is not an IPv4 or IPv6 address or prefix."
+            : overlapping
+              ? `${total.toLocaleString("en")} active ${total === 1 ? "block holds or lies" : "blocks hold or lie"} within ${overlapping}${total > blocks.length ? `; the newest ${blocks.length} are shown` : ""}.`
+              : total > blocks.length
+                ? `The newest ${blocks.length} of ${total.toLocaleString("en")} active blocks are shown: find an older one by its address or prefix.`
+                : `Blocks that hold an address, or lie within a prefix, are found by it (all ${total.toLocaleString("en")} active are shown).`}
+        </p>
         <IpBlocksPanel headingId="ip-blocks" count={blocks.length}>
           {blocks.length === 0 ? (
-            <p className="mb-3 text-sm text-slate-800">No address or range is blocked.</p>
+            <p className="mb-3 text-sm text-slate-800">
+              {overlapping ? "No active block holds this address or lies within it." : "No address or range is blocked."}
+            </p>
           ) : (
             <div className="mb-4">
               <DataTable
