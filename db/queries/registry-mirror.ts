@@ -38,7 +38,11 @@ export async function recordRegistryRange(
       : sql`WITH found AS (
           INSERT INTO registry_sponsored_wallets (registry_address, wallet_address, block_number)
           VALUES ${sql.join(
-            wallets.map((w) => sql`(${address}, ${w.wallet.toLowerCase()}, ${w.blockNumber.toString()}::bigint)`),
+            // In address order, as recordFoundSponsored inserts (no crosswise wait between two inserts of the same wallets).
+            [...wallets]
+              .map((w) => ({ wallet: w.wallet.toLowerCase(), blockNumber: w.blockNumber }))
+              .sort((a, b) => (a.wallet < b.wallet ? -1 : a.wallet > b.wallet ? 1 : 0))
+              .map((w) => sql`(${address}, ${w.wallet}, ${w.blockNumber.toString()}::bigint)`),
             sql`, `,
           )}
           ON CONFLICT DO NOTHING
@@ -64,5 +68,7 @@ const RECORD_FOUND_SPONSORED = `
  * the worker knew (review does not learn the event's own block).
  */
 export function recordFoundSponsored(registry: string, wallets: readonly string[], seenAt: bigint): Query<undefined> {
-  return query(RECORD_FOUND_SPONSORED, [registry.toLowerCase(), wallets.map((w) => w.toLowerCase()), seenAt.toString()], none);
+  // In address order, as recordRegistryRange inserts: two inserts of the same wallets never wait on each other crosswise.
+  const sorted = [...new Set(wallets.map((w) => w.toLowerCase()))].sort();
+  return query(RECORD_FOUND_SPONSORED, [registry.toLowerCase(), sorted, seenAt.toString()], none);
 }

@@ -146,7 +146,8 @@ const QUANTITY_METHODS = new Set([
 ]);
 
 /**
- * One endpoint's transport whose answers to the methods above, and to `eth_call` (hex, `0x` for no data), are
+ * One endpoint's transport whose answers to the methods above, and to `eth_call` (whole bytes of hex, `0x` for none:
+ * viem reads an odd-length answer shifted by a digit, a `true` as `false`), are
  * checked: anything else is a MalformedAnswerError, counted as the endpoint not reached, so `failover` asks the next
  * one. Until session 25 a `null` head from one endpoint failed every relay pass ("Cannot convert null to a BigInt")
  * while the next endpoint was never asked, and the worker exited after 30 of them.
@@ -157,7 +158,7 @@ function checkedAnswers(transport: Transport): Transport {
     const request: EIP1193RequestFn = async (call, requestOptions) => {
       // eslint-disable-next-line @typescript-eslint/no-explicit-any -- passed on as given, as viem's own transports do
       const result: unknown = await endpoint.request(call as any, requestOptions);
-      const pattern = QUANTITY_METHODS.has(call.method) ? /^0x[0-9a-fA-F]+$/ : call.method === "eth_call" ? /^0x[0-9a-fA-F]*$/ : undefined;
+      const pattern = QUANTITY_METHODS.has(call.method) ? /^0x[0-9a-fA-F]+$/ : call.method === "eth_call" ? /^0x(?:[0-9a-fA-F]{2})*$/ : undefined;
       if (pattern && !(typeof result === "string" && pattern.test(result))) {
         throw new MalformedAnswerError(`${call.method} answered ${JSON.stringify(result)?.slice(0, 100)}, not hex`);
       }
