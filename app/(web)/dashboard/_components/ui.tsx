@@ -1,5 +1,5 @@
 import type { ReactNode } from "react";
-import { card, focusRing } from "../../_components/styles";
+import { card, focusRing, primaryButton, textInput } from "../../_components/styles";
 
 /**
  * A card with a heading (`id` is the heading's). `focusableHeading` lets a script move the focus to the heading
@@ -78,5 +78,54 @@ export function DataTable({ label, caption, columns, children }: { label: string
         <tbody>{children}</tbody>
       </table>
     </TableScroll>
+  );
+}
+
+/**
+ * A one-field lookup (GET form, role search): a labelled search input described by `hintId` (the caller renders the
+ * hint, which says what is wrong when `invalid`), and its button.
+ */
+export function SearchField(props: {
+  action: string;
+  formLabel: string;
+  id: string;
+  name: string;
+  label: string;
+  value: string;
+  placeholder: string;
+  invalid: boolean;
+  hintId: string;
+  button: string;
+  className?: string;
+}) {
+  return (
+    <form
+      method="get"
+      action={props.action}
+      role="search"
+      aria-label={props.formLabel}
+      className={`flex flex-col gap-2 sm:flex-row sm:items-end ${props.className ?? ""}`}
+    >
+      <div className="flex-1 space-y-1">
+        <label htmlFor={props.id} className="block text-sm font-medium text-slate-900">
+          {props.label}
+        </label>
+        <input
+          id={props.id}
+          name={props.name}
+          type="search"
+          defaultValue={props.value}
+          placeholder={props.placeholder}
+          spellCheck={false}
+          autoComplete="off"
+          aria-invalid={props.invalid ? true : undefined}
+          aria-describedby={props.hintId}
+          className={`${textInput} font-mono text-sm`}
+        />
+      </div>
+      <button type="submit" className={primaryButton}>
+        {props.button}
+      </button>
+    </form>
   );
 }

@@ -4,11 +4,10 @@ import { budgetOverview } from "@/lib/admin/controls";
 import { currentAdminSession } from "@/lib/admin/request-context";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { parseCidr } from "@/lib/sponsorship/client-identity";
-import { primaryButton, textInput } from "../../_components/styles";
 import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
 import { IpBlockForm, IpBlocksPanel, LiftIpBlockButton, PauseForm } from "../_components/control-forms";
-import { DataTable, Notice, Section, td } from "../_components/ui";
+import { DataTable, Notice, SearchField, Section, td } from "../_components/ui";
 import { withDatabaseOutageNotice } from "../_components/database-outage";
 
 export const metadata: Metadata = { title: "Controls" };
@@ -72,34 +71,19 @@ async function ControlsPage({ searchParams }: { searchParams: Promise<Record<str
         </Section>
       </div>
       <Section title="IP blocks" id="ip-blocks" focusableHeading>
-        <form
-          method="get"
+        <SearchField
           action="/dashboard/controls#ip-blocks"
-          role="search"
-          aria-label="Find IP blocks"
-          className="mb-1 flex flex-col gap-2 sm:flex-row sm:items-end"
-        >
-          <div className="flex-1 space-y-1">
-            <label htmlFor="ip-blocks-lookup" className="block text-sm font-medium text-slate-900">
-              Find blocks for an IP or range
-            </label>
-            <input
-              id="ip-blocks-lookup"
-              name="overlapping"
-              type="search"
-              defaultValue={lookup}
-              placeholder="198.51.100.7 or 2001:db8::/48"
-              spellCheck={false}
-              autoComplete="off"
-              aria-invalid={invalid ? true : undefined}
-              aria-describedby="ip-blocks-lookup-hint"
-              className={`${textInput} font-mono text-sm`}
-            />
-          </div>
-          <button type="submit" className={primaryButton}>
-            Find
-          </button>
-        </form>
+          formLabel="Find IP blocks"
+          id="ip-blocks-lookup"
+          name="overlapping"
+          label="Find blocks for an IP or range"
+          value={lookup}
+          placeholder="198.51.100.7 or 2001:db8::/48"
+          invalid={invalid}
+          hintId="ip-blocks-lookup-hint"
+          button="Find"
+          className="mb-1"
+        />
         <p id="ip-blocks-lookup-hint" data-testid="ip-blocks-shown" className={`mb-3 text-sm ${invalid ? "font-medium text-red-800" : "text-slate-700"}`}>
           {invalid
             ? "That is not an IPv4 or IPv6 address or prefix."

@@ -4,10 +4,10 @@ import { currentAdminSession } from "@/lib/admin/request-context";
 import { lookUpWallet } from "@/lib/admin/wallets";
 import { appDb } from "@/lib/http/app-context";
 import { StatusBadge } from "../../_components/status-badge";
-import { link, primaryButton, textInput } from "../../_components/styles";
+import { link } from "../../_components/styles";
 import { formatDateTime } from "../../_lib/format";
 import { SignInForm } from "../_components/sign-in-form";
-import { DataTable, Notice, Section, td } from "../_components/ui";
+import { DataTable, Notice, SearchField, Section, td } from "../_components/ui";
 import { WalletBlockForm } from "../_components/wallet-forms";
 import { withDatabaseOutageNotice } from "../_components/database-outage";
 
@@ -27,28 +27,18 @@ async function WalletsPage({ searchParams }: { searchParams: Promise<Record<stri
     <div className="space-y-6">
       <h1 className="text-2xl font-semibold text-slate-900">Wallets</h1>
 
-      <form method="get" action="/dashboard/wallets" role="search" aria-label="Look up a wallet" className="flex flex-col gap-2 sm:flex-row sm:items-end">
-        <div className="flex-1 space-y-1">
-          <label htmlFor="wallet-address" className="block text-sm font-medium text-slate-900">
-            Wallet address
-          </label>
-          <input
-            id="wallet-address"
-            name="address"
-            type="search"
-            defaultValue={address}
-            placeholder="0x…"
-            spellCheck={false}
-            autoComplete="off"
-            aria-invalid={invalid ? true : undefined}
-            aria-describedby="wallet-address-hint"
-            className={`${textInput} font-mono text-sm`}
-          />
-        </div>
-        <button type="submit" className={primaryButton}>
-          Look up
-        </button>
-      </form>
+      <SearchField
+        action="/dashboard/wallets"
+        formLabel="Look up a wallet"
+        id="wallet-address"
+        name="address"
+        label="Wallet address"
+        value={address}
+        placeholder="0x…"
+        invalid={invalid}
+        hintId="wallet-address-hint"
+        button="Look up"
+      />
       <p id="wallet-address-hint" className={`-mt-4 text-sm ${invalid ? "font-medium text-red-800" : "text-slate-700"}`}>
         {invalid ? "That is not a wallet address: 0x followed by 40 hex characters." : "Any wallet, registered or not: a wallet can be blocked before it asks."}
       </p>
