@@ -51,6 +51,27 @@ function deadPid(): number {
   for (let pid = 4_000_000; ; pid--) if (!processAlive(pid)) return pid;
 }
 
+/** A RelayerPool of all four keys driven by the test (no worker loop around it), beating as "pool-a". */
+async function directPool(): Promise<RelayerPool> {
+  const pool = new RelayerPool({
+    db: fx.database.db,
+    chain: new WorkerChain({ rpcUrl: fx.anvil.rpcUrl, ...fx.deployment }),
+    log: createLogger({ test: "lease-share" }),
+    workerId: "pool-a",
+    keys: fx.relayerKeys,
+    leaseTtlMs: 30_000,
+  });
+  const configured = fx.relayerKeys.map((k) => relayerAddress(k).toLowerCase());
+  await fx.database.db.insert(workerHeartbeats).values({
+    workerId: "pool-a",
+    hostname: "another-host",
+    pid: 1,
+    details: { version: 1, relayers: { configured, leased: [] } },
+  });
+  await pool.register(31337);
+  return pool;
+}
+
 async function leasedBy(workerId: string): Promise<number> {
   const rows = (await fx.database.db.execute(
     sql`SELECT count(*)::int AS n FROM relayer_accounts WHERE lease_owner = ${workerId} AND lease_expires_at > now()`,
@@ -95,6 +116,16 @@ describe("relayer lease shares", () => {
     expect(held[0].n).toBe(4);
   });
 
+  it("does not count on a live worker whose heartbeat does not say its keys (it may hold none of ours) to take any", async () => {
+    // An older worker's heartbeat without its relayers: it counts in the share (as one that may hold them all), but
+    // nothing is left for it to take. Before, this pool held its share of two and left the other two to nobody.
+    await fx.database.db.insert(workerHeartbeats).values({ workerId: "unsaid", hostname: "another-host", pid: 1, details: { version: 1 } });
+    beats.push(setInterval(() => void fx.database.db.execute(sql`UPDATE worker_heartbeats SET last_beat_at = now() WHERE worker_id = 'unsaid'`), 300));
+    const pool = await directPool();
+    await pool.rebalance();
+    expect(pool.leased).toEqual(fx.relayerKeys.map((k) => relayerAddress(k).toLowerCase()).sort());
+  });
+
   it("takes a relayer nobody else would take also while it holds more than its share", async () => {
     // Three live workers with the first key only; the first is held by one of them. This pool (all four keys) has a
     // share of one, and takes the other three: no other worker could.
@@ -104,22 +135,7 @@ describe("relayer lease shares", () => {
     await fx.database.db.execute(sql`
       INSERT INTO relayer_accounts (address, chain_id, lease_owner, lease_expires_at) VALUES (${addresses[0]}, 31337, 'b', now() + interval '1 hour')
       ON CONFLICT (address) DO UPDATE SET lease_owner = 'b', lease_expires_at = now() + interval '1 hour'`);
-    const chain = new WorkerChain({ rpcUrl: fx.anvil.rpcUrl, ...fx.deployment });
-    const pool = new RelayerPool({
-      db: fx.database.db,
-      chain,
-      log: createLogger({ test: "lease-share" }),
-      workerId: "pool-a",
-      keys: fx.relayerKeys,
-      leaseTtlMs: 30_000,
-    });
-    await fx.database.db.insert(workerHeartbeats).values({
-      workerId: "pool-a",
-      hostname: "another-host",
-      pid: 1,
-      details: { version: 1, relayers: { configured: addresses, leased: [] } },
-    });
-    await pool.register(31337);
+    const pool = await directPool();
     await pool.rebalance();
     expect(pool.leased).toEqual(addresses.slice(1));
     // One is given back after a failed reconciliation (or its other key holder stopped): free, and above the share
