@@ -53,6 +53,18 @@ async function one<T>(url: string, run: (sql: postgres.Sql) => Promise<T>): Prom
   }
 }
 
+/**
+ * The pid in a postmaster.pid, or 0 while there is none: the file may go between a look and a read (a postmaster
+ * that stops removes it), which a watcher polling every few milliseconds meets now and then (a CI run, session 25).
+ */
+function postmasterPid(pidFile: string): number {
+  try {
+    return Number(readFileSync(pidFile, "utf8").split("\n")[0]) || 0;
+  } catch {
+    return 0;
+  }
+}
+
 describe("embedded PostgreSQL credentials", () => {
   it("keeps a random superuser password per data directory in a 0600 file, refuses postgres/postgres, and reuses the password on restart", async () => {
     const [a, b] = [await dataDir(), await dataDir()];
@@ -200,7 +212,7 @@ describe("embedded PostgreSQL stopping", () => {
     starting.catch(() => {});
     // Once the new postmaster has written its postmaster.pid (the killed one's is still there until then).
     const watcher = setInterval(() => {
-      const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").split("\n")[0]) : 0;
+      const pid = postmasterPid(pidFile);
       if (pid > 0 && pid !== first.pid && processAlive(pid)) controller.abort();
     }, 5);
     try {
@@ -281,7 +293,7 @@ describe("embedded PostgreSQL start-up", () => {
     starting.catch(() => {});
     // The new postmaster frozen once it wrote its postmaster.pid, before it is ready (as a hung disk would hold it).
     const frozen = await until(() => {
-      const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").split("\n")[0]) : 0;
+      const pid = postmasterPid(pidFile);
       if (!(pid > 0 && processAlive(pid))) return undefined;
       process.kill(pid, "SIGSTOP");
       return pid;
