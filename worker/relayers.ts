@@ -144,20 +144,22 @@ export class RelayerPool {
     // Only workers that hold keys for some of our relayers compete for them: a worker with other keys, or none,
     // must not shrink our share and leave accounts unused.
     const competitors = others.filter((w) => overlaps(w.keys, mine));
-    const share = Math.ceil(mine.size / (competitors.length + 1));
+    // A worker's share, as it counts it: its keys over itself and the live workers holding some of them.
+    const everyone = [{ workerId, keys: mine, said: true }, ...others];
+    const shareOf = (w: { workerId: string; keys: Set<Address> }) =>
+      Math.ceil(w.keys.size / (everyone.filter((v) => v.workerId !== w.workerId && overlaps(v.keys, w.keys)).length + 1));
+    const share = shareOf(everyone[0]!);
 
     const everyKey = new Set<Address>([...mine, ...competitors.flatMap((w) => [...w.keys])]);
     const leases = await listRelayerLeases(db, [...everyKey].sort());
     // Forget what the database says is no longer ours.
     for (const lease of leases) if (this.held.has(lease.address) && lease.leaseOwner !== workerId) this.drop(lease.address, "owner changed");
 
-    // What each competitor lacks of its share, as it counts it (its own rivals include this worker).
-    const everyone = [{ workerId, keys: mine, said: true }, ...others];
+    // What each competitor lacks of its share (its own rivals include this worker).
     const lacking = new Map<string, number>();
     for (const w of competitors) {
-      const rivals = everyone.filter((v) => v.workerId !== w.workerId && overlaps(v.keys, w.keys)).length;
       const held = leases.filter((l) => l.leaseOwner === w.workerId && !l.leaseExpired).length;
-      lacking.set(w.workerId, Math.ceil(w.keys.size / (rivals + 1)) - held);
+      lacking.set(w.workerId, shareOf(w) - held);
     }
     /**
      * A competitor below its share that would take this relayer; counted as taking it when `claim`. One whose
