@@ -58,6 +58,11 @@ describe("configuration", () => {
     expect(parseConfig({ IP_RETENTION_DAYS: "" }).ipRetentionDays).toBe(90);
   });
 
+  it("reads RPC_BATCH_SIZE, 200 calls per batched request unless set", () => {
+    expect(parseConfig({}).rpcBatchSize).toBe(200);
+    expect(parseConfig({ RPC_BATCH_SIZE: "10" }).rpcBatchSize).toBe(10);
+  });
+
   it("reads RPC_URL as one endpoint or a comma-separated list of them", () => {
     expect(parseConfig({}).rpcUrls).toEqual([]);
     const one = parseConfig({ RPC_URL: "https://rpc.example.org/key" });
@@ -76,6 +81,8 @@ describe("configuration", () => {
     ["WORKER_INTERVAL_MS", "fast", /^Invalid configuration: WORKER_INTERVAL_MS /],
     ["WORKER_BATCH_WINDOW_MS", "-1", /^Invalid configuration: WORKER_BATCH_WINDOW_MS /],
     ["WORKER_BATCH_WINDOW_MS", "soon", /^Invalid configuration: WORKER_BATCH_WINDOW_MS /],
+    ["RPC_BATCH_SIZE", "0", /^Invalid configuration: RPC_BATCH_SIZE must be at least 1$/],
+    ["RPC_BATCH_SIZE", "1001", /^Invalid configuration: RPC_BATCH_SIZE must be at most 1000$/],
     ["RELAYER_PRIVATE_KEYS", "0x1234", /^Invalid configuration: RELAYER_PRIVATE_KEYS\.0 must be 0x followed by 64 hex characters$/],
     ["DATABASE_URL", "not a url", /^Invalid configuration: DATABASE_URL must be a URL$/],
     ["TREASURY_ADDRESS", "0x12", /^Invalid configuration: TREASURY_ADDRESS /],

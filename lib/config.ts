@@ -149,6 +149,12 @@ const envSchema = z.object({
   /** One endpoint, or several of the same chain, comma-separated (reads fail over, broadcasts go to all). */
   RPC_URL: list(httpUrl),
   CHAIN_ID: optional(integer(1, Number.MAX_SAFE_INTEGER)),
+  /**
+   * JSON-RPC calls one batched HTTP request carries at most; more are split over several requests. A provider that
+   * refuses larger batches as a whole (`-32600 batch too large`) would otherwise refuse every review's dry runs and
+   * every broadcast of a full relay pass, for ever. 1: no batches, each call its own request.
+   */
+  RPC_BATCH_SIZE: withDefault(integer(1, 1_000), "200"),
   RELAYER_PRIVATE_KEYS: list(privateKey),
   DEPLOYER_PRIVATE_KEY: optional(privateKey),
   REGISTRY_ADDRESS: optional(address),
@@ -246,6 +252,8 @@ export type Config = Readonly<{
   /** Every endpoint of RPC_URL, in order (empty when unset): reads fail over in this order, broadcasts go to all. */
   rpcUrls: readonly string[];
   chainId: number | undefined;
+  /** JSON-RPC calls per batched HTTP request at most (RPC_BATCH_SIZE). */
+  rpcBatchSize: number;
   relayerPrivateKeys: readonly Hex[];
   deployerPrivateKey: Hex | undefined;
   registryAddress: Address | undefined;
@@ -321,6 +329,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     rpcUrl: e.RPC_URL[0],
     rpcUrls: Object.freeze([...e.RPC_URL]),
     chainId: e.CHAIN_ID,
+    rpcBatchSize: e.RPC_BATCH_SIZE,
     relayerPrivateKeys: Object.freeze(e.RELAYER_PRIVATE_KEYS.length > 0 ? e.RELAYER_PRIVATE_KEYS : e.RPC_URL.length > 0 ? [] : [...LOCAL_RELAYER_KEYS]),
     deployerPrivateKey: e.DEPLOYER_PRIVATE_KEY,
     registryAddress: e.REGISTRY_ADDRESS,

@@ -59,10 +59,10 @@ export function knownChainId(config: Config): number | undefined {
 }
 
 /** One client per RPC_URL endpoint: each is asked on its own, so /health shows every endpoint's state. */
-function endpointClients(rpcUrls: readonly string[]): ChainPublicClient[] {
-  const key = rpcUrls.join(",");
+function endpointClients(rpcUrls: readonly string[], batchSize: number): ChainPublicClient[] {
+  const key = `${rpcUrls.join(",")}|${batchSize}`;
   if (clients?.key !== key) {
-    clients = { key, clients: rpcUrls.map((rpcUrl) => createChainClients({ rpcUrl, timeoutMs: CHAIN_TIMEOUT_MS, retryCount: 0 }).publicClient) };
+    clients = { key, clients: rpcUrls.map((rpcUrl) => createChainClients({ rpcUrl, timeoutMs: CHAIN_TIMEOUT_MS, retryCount: 0, batchSize }).publicClient) };
   }
   return clients.clients;
 }
@@ -153,7 +153,7 @@ async function readChainChecks(config: Config): Promise<ChainChecks> {
   if (config.rpcUrls.length === 0) {
     return { chain: { status: "not_configured" }, treasury: { status: "not_configured" }, fees: { status: "not_configured" } };
   }
-  const reads = await Promise.all(endpointClients(config.rpcUrls).map((client, i) => readEndpoint(i + 1, client)));
+  const reads = await Promise.all(endpointClients(config.rpcUrls, config.rpcBatchSize).map((client, i) => readEndpoint(i + 1, client)));
   // decisions.md "Several RPC endpoints": endpoints of one chain. One that answers another chain's id (a mainnet URL
   // beside the testnet's) is named, and neither its head (higher, it made the right ones look behind) nor its reads
   // count: the chain is CHAIN_ID's, the deployment's, or else the first answering endpoint's, as the worker's start-up.

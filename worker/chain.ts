@@ -13,7 +13,7 @@ import {
 } from "viem";
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
-import { createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
+import { BATCH_SIZE, createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
 import { EndpointBreaker, EndpointSilentError, LAGGING_BLOCKS, LAGGING_MS, type EndpointChange } from "@/lib/chain/endpoint-breaker";
 import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
@@ -68,6 +68,8 @@ export type WorkerChainOptions = {
   registryFromBlock?: bigint;
   /** Per HTTP request; a stopped node is noticed after this long. */
   timeoutMs?: number;
+  /** JSON-RPC calls per batched HTTP request at most (RPC_BATCH_SIZE); default BATCH_SIZE. */
+  batchSize?: number;
   health?: ChainHealth;
   /** The endpoints' breakers (workerEndpoints), when start-up's reads shared them; else new ones. */
   endpoints?: EndpointBreaker;
@@ -192,10 +194,16 @@ export class WorkerChain {
    * that width (logsNarrowing), kept for this process's later queries.
    */
   logWindow = LOG_QUERY_BLOCKS;
+  /**
+   * JSON-RPC calls one batched HTTP request carries at most (RPC_BATCH_SIZE): more are split over several requests.
+   * What must be read in one request (receiptsWithNonces) is kept within it by its callers.
+   */
+  readonly batchSize: number;
   private readonly onLogWindowNarrowed: WorkerChainOptions["onLogWindowNarrowed"];
 
   constructor(options: WorkerChainOptions) {
     this.onLogWindowNarrowed = options.onLogWindowNarrowed;
+    this.batchSize = options.batchSize ?? BATCH_SIZE;
     this.health = options.health ?? new ChainHealth();
     const rpcUrls = rpcUrlList(options.rpcUrl);
     this.breaker = options.endpoints ?? workerEndpoints(rpcUrls);
@@ -206,6 +214,7 @@ export class WorkerChain {
     const clientOptions = {
       chainId: options.chainId,
       timeoutMs: options.timeoutMs ?? ENDPOINT_TIMEOUT_MS,
+      batchSize: this.batchSize,
       retryCount: 0,
       // node:http with keep-alive instead of the global fetch: a fraction of the CPU per JSON-RPC request.
       fetchFn,
@@ -367,8 +376,8 @@ export class WorkerChain {
    * none does. "The nonce is used and none of our hashes has a receipt" must not be pieced together from an endpoint
    * ahead of another: the reads' failover moves each failed call on alone (a call refused inside a batch goes to
    * the next endpoint without the others), and a load-balanced provider can answer two requests from two nodes.
-   * Callers keep `hashes` and `relayers` together within BATCH_SIZE calls (lib/chain/clients.ts), so the batch is
-   * not split.
+   * Callers keep `hashes` and `relayers` together within `batchSize` calls, so the batch is not split (but a single
+   * nonce group with more attempts than a provider's RPC_BATCH_SIZE allows: then it is, settle.ts oneRequestOf).
    */
   async receiptsWithNonces(
     hashes: readonly Hash[],

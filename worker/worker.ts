@@ -179,6 +179,7 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
     registryAddress: deployment.registryAddress,
     treasuryAddress: deployment.treasuryAddress,
     registryFromBlock: deployment.deployBlock === undefined ? undefined : BigInt(deployment.deployBlock),
+    batchSize: config.rpcBatchSize,
     health,
     endpoints,
     onLogWindowNarrowed: ({ blocks, refusedBlocks, error }) =>

@@ -46,6 +46,11 @@ export type ChainClientOptions = {
    * with `setTimeout`, which costs a lone call about twice the CPU (bench/worker-sign.ts); for calls made alone.
    */
   batch?: boolean;
+  /**
+   * JSON-RPC calls one batched HTTP request carries at most (RPC_BATCH_SIZE; default BATCH_SIZE); more are split over
+   * several requests. 1: no batches (as `batch: false`), for a provider that refuses a JSON array.
+   */
+  batchSize?: number;
   /** The transport's `fetch` (default: the global one), e.g. lib/chain/node-fetch.ts. */
   fetchFn?: typeof fetch;
   /** The transport's cap on an answer's size (viem's default 10 MB); `false` when `fetchFn` enforces its own. */
@@ -57,7 +62,7 @@ export type ChainClientOptions = {
   endpoints?: EndpointBreaker;
 };
 
-/** JSON-RPC calls one batched HTTP request carries at most (more are split into several requests). */
+/** JSON-RPC calls one batched HTTP request carries at most by default (RPC_BATCH_SIZE; more are split into several requests). */
 export const BATCH_SIZE = 200;
 
 export type ChainPublicClient = PublicClient<Transport, Chain | undefined>;
@@ -98,10 +103,11 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
   const rpcUrls = rpcUrlList(options.rpcUrl);
   const rpcUrl = rpcUrls[0]!;
   const pollingInterval = options.pollingIntervalMs ?? (rpcUrls.every(isLoopbackRpc) ? 100 : 1_000);
+  const batchSize = options.batchSize ?? BATCH_SIZE;
   const httpTo = (url: string, retryCount: number) =>
     checkedAnswers(
       http(url, {
-        batch: options.batch === false ? false : { batchSize: BATCH_SIZE, wait: options.batchWaitMs ?? 0 },
+        batch: options.batch === false || batchSize <= 1 ? false : { batchSize, wait: options.batchWaitMs ?? 0 },
         timeout: options.timeoutMs ?? 10_000,
         retryCount,
         ...(options.fetchFn ? { fetchFn: options.fetchFn } : {}),
@@ -227,9 +233,9 @@ let cached: { key: string; clients: ChainClients } | undefined;
 export function getChainClients(): ChainClients {
   const config = getConfig();
   if (config.rpcUrls.length === 0) throw new Error("RPC_URL is not set: no chain configured");
-  const key = `${config.rpcUrls.join(",")}|${config.chainId ?? ""}`;
+  const key = `${config.rpcUrls.join(",")}|${config.chainId ?? ""}|${config.rpcBatchSize}`;
   if (cached?.key !== key) {
-    cached = { key, clients: createChainClients({ rpcUrl: config.rpcUrls, chainId: config.chainId }) };
+    cached = { key, clients: createChainClients({ rpcUrl: config.rpcUrls, chainId: config.chainId, batchSize: config.rpcBatchSize }) };
   }
   return cached.clients;
 }

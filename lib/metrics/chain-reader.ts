@@ -17,7 +17,10 @@ import type { ChainReader } from "./service";
  * Until some endpoint has answered the chain id, each scrape asks the endpoints not known yet for it first, and reads
  * nothing (the chain's series are left out) when none serves the chain.
  */
-export function createViemChainReader(rpcUrl: string | readonly string[], options: { timeoutMs?: number; chainId?: number } = {}): ChainReader {
+export function createViemChainReader(
+  rpcUrl: string | readonly string[],
+  options: { timeoutMs?: number; chainId?: number; batchSize?: number } = {},
+): ChainReader {
   const timeoutMs = options.timeoutMs ?? 3000;
   const urls = typeof rpcUrl === "string" ? [rpcUrl] : [...rpcUrl];
   const chainId = options.chainId;
@@ -33,7 +36,13 @@ export function createViemChainReader(rpcUrl: string | readonly string[], option
   };
   const breaker = urls.length > 1 && chainId !== undefined ? new EndpointBreaker(urls, { reprobe: "reads", probeMs: timeoutMs, onChange }) : undefined;
   breaker?.useChain(chainId!);
-  const client = createChainClients({ rpcUrl, timeoutMs, retryCount: 0, ...(breaker ? { endpoints: breaker } : {}) }).publicClient;
+  const client = createChainClients({
+    rpcUrl,
+    timeoutMs,
+    retryCount: 0,
+    batchSize: options.batchSize,
+    ...(breaker ? { endpoints: breaker } : {}),
+  }).publicClient;
   // One client per endpoint for its chain id alone, made once (a scrape may ask again until one serves the chain).
   const idClients = breaker ? urls.map((url) => createChainClients({ rpcUrl: url, timeoutMs, retryCount: 0, batch: false }).publicClient) : [];
   const serving = () => breaker!.endpoints.some((e) => e.chainId === chainId);

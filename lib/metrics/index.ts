@@ -35,7 +35,10 @@ function defaultSources(config: Config = getConfig()): ServiceSources {
     metricsState.sources = {
       db,
       // The chain's id, so that an endpoint of another chain in RPC_URL is not read (chain-reader.ts).
-      chain: config.rpcUrls.length > 0 ? createViemChainReader(config.rpcUrls, { chainId: config.chainId ?? deployment?.chainId }) : undefined,
+      chain:
+        config.rpcUrls.length > 0
+          ? createViemChainReader(config.rpcUrls, { chainId: config.chainId ?? deployment?.chainId, batchSize: config.rpcBatchSize })
+          : undefined,
       treasuryAddress: deployment?.treasuryAddress,
       sponsorAmountWei: config.sponsorAmountWei,
       budget: { perHour: config.sponsorBudgetPerHour, perDay: config.sponsorBudgetPerDay },

@@ -15,7 +15,6 @@ import type { OpenNonceTransaction } from "@/db/queries/nonce-groups";
 import { failRequest, SERVICE_STATE_FAILURE } from "@/db/queries/relay-queue";
 import { run } from "@/db/sql/run";
 import { pipelinedTransaction, type PipelinedTransaction } from "@/db/sql/transaction";
-import { BATCH_SIZE } from "@/lib/chain/clients";
 import { LogsRefusedError, type MinedReceipt } from "../../chain-answers";
 import type { WorkerContext } from "../../context";
 import { metrics } from "../../metrics";
@@ -54,7 +53,10 @@ export async function settle(ctx: WorkerContext, state: ConfirmState, consumed: 
   // nonce was read before from whichever endpoint answered, and an endpoint a block behind it has no receipt yet.
   // Only such one-endpoint views count as evidence of a nonce used elsewhere (seen twice, SUSPECT_CONFIRM_MS apart);
   // no endpoint answering the whole request, or a group left for a later request, is no evidence this pass.
-  const unexplained = oneRequestOf(consumed.filter((g) => !g.rows.some((r) => receipts.get(r.transactionHash))));
+  const unexplained = oneRequestOf(
+    consumed.filter((g) => !g.rows.some((r) => receipts.get(r.transactionHash))),
+    ctx.chain.batchSize,
+  );
   const usedThrough = new Map<Group, number>();
   if (unexplained.length > 0) {
     const view = await ctx.chain.receiptsWithNonces(
@@ -99,14 +101,20 @@ export async function settle(ctx: WorkerContext, state: ConfirmState, consumed: 
   return settled;
 }
 
-/** The first groups whose hashes and relayers fit one batched request (the rest wait for a later pass). */
-function oneRequestOf(groups: Group[]): Group[] {
+/**
+ * The first groups whose hashes and relayers fit one batched request of `batchSize` calls (the rest wait for a later
+ * pass). The first group is taken even when it alone does not fit (more attempts at one nonce than a provider's
+ * RPC_BATCH_SIZE allows): its calls are then split over several requests, which a pool of nodes may answer from two
+ * (a dropped verdict still needs the nonce seen used without a receipt twice, SUSPECT_CONFIRM_MS apart); left out,
+ * that group and every group after it would never be asked.
+ */
+export function oneRequestOf(groups: Group[], batchSize: number): Group[] {
   const taken: Group[] = [];
   const relayers = new Set<string>();
   let calls = 0;
   for (const g of groups) {
     const more = g.rows.length + (relayers.has(g.relayer) ? 0 : 1);
-    if (calls + more > BATCH_SIZE) break;
+    if (taken.length > 0 && calls + more > batchSize) break;
     calls += more;
     relayers.add(g.relayer);
     taken.push(g);
