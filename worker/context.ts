@@ -37,6 +37,13 @@ export type WorkerSettings = {
    * endpoint that refuses calls at past blocks) cannot hold the request for ever. 60 s; shorter in tests.
    */
   replayPatienceMs: number;
+  /**
+   * Iterations in a row that fail with an error that is not an outage before the loop ends with WorkerStuckError and
+   * the process exits 1 (worker/loop.ts). 30; fewer in tests.
+   */
+  failuresBeforeExit: number;
+  /** The longest wait between two iterations after failures (exponential from 250 ms). 10 s; shorter in tests. */
+  maxBackoffMs: number;
   /** Test hook: SIGKILL right after this many accepted broadcasts. */
   crashAfterBroadcasts: number | undefined;
 };

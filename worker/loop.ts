@@ -22,13 +22,14 @@ import { reviewPendingBatch } from "./stages/review";
  * without any answer ends the loop (STAGE_DEADLINE_MS).
  */
 
-const MAX_BACKOFF_MS = 10_000;
+/** The default of WorkerSettings.maxBackoffMs: the longest wait between two iterations after failures. */
+export const MAX_BACKOFF_MS = 10_000;
 /**
- * Consecutive iterations failing with errors that are not outages (a bug, a constraint the code did not expect)
- * before the loop gives up and the process exits 1, so the supervisor restarts it and logs why. Outages never
- * count: they are waited out however long they last.
+ * The default of WorkerSettings.failuresBeforeExit: consecutive iterations failing with errors that are not outages
+ * (a bug, a constraint the code did not expect) before the loop gives up and the process exits 1, so the supervisor
+ * restarts it and logs why. Outages never count: they are waited out however long they last.
  */
-const MAX_FAILURES_BEFORE_EXIT = 30;
+export const FAILURES_BEFORE_EXIT = 30;
 
 export class WorkerStuckError extends Error {
   override name = "WorkerStuckError";
@@ -164,9 +165,14 @@ export class WorkerLoop {
     }
   }
 
+  /** The wait after `failures` failing iterations in a row, less one: 250 ms doubling, up to maxBackoffMs. */
+  private backoff(failures: number): number {
+    return Math.min(this.ctx.settings.maxBackoffMs, 250 * 2 ** failures);
+  }
+
   private delay(busy: boolean): number {
     const { settings, status } = this.ctx;
-    if (this.failures > 0) return Math.min(MAX_BACKOFF_MS, 250 * 2 ** (this.failures - 1));
+    if (this.failures > 0) return this.backoff(this.failures - 1);
     if (busy) return 0;
     const now = performance.now();
     const untilQueue = this.lastQueueScan + (this.queueDue ? this.batchWindow() : settings.intervalMs) - now;
@@ -320,7 +326,7 @@ export class WorkerLoop {
     const bug = this.nonOutageError;
     this.nonOutageError = undefined;
     if (bug === undefined) this.nonOutageFailures = 0;
-    else if (++this.nonOutageFailures >= MAX_FAILURES_BEFORE_EXIT) {
+    else if (++this.nonOutageFailures >= ctx.settings.failuresBeforeExit) {
       this.fatal = new WorkerStuckError(`stage ${bug.stage} failed ${this.nonOutageFailures} iterations in a row: ${bug.message}`, { cause: bug.error });
     }
     if (failed.size === 0) {
@@ -358,7 +364,7 @@ export class WorkerLoop {
   private recordError(stage: Stage, error: unknown): void {
     const message = error instanceof Error ? error.message : String(error);
     this.ctx.status.lastError = { stage, message, at: new Date() };
-    const fields = { stage, consecutiveFailures: this.failures + 1, nextRetryMs: Math.min(MAX_BACKOFF_MS, 250 * 2 ** this.failures) };
+    const fields = { stage, consecutiveFailures: this.failures + 1, nextRetryMs: this.backoff(this.failures) };
     if (error instanceof ChainUnavailableError) this.ctx.log.warn("chain unavailable, backing off", { ...fields, error: message });
     else if (isOutage(error)) this.ctx.log.warn("database unavailable, backing off", { ...fields, error: message });
     else {

@@ -14,7 +14,7 @@ import { emptyTotals, type WorkerContext, type WorkerSettings } from "./context"
 import { FatalWorkerError, isDatabaseOverloaded, isDatabaseUnavailable } from "./errors";
 import { FeeCeilingWatch } from "./fee-ceiling";
 import { Heartbeat } from "./heartbeat";
-import { STAGE_DEADLINE_MS, WorkerLoop } from "./loop";
+import { FAILURES_BEFORE_EXIT, MAX_BACKOFF_MS, STAGE_DEADLINE_MS, WorkerLoop } from "./loop";
 import { RelayerPool } from "./relayers";
 import { REPLAY_PATIENCE_MS } from "./stages/confirm/state";
 import { startWorkerWebhooks, type WorkerWebhookOptions, type WorkerWebhooks } from "./webhooks";
@@ -75,6 +75,8 @@ export function workerSettings(config: Config, overrides: Partial<WorkerSettings
     stageDeadlineMs: STAGE_DEADLINE_MS,
     databaseAnswerTimeoutMs: DATABASE_ANSWER_TIMEOUT_MS,
     replayPatienceMs: REPLAY_PATIENCE_MS,
+    failuresBeforeExit: FAILURES_BEFORE_EXIT,
+    maxBackoffMs: MAX_BACKOFF_MS,
     crashAfterBroadcasts: config.workerTestCrashAfterBroadcasts,
     ...overrides,
   };
