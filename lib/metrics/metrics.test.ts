@@ -319,6 +319,8 @@ describe("service-wide metrics from the database and the chain", () => {
       expect(text).toContain("sponsorship_metrics_collect_errors_total");
       expect(await value(registry, "sponsorship_metrics_collect_errors_total", { source: "database" })).toBeGreaterThanOrEqual(1);
       expect(await samples(registry, "sponsorship_requests")).toEqual([]);
+      // Not 0 ("not paused"): no sample, as for every series of the database.
+      expect(text).not.toMatch(/^sponsorship_paused[ {]/m);
     } finally {
       await closeDatabase(dead).catch(() => {});
     }

@@ -159,7 +159,8 @@ export function registerServiceMetrics(registry: Registry, options: ServiceMetri
     help: "1 while the administrator has paused new sponsorships (POST /sponsorship/request answers 503 sponsorships_paused), else 0",
     registers,
     async collect() {
-      this.reset();
+      // remove(), not reset(): an unlabelled gauge's reset() sets 0, which would say "not paused" during an outage.
+      this.remove();
       const s = (await snapshot()).db;
       if (s) this.set(s.paused ? 1 : 0);
     },
