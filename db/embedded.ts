@@ -5,23 +5,20 @@ import {
   chmodSync,
   constants,
   chownSync,
-  closeSync,
   existsSync,
-  fsyncSync,
   mkdirSync,
-  openSync,
   readdirSync,
   readFileSync,
   readlinkSync,
   realpathSync,
   renameSync,
   rmSync,
-  writeSync,
 } from "node:fs";
 import { chmod, mkdir } from "node:fs/promises";
 import path from "node:path";
 import { userInfo } from "node:os";
 import postgres from "postgres";
+import { syncDirectory, writeFileDurably } from "@/lib/durable-file";
 import type { Logger } from "@/lib/log";
 import { childrenOf, commandLineOf, processAlive, processIdentity, processIds, processRunning } from "@/lib/process-alive";
 
@@ -103,29 +100,8 @@ function ensureCredentials(dataDir: string): EmbeddedCredentials {
   };
   // On disk (synced, renamed, the rename synced) before initdb gives the superuser this password: a power cut must not
   // leave a cluster whose password no file holds.
-  const file = credentialsFile(dataDir);
-  const tmp = `${file}.${process.pid}.tmp`;
-  const fd = openSync(tmp, "w", 0o600);
-  try {
-    writeSync(fd, JSON.stringify(credentials, null, 2) + "\n");
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  chmodSync(tmp, 0o600);
-  renameSync(tmp, file);
-  fsyncDirectory(path.dirname(file));
+  writeFileDurably(credentialsFile(dataDir), JSON.stringify(credentials, null, 2) + "\n", 0o600);
   return credentials;
-}
-
-/** A rename or a new file in `dir` survives a power cut once the directory itself is synced. */
-function fsyncDirectory(dir: string): void {
-  const fd = openSync(dir, "r");
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 function isAuthFailure(error: unknown): boolean {
@@ -443,7 +419,7 @@ async function initialiseCluster(databaseDir: string, initialise: (dir: string) 
   await initialise(staging);
   // Replaces an empty directory at databaseDir too; fails (ENOTEMPTY) rather than replace anything in it.
   renameSync(staging, databaseDir);
-  fsyncDirectory(parent);
+  syncDirectory(parent);
 }
 
 /**

@@ -8,6 +8,7 @@ import { closeDatabase, createDatabase } from "@/db/client";
 import { isEmbeddedPostgresOf, startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrationsWhenReachable, functionsNotice } from "@/db/migrate";
 import { adminTokenRefusal, ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
+import { writeFileDurably } from "@/lib/durable-file";
 import { createLogger } from "@/lib/log";
 import { BuildStoppedError, buildIfStale } from "./build-if-stale";
 import { replayLostTransactions } from "./chain-replay";
@@ -334,8 +335,8 @@ function adminToken(config: Config): string {
     return readFileSync(file, "utf8").trim();
   }
   const token = randomBytes(24).toString("base64url");
-  writeFileSync(file, token + "\n", { mode: 0o600 });
-  chmodSync(file, 0o600);
+  // Whole or not at all: a full disk or a power cut here left an empty file, which every later start refused.
+  writeFileDurably(file, token + "\n", 0o600);
   process.stdout.write(`\nADMIN_TOKEN was not set; generated an administrator token for /dashboard:\n\n    ${token}\n\n(kept in ${file})\n\n`);
   return token;
 }

@@ -1,8 +1,9 @@
 import type { Address } from "viem";
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
 import { ConfigError, type Config } from "@/lib/config";
+import { writeFileDurably } from "@/lib/durable-file";
 
 /**
  * Where the contracts are. REGISTRY_ADDRESS/TREASURY_ADDRESS (with CHAIN_ID) win; otherwise the local chain's
@@ -61,12 +62,9 @@ export function readLocalDeployment(dataDir: string): LocalDeploymentRecord | un
   }
 }
 
-/** Writes the record atomically (a reader never sees half a file). */
+/** Writes the record whole and durably (a reader never sees half a file, a power cut leaves the old or the new one). */
 export function writeLocalDeployment(dataDir: string, record: LocalDeploymentRecord): void {
-  const file = deploymentFile(dataDir);
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(record, null, 2) + "\n");
-  renameSync(tmp, file);
+  writeFileDurably(deploymentFile(dataDir), JSON.stringify(record, null, 2) + "\n", 0o644);
 }
 
 /**

@@ -1,0 +1,38 @@
+import { chmodSync, closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import path from "node:path";
+
+/**
+ * Writes `file` whole or not at all, and durably: the content goes to a temporary file beside it, which is synced,
+ * renamed over `file`, and the rename synced with its directory. A reader never sees half a file, and neither a
+ * full disk nor a crash or power cut at any point leaves `file` empty or cut short: it is the old one or the new one.
+ * The temporary file is removed when the write fails.
+ */
+export function writeFileDurably(file: string, content: string, mode = 0o600): void {
+  const tmp = `${file}.${process.pid}.tmp`;
+  try {
+    const fd = openSync(tmp, "w", mode);
+    try {
+      writeSync(fd, content);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    // The mode of a file that already existed under the temporary name (openSync's applies only to a new one).
+    chmodSync(tmp, mode);
+    renameSync(tmp, file);
+  } catch (error) {
+    rmSync(tmp, { force: true });
+    throw error;
+  }
+  syncDirectory(path.dirname(file));
+}
+
+/** A rename or a new file in `dir` survives a power cut once the directory itself is synced. */
+export function syncDirectory(dir: string): void {
+  const fd = openSync(dir, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
