@@ -7,6 +7,7 @@ import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { startTestChain } from "@/test/chain";
+import { freePort } from "@/test/ports";
 import type { Anvil } from "./anvil";
 
 /** `npm run contracts:deploy` as an operator runs it: a separate process, its environment, its output. */
@@ -59,6 +60,14 @@ describe("contracts:deploy", () => {
 
   it("refuses without RPC_URL, in one line", async () => {
     expectOneLineRefusal(await runDeploy({ DEPLOYER_PRIVATE_KEY: LOCAL_DEPLOYER_KEY, RELAYER_PRIVATE_KEYS: relayerKeys }), /RPC_URL is not set/);
+  });
+
+  it("refuses an RPC_URL that cannot be reached, in one line, without the URL's path (a provider's key)", async () => {
+    // A port nothing listens on; the path stands for a provider's key.
+    const url = `http://127.0.0.1:${await freePort()}/v2/SECRETKEY`;
+    const run = await runDeploy({ RPC_URL: url, DEPLOYER_PRIVATE_KEY: generatePrivateKey(), RELAYER_PRIVATE_KEYS: generatePrivateKey() });
+    expectOneLineRefusal(run, /^contracts:deploy: RPC_URL http:\/\/127\.0\.0\.1:\d+\/\[redacted\] cannot be reached/);
+    expect(run.stderr).not.toContain("SECRETKEY");
   });
 
   it("refuses a malformed key, naming the variable", async () => {

@@ -3,6 +3,7 @@ import { BaseError, encodeDeployData, formatEther, parseEther } from "viem";
 import { treasuryAbi, treasuryBytecode } from "@/contracts/generated/treasury";
 import { createChainClients } from "@/lib/chain/clients";
 import { ConfigError, getConfig } from "@/lib/config";
+import { redactedUrl, withoutUrl } from "@/lib/redact-url";
 import { addressOfKey, deployContracts } from "./deploy-lib";
 
 /**
@@ -56,7 +57,7 @@ async function main(): Promise<void> {
   try {
     chainId = await probe.getChainId();
   } catch (error) {
-    refuse(`RPC_URL ${config.rpcUrl} cannot be reached: ${describe(error)}`);
+    refuse(`RPC_URL ${redactedUrl(config.rpcUrl)} cannot be reached: ${describe(error)}`);
   }
   if (config.chainId !== undefined && config.chainId !== chainId) {
     refuse(`CHAIN_ID is ${config.chainId} but RPC_URL serves chain ${chainId}: refusing to deploy`);
@@ -92,8 +93,17 @@ async function main(): Promise<void> {
   if (fundWei === 0n) console.log(`\nThe treasury holds nothing yet: send native tokens to ${result.treasuryAddress} (or redeploy with --fund).`);
 }
 
+/**
+ * `text` without the path or query of any RPC_URL endpoint (a provider's key sits there; lib/redact-url.ts): what
+ * this prints goes to a terminal or a CI log, past lib/log.ts's redaction.
+ */
+function withoutRpcUrls(text: string): string {
+  const urls = (process.env.RPC_URL ?? "").split(",").map((url) => url.trim());
+  return urls.filter((url) => url !== "").reduce((out, url) => withoutUrl(out, url), text);
+}
+
 main().catch((error: unknown) => {
-  if (error instanceof Refusal || error instanceof ConfigError) console.error(`contracts:deploy: ${error.message}`);
-  else console.error(`contracts:deploy failed: ${describe(error)}`);
+  if (error instanceof Refusal || error instanceof ConfigError) console.error(withoutRpcUrls(`contracts:deploy: ${error.message}`));
+  else console.error(withoutRpcUrls(`contracts:deploy failed: ${describe(error)}`));
   process.exit(1);
 });

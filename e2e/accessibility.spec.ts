@@ -49,6 +49,8 @@ for (const [name, viewport] of Object.entries(VIEWPORTS)) {
       // The endpoint by its origin only: its path (WEBHOOK_URLS http://127.0.0.1:9/e2e-webhooks) may be its token.
       await expect(page.getByRole("heading", { name: "http://127.0.0.1:9/[redacted]" })).toBeVisible();
       await expect(page.getByText("e2e-webhooks")).toHaveCount(0);
+      // Nor anywhere in the page's HTML, its inline RSC payload included (a React key carried the whole URL there).
+      expect(await page.content()).not.toContain("e2e-webhooks");
       await expectNoAxeViolation(page, "/dashboard/webhooks with a delivery");
     });
   });

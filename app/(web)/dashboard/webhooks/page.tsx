@@ -42,7 +42,8 @@ async function WebhooksPage() {
         <TestWebhookButton disabled={active.length === 0} />
       </Section>
       {endpoints.map((endpoint, i) => (
-        <Section key={endpoint.url} title={shownAs(endpoint.url, i)} id={`endpoint-${i}`}>
+        // Keyed by place, never by URL: a server component's key travels in the page's RSC payload, token and all.
+        <Section key={i} title={shownAs(endpoint.url, i)} id={`endpoint-${i}`}>
           {!endpoint.active && (
             <Notice tone="info">
               No longer in WEBHOOK_URLS: it receives no new events; what is still waiting for it is held, and given up 24 h after the removal unless the
