@@ -283,6 +283,32 @@ describe("embedded PostgreSQL start-up", () => {
     }
   });
 
+  it("starts over a stale postmaster.pid whose pid is now another cluster's postmaster (same user), leaving that server alone", async () => {
+    const dir = await dataDir();
+    const port = await freePort();
+    let pg = await startEmbeddedPostgres({ dataDir: dir, port });
+    const pidFile = path.join(dir, "postgres", "postmaster.pid");
+    const lockFile = readFileSync(pidFile, "utf8");
+    await pg.stop();
+    // As after a reboot: another checkout's embedded PostgreSQL got the pid the file names.
+    const other = await startEmbeddedPostgres({ dataDir: await dataDir(), port: await freePort() });
+    try {
+      writeFileSync(pidFile, lockFile.replace(/^\d+/, String(other.pid)));
+      const { log, lines } = keptLog();
+      // Before: the file was left, and PostgreSQL refused ("lock file "postmaster.pid" already exists") at every start.
+      pg = await startEmbeddedPostgres({ dataDir: dir, port, logger: log });
+      try {
+        expect(await authError(pg.url)).toBeUndefined();
+        expect(lines.map((line) => line.msg)).toContain("removing a stale postmaster.pid: its pid is now another cluster's server");
+        expect(await authError(other.url)).toBeUndefined();
+      } finally {
+        await pg.stop();
+      }
+    } finally {
+      await other.stop();
+    }
+  });
+
   it("says, while a start is not ready, that it waits and what the server wrote last; continued, the start goes on", async () => {
     const dir = await dataDir();
     const port = await freePort();

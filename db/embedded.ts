@@ -282,7 +282,15 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
     rmSync(pidFile, { force: true });
     return;
   }
-  if (!runsOn(argv, databaseDir)) return; // another cluster's server: left alone
+  if (!runsOn(argv, databaseDir)) {
+    // A server whose command line does not name its directory (PGDATA) might be ours: left to PostgreSQL's own check.
+    if (!argv.includes("-D")) return;
+    // Another cluster's postmaster has that pid now (the same user's, after a reboot): it cannot hold this directory,
+    // and PostgreSQL, seeing a live postmaster of its user by that pid, would refuse to start for as long as it runs.
+    logger?.warn("removing a stale postmaster.pid: its pid is now another cluster's server", { pid, databaseDir });
+    rmSync(pidFile, { force: true });
+    return;
+  }
   await stopLeftover(pid, databaseDir, logger);
   // Killed, it may stay a zombie.
   removedZombieLock(pidFile, pid, databaseDir, logger);
