@@ -23,6 +23,7 @@ import { storedUserAgent } from "@/lib/http/user-agent";
 import { ConfigError, getConfig, type Config } from "@/lib/config";
 import { log } from "@/lib/log";
 import { getWebMetrics, instrumentHttpRequest, serveWebMetrics, startProcessMetricsServer } from "@/lib/metrics";
+import { keepNextFromEnvFiles } from "@/lib/env-files";
 import { stopWhenSupervisorGone } from "@/lib/supervised";
 import { RATE_LIMIT_WINDOW_MS } from "@/lib/sponsorship/rate-limits";
 import { WorkerWatch } from "@/lib/webhooks/worker-watch";
@@ -202,6 +203,8 @@ async function main(): Promise<void> {
   // a word: any request with `Connection: Upgrade` (an h2c upgrade offer, which some HTTP clients send by default)
   // would get an empty reply. Given a stand-in, Node sees no upgrade listener, ignores the offer and serves the
   // request as HTTP/1.1 (RFC 9110 §7.8 lets a server ignore it).
+  // Settings come from the environment only: Next is kept from loading ROOT's .env files (lib/env-files.ts).
+  keepNextFromEnvFiles();
   const app = next({ dev: false, dir: ROOT, port: config.port, httpServer: new EventEmitter() as Server, quiet: true });
   await app.prepare();
   const handle = app.getRequestHandler();

@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { keepNextFromEnvFiles } from "@/lib/env-files";
 import type { Logger } from "@/lib/log";
 import { processIdentity, recordedProcess } from "@/lib/process-alive";
 
@@ -146,7 +147,8 @@ export function runNextBuild(
     const output: string[] = [];
     const child = spawn(process.execPath, [path.join(root, "node_modules", "next", "dist", "bin", "next"), "build"], {
       cwd: root,
-      env,
+      // Nor does the build read .env files (lib/env-files.ts).
+      env: keepNextFromEnvFiles({ ...env }),
       stdio: ["ignore", "pipe", "pipe"],
       detached: signal !== undefined,
     });

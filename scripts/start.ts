@@ -9,6 +9,7 @@ import { isEmbeddedPostgresOf, startEmbeddedPostgres } from "@/db/embedded";
 import { applyMigrationsWhenReachable, functionsNotice } from "@/db/migrate";
 import { adminTokenRefusal, ConfigError, developmentSecretsRefusal, getConfig, type Config } from "@/lib/config";
 import { writeFileDurably } from "@/lib/durable-file";
+import { ignoredEnvFiles } from "@/lib/env-files";
 import { createLogger } from "@/lib/log";
 import { BuildStoppedError, buildIfStale } from "./build-if-stale";
 import { replayLostTransactions } from "./chain-replay";
@@ -490,6 +491,12 @@ async function main(): Promise<void> {
   const keptToken = keptAdminTokenRefusal(config);
   if (keptToken) fail(keptToken);
   scrubSecrets();
+  const envFiles = ignoredEnvFiles(ROOT);
+  if (envFiles.length > 0) {
+    logger.warn("ignoring .env files: the service reads its settings from the environment only (export them, or use your process manager's env file)", {
+      files: envFiles,
+    });
+  }
 
   // Whoever reads our output may go away (a terminal closed, a pipe's reader killed): every write then fails with
   // EPIPE, each failure an "error" event that, unhandled, would reach uncaughtException, whose log line fails
