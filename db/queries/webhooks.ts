@@ -45,15 +45,20 @@ export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]
 }
 
 /**
- * Adds endpoints never seen before, and changes none: the web server's registration of its own WEBHOOK_URLS, so
- * `worker.down` reaches them even when no worker ever started. A worker's start-up alone adds, removes and brings
- * back endpoints (syncWebhookEndpoints): a web server still running with an old list does not undo a removal.
+ * The web server's registration of its own WEBHOOK_URLS while no endpoint was ever registered (no worker has started
+ * with WEBHOOK_URLS yet), so `worker.down` reaches them even then; otherwise it changes nothing. A worker's start-up
+ * alone adds, removes and brings back endpoints (syncWebhookEndpoints): a web server still running with an old list
+ * does not undo a removal, and one whose list has an endpoint the workers' lack (a typo, a rolling change that reached
+ * the web servers first) does not add it. Until session 26 it did: every event then got a delivery for it that no
+ * worker sends (each delivers to its own list), never given up (that is decided after an attempt), and no event was
+ * pruned while it waited, so the outbox grew until a worker restarted.
  */
 export async function registerWebhookEndpoints(db: Executor, urls: readonly string[]): Promise<void> {
   await run(
     db,
     sql`
     INSERT INTO webhook_endpoints (url, active) SELECT value, true FROM jsonb_array_elements_text(${JSON.stringify(urls)}::jsonb)
+    WHERE NOT EXISTS (SELECT 1 FROM webhook_endpoints)
     ON CONFLICT (url) DO NOTHING`,
   );
 }

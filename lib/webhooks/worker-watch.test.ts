@@ -143,6 +143,19 @@ describe("worker.down", () => {
     }
   });
 
+  it("adds no endpoint of its own once a worker has registered the endpoints (one the workers lack would never be delivered to)", async () => {
+    const extra = "http://127.0.0.1:9/only-the-web-server-lists-it";
+    await syncWebhookEndpoints(t.db, [r.url]);
+    const watch = new WorkerWatch({ db: t.db, log: createLogger({ test: "worker-watch" }), endpoints: [r.url, extra], secret: SECRET });
+    try {
+      await watch.check();
+      const rows = await t.db.execute<{ url: string; active: boolean }>(sql`SELECT url, active FROM webhook_endpoints ORDER BY url`);
+      expect(rows.map((row) => row.url)).toEqual([r.url]);
+    } finally {
+      await watch.stop();
+    }
+  });
+
   it("reaches the web server's own endpoints when no worker ever registered them", async () => {
     await t.db.execute(sql`DELETE FROM worker_heartbeats`);
     await t.db.execute(sql`DELETE FROM alert_state WHERE key = 'worker.down'`);
