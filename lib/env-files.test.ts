@@ -27,7 +27,7 @@ function loadedKey(marked: boolean): string {
     ${marked ? 'require("./lib/env-files.ts").keepNextFromEnvFiles();' : ""}
     require("@next/env").loadEnvConfig(${JSON.stringify(dir)}, false, { info() {}, error() {} });
     process.stdout.write(process.env.DEPLOYER_PRIVATE_KEY ?? "unset");`;
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" };
+  const env = { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" } as unknown as NodeJS.ProcessEnv;
   return execFileSync(process.execPath, ["--import", "tsx", "-e", script], { cwd: ROOT, env, encoding: "utf8" });
 }
 

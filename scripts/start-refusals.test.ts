@@ -108,6 +108,24 @@ describe("npm start refuses", () => {
     await expectRefused({ REGISTRY_ADDRESS: `0x${"12".repeat(20)}` }, "TREASURY_ADDRESS");
   });
 
+  it("a DATA_DIR the file system refuses (here a file in its path), in one line naming it, not a stack trace", async () => {
+    const file = path.join(dataDir, "not-a-directory");
+    await writeFile(file, "");
+    try {
+      const { code, stderr, stdout } = await start({ DATA_DIR: path.join(file, "data") });
+      expect(code, stderr + stdout).toBe(1);
+      const lines = stderr.trim().split("\n");
+      expect(lines, stderr).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        new RegExp(
+          `^Invalid configuration: DATA_DIR ${file}/data cannot be used: (a file of that name is in the way \\(EEXIST|a part of the path is not a directory \\(ENOTDIR), mkdir `,
+        ),
+      );
+    } finally {
+      await rm(file, { force: true });
+    }
+  });
+
   it("an administrator token kept in DATA_DIR that is empty or edited into a weak one (ADMIN_TOKEN unset), leaving the file as it was", async () => {
     const file = path.join(dataDir, "admin-token");
     try {

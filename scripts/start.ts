@@ -322,9 +322,39 @@ async function refuseDevelopmentSecrets(config: Config): Promise<void> {
 function keptAdminTokenRefusal(config: Config): string | undefined {
   const file = path.join(config.dataDir, "admin-token");
   if (config.adminToken || !existsSync(file)) return undefined;
-  const kept = readFileSync(file, "utf8").trim();
+  let kept: string;
+  try {
+    kept = readFileSync(file, "utf8").trim();
+  } catch (error) {
+    const refusal = unusableDataDir(config.dataDir, error);
+    if (refusal) return refusal;
+    throw error;
+  }
   const refusal = kept === "" ? "is empty" : adminTokenRefusal(kept);
   return refusal && `Invalid administrator token in ${file}: it ${refusal}; delete the file to generate a new one, or set ADMIN_TOKEN`;
+}
+
+/** The errors of a file system that refuses DATA_DIR (its owner, its mode, a read-only mount, a file in its way). */
+const UNUSABLE: Record<string, string> = {
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  EROFS: "read-only file system",
+  ENOTDIR: "a part of the path is not a directory",
+  EEXIST: "a file of that name is in the way",
+  ENOSPC: "no space left on the device",
+  EISDIR: "a directory is in the way",
+};
+
+/**
+ * One line naming DATA_DIR for a file-system error that makes it unusable (a directory left owned by root from an
+ * earlier run as root, a read-only mount), instead of a stack trace (decisions.md: a bad value stops start-up with one
+ * clear line naming the variable); undefined for any other error.
+ */
+function unusableDataDir(dataDir: string, error: unknown): string | undefined {
+  const { code, syscall, path: where } = (error ?? {}) as NodeJS.ErrnoException;
+  const why = code ? UNUSABLE[code] : undefined;
+  if (!why) return undefined;
+  return `Invalid configuration: DATA_DIR ${path.resolve(dataDir)} cannot be used: ${why} (${code}${syscall ? `, ${syscall}` : ""}${where ? ` ${where}` : ""})`;
 }
 
 /** ADMIN_TOKEN unset in local development: generate one, keep it in DATA_DIR, print it once. */
@@ -516,10 +546,16 @@ async function main(): Promise<void> {
     logger.error("supervisor failed", { error });
     void shutdown("uncaught exception", 1);
   });
-  claimDataDir(config.dataDir);
   const logsDir = path.join(config.dataDir, "logs");
-  mkdirSync(logsDir, { recursive: true, mode: 0o700 });
-  chmodSync(logsDir, 0o700);
+  try {
+    claimDataDir(config.dataDir);
+    mkdirSync(logsDir, { recursive: true, mode: 0o700 });
+    chmodSync(logsDir, 0o700);
+  } catch (error) {
+    const refusal = unusableDataDir(config.dataDir, error);
+    if (refusal) fail(refusal);
+    throw error;
+  }
 
   const processFile = path.join(config.dataDir, "processes.json");
   const recordPid = (name: string) => (pid: number) => {
