@@ -20,8 +20,8 @@ export const FUNCTIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta
  * under the new code. So a body keeps answering the calls of the release before it (a field added, none taken away;
  * a new signature beside the old one), as a migration keeps the columns the release before it reads.
  */
-export const FUNCTIONS_REVISION = 2;
-export const FUNCTIONS_SHA256 = "09f6d6c1dcf6e63cce149b6b273dbfdce45a8d307ba66fe074e6c3d8a8cd4034";
+export const FUNCTIONS_REVISION = 3;
+export const FUNCTIONS_SHA256 = "6383cdb1fce8309909e20ea063105dadfd6e07b7f3fe24230dbb764d4b518557";
 
 export type FunctionSource = { name: string; source: string };
 

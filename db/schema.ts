@@ -572,6 +572,11 @@ export const alertState = pgTable("alert_state", {
   active: boolean("active").notNull(),
   since: ts("since").notNull().defaultNow(),
   endedAt: ts("ended_at"),
+  /**
+   * An active alert whose condition was last seen clear: since when (its first clear observation after the last one
+   * that saw it hold). It ends once clear for the caller's clear time (webhook_report_alert's p_clear_ms).
+   */
+  clearSince: ts("clear_since"),
   data: jsonb("data").$type<Record<string, unknown>>().notNull().default({}),
   updatedAt: ts("updated_at").notNull().defaultNow(),
 });

@@ -37,7 +37,10 @@ afterEach(async () => {
   await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE active`);
 });
 
-async function worker(env: Record<string, string> = {}, options: { treasuryRefreshMs?: number; alertIntervalMs?: number } = {}): Promise<RunningWorker> {
+async function worker(
+  env: Record<string, string> = {},
+  options: { treasuryRefreshMs?: number; alertIntervalMs?: number; alertClearMs?: number } = {},
+): Promise<RunningWorker> {
   const w = await startWorker({
     config: fx.config({ WEBHOOK_URLS: r.url, WEBHOOK_SECRET: SECRET, ...env }),
     log: quiet,
@@ -126,7 +129,8 @@ describe("alerts", () => {
 
   it("sends fees.above_ceiling when the base fee rises above MAX_FEE_PER_GAS_GWEI, and again only after it fell and rose again", async () => {
     r = await startWebhookReceiver();
-    const w = await worker({ MAX_FEE_PER_GAS_GWEI: "50", RELAYER_PRIVATE_KEYS: fx.relayerKeys[0]! });
+    // Ended once seen below the ceiling for 300 ms (5 minutes by default: ALERT_CLEAR_MS).
+    const w = await worker({ MAX_FEE_PER_GAS_GWEI: "50", RELAYER_PRIVATE_KEYS: fx.relayerKeys[0]! }, { alertClearMs: 300 });
     const raise = async () => {
       await anvilRpc(fx, "anvil_setNextBlockBaseFeePerGas", [`0x${(200n * GWEI).toString(16)}`]);
       await anvilRpc(fx, "evm_mine");

@@ -34,7 +34,18 @@ const TREASURY_REFRESH_MS = 60_000;
  */
 const RELAYER_GAS_REFRESH_MS = 60_000;
 
+/**
+ * How long `fees.above_ceiling` and `budget.exhausted` must be seen clear before they end (webhook_report_alert's
+ * clear time), so a next start is a new episode: a rolling budget frees a slot and a client takes it seconds later,
+ * a base fee moves around the ceiling block by block, and with the first clear observation ending them each crossing
+ * was a new event (about a hundred an hour for a budget at twice its demand). The others end at once: a treasury or
+ * a relayer refilled does not fall back below by itself within minutes.
+ */
+export const ALERT_CLEAR_MS = 300_000;
+
 export type WorkerWebhookOptions = {
+  /** The clear time of the alerts that hover at a threshold (default ALERT_CLEAR_MS). */
+  alertClearMs?: number;
   dispatcher?: Partial<DispatcherSettings>;
   /** How often the alerts are evaluated (default 5 s). */
   alertIntervalMs?: number;
@@ -69,8 +80,11 @@ export async function startWorkerWebhooks(ctx: WorkerContext, config: Config, op
   }
 
   // `readAt`: performance.now() of the observation (another worker may have seen the condition more recently).
+  const hovering = new Set<AlertEventType>(["fees.above_ceiling", "budget.exhausted"]);
+  const clearMs = options.alertClearMs ?? ALERT_CLEAR_MS;
   const report = async (key: string, type: AlertEventType, active: boolean, data: Record<string, unknown> = {}, readAt = performance.now()) => {
-    if (await reportAlert(db, { key, type, active, data, observedAgeMs: performance.now() - readAt })) log.warn("alert", { type, ...data });
+    const observedAgeMs = performance.now() - readAt;
+    if (await reportAlert(db, { key, type, active, data, observedAgeMs, clearMs: hovering.has(type) ? clearMs : 0 })) log.warn("alert", { type, ...data });
   };
 
   let evaluating: Promise<void> | undefined;

@@ -32,28 +32,37 @@ DROP FUNCTION IF EXISTS webhook_alert(text, text, boolean, jsonb, bigint);
 
 -- An alert (treasury.low, fees.above_ceiling, ...): p_active true while its condition holds, as observed
 -- p_observed_age_ms ago (a worker's treasury read can be a minute old; a web server's last heartbeat seen). The event
--- is written only when the alert starts (no row, or the row is inactive); it starts again only after a call with
--- p_active false ended it. Several processes report the same alert, each from what it last saw: only an observation
--- made after the alert started ends it, and only one made after it ended starts it again, so one process's older
--- reading cannot end and restart another's episode (each restart a new event). It starts only when its event is
--- written: with no active endpoint it stays unstarted, and is started (and sent) by the first report after an
--- endpoint is added (the endpoints read FOR SHARE: none can be deactivated between the check and the event). The
--- row lock of the upsert orders concurrent callers: two workers never both start it. Returns whether this call
--- started it.
-CREATE OR REPLACE FUNCTION webhook_report_alert(p_key text, p_type text, p_active boolean, p_data jsonb, p_observed_age_ms bigint)
+-- is written only when the alert starts (no row, or the row is inactive); it starts again only after it ended. It
+-- ends once its condition has been seen clear for p_clear_ms: from the first clear observation after the last one
+-- that saw it hold (clear_since), to a clear report that much later; any observation of it holding in between
+-- starts that over. So a condition that hovers at its threshold (a rolling budget freeing a slot and taking it again
+-- seconds later, a base fee moving around the ceiling block by block, two workers reading fees from two endpoints)
+-- is one episode, not one event per crossing. 0: the first clear observation ends it. Several processes report the
+-- same alert, each from what it last saw: only an observation made after the alert started ends it, and only one
+-- made after it ended starts it again, so one process's older reading cannot end and restart another's episode (each
+-- restart a new event). It starts only when its event is written: with no active endpoint it stays unstarted, and is
+-- started (and sent) by the first report after an endpoint is added (the endpoints read FOR SHARE: none can be
+-- deactivated between the check and the event). The row lock of the upsert orders concurrent callers: two workers
+-- never both start it. Returns whether this call started it.
+CREATE OR REPLACE FUNCTION webhook_report_alert(p_key text, p_type text, p_active boolean, p_data jsonb, p_observed_age_ms bigint, p_clear_ms bigint)
 RETURNS boolean AS $$
 DECLARE
   v_started boolean := false;
-  v_observed_at timestamptz := now() - make_interval(secs => greatest(coalesce(p_observed_age_ms, 0), 0) / 1000.0);
+  -- Rounded to the columns' milliseconds, as a stored clear_since is: compared unrounded, a clear_since rounded up
+  -- was later than the very observation that set it, and a clear time of 0 ended nothing.
+  v_observed_at timestamptz(3) := now() - make_interval(secs => greatest(coalesce(p_observed_age_ms, 0), 0) / 1000.0);
 BEGIN
   IF p_active THEN
+    -- Seen holding after a clear spell began: the spell is over.
+    UPDATE alert_state SET clear_since = NULL, updated_at = now()
+    WHERE key = p_key AND active AND clear_since IS NOT NULL AND clear_since <= v_observed_at;
     PERFORM 1 FROM webhook_endpoints WHERE active FOR SHARE;
     IF NOT FOUND THEN
       RETURN false;
     END IF;
     INSERT INTO alert_state AS a (key, type, active, since, data, updated_at)
     VALUES (p_key, p_type, true, now(), coalesce(p_data, '{}'::jsonb), now())
-    ON CONFLICT (key) DO UPDATE SET active = true, since = now(), ended_at = NULL, data = excluded.data, updated_at = now()
+    ON CONFLICT (key) DO UPDATE SET active = true, since = now(), ended_at = NULL, clear_since = NULL, data = excluded.data, updated_at = now()
       WHERE a.active = false AND (a.ended_at IS NULL OR a.ended_at < v_observed_at)
     RETURNING true INTO v_started;
     IF coalesce(v_started, false) THEN
@@ -62,11 +71,23 @@ BEGIN
     END IF;
     RETURN false;
   END IF;
-  UPDATE alert_state SET active = false, ended_at = now(), updated_at = now()
+  UPDATE alert_state SET clear_since = coalesce(clear_since, v_observed_at), updated_at = now()
   WHERE key = p_key AND active AND since < v_observed_at;
+  -- Measured to this report, not to its observation: a reading that stays the latest (fees read per block, on a chain
+  -- with no new block) still says clear.
+  UPDATE alert_state SET active = false, ended_at = now(), clear_since = NULL, updated_at = now()
+  WHERE key = p_key AND active AND clear_since IS NOT NULL
+    AND now() >= clear_since + make_interval(secs => greatest(coalesce(p_clear_ms, 0), 0) / 1000.0);
   RETURN false;
 END;
 $$ LANGUAGE plpgsql;
+
+-- The signature of the release before the clear time (rolling deploys, and a rollback of these functions): the first
+-- clear observation ends the alert, as then.
+CREATE OR REPLACE FUNCTION webhook_report_alert(p_key text, p_type text, p_active boolean, p_data jsonb, p_observed_age_ms bigint)
+RETURNS boolean AS $$
+  SELECT webhook_report_alert(p_key, p_type, p_active, p_data, p_observed_age_ms, 0);
+$$ LANGUAGE sql;
 
 -- The signature of the releases before webhook_report_alert, kept for them (during a rolling deploy, and after a
 -- rollback of these functions, which puts their own body back under this name): an observation of the moment.

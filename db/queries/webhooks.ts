@@ -95,12 +95,21 @@ export async function enqueueWebhookEvent(db: Executor, type: string, data: Reco
  */
 export async function reportAlert(
   db: Executor,
-  input: { key: string; type: string; active: boolean; data?: Record<string, unknown>; observedAgeMs?: number },
+  input: {
+    key: string;
+    type: string;
+    active: boolean;
+    data?: Record<string, unknown>;
+    observedAgeMs?: number;
+    /** How long its condition must be seen clear before an active alert ends (default 0: at the first clear report). */
+    clearMs?: number;
+  },
 ): Promise<boolean> {
   const age = Math.max(0, Math.round(input.observedAgeMs ?? 0));
+  const clear = Math.max(0, Math.round(input.clearMs ?? 0));
   const rows = await run<{ started: boolean }>(
     db,
-    sql`SELECT webhook_report_alert(${input.key}, ${input.type}, ${input.active}, ${JSON.stringify(input.data ?? {})}::jsonb, ${age}::bigint) AS started`,
+    sql`SELECT webhook_report_alert(${input.key}, ${input.type}, ${input.active}, ${JSON.stringify(input.data ?? {})}::jsonb, ${age}::bigint, ${clear}::bigint) AS started`,
   );
   return rows[0]?.started === true;
 }

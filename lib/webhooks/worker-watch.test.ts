@@ -198,6 +198,42 @@ describe("an alert several processes report, each from what it last saw", () => 
     expect(await events()).toBe(before + 2);
   });
 
+  it("with a clear time, ends only once seen clear that long: a condition hovering at its threshold is one episode, not one per crossing", async () => {
+    await syncWebhookEndpoints(t.db, [r.url]);
+    const key = "fees.above_ceiling";
+    const clearMs = 2_000;
+    const report = (active: boolean) => reportAlert(t.db, { key, type: key, active, data: {}, clearMs });
+    const events = async () => (await t.db.execute<{ n: number }>(sql`SELECT count(*)::int AS n FROM webhook_events WHERE type = ${key}`))[0]!.n;
+    const state = async () =>
+      (
+        await t.db.execute<{ active: boolean; clearSince: Date | null; endedAt: Date | null }>(
+          sql`SELECT active, clear_since AS "clearSince", ended_at AS "endedAt" FROM alert_state WHERE key = ${key}`,
+        )
+      )[0]!;
+    const before = await events();
+    expect(await report(true)).toBe(true);
+    // The base fee moving around the ceiling block by block (or two workers reading two endpoints): before, each
+    // crossing back above it after one below was a new episode, with its event.
+    for (let i = 0; i < 3; i++) {
+      expect(await report(false)).toBe(false);
+      expect((await state()).clearSince).not.toBeNull();
+      expect(await report(true)).toBe(false);
+      expect((await state()).clearSince).toBeNull();
+    }
+    expect((await state()).active).toBe(true);
+    expect(await events()).toBe(before + 1);
+    // Clear from here on: it ends at the first report clearMs after the first clear one.
+    await report(false);
+    const clearSince = (await state()).clearSince!;
+    await waitUntil("the alert to end", async () => (await report(false), !(await state()).active));
+    const ended = await state();
+    expect(new Date(ended.endedAt!).getTime() - new Date(clearSince).getTime()).toBeGreaterThanOrEqual(clearMs);
+    expect(ended.clearSince).toBeNull();
+    // Seen above the ceiling after that: a new episode.
+    expect(await report(true)).toBe(true);
+    expect(await events()).toBe(before + 2);
+  });
+
   it("is not started while no endpoint is active (its event could not be written), and is started and sent by the first report after one is added", async () => {
     await syncWebhookEndpoints(t.db, []);
     const report = () => reportAlert(t.db, { key: "budget.exhausted", type: "budget.exhausted", active: true, data: {} });

@@ -1,0 +1,1 @@
+ALTER TABLE "alert_state" ADD COLUMN "clear_since" timestamp (3) with time zone;
