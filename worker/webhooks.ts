@@ -38,7 +38,7 @@ const RELAYER_GAS_REFRESH_MS = 60_000;
  * How long `fees.above_ceiling` and `budget.exhausted` must be seen clear before they end (webhook_report_alert's
  * clear time), so a next start is a new episode: a rolling budget frees a slot and a client takes it seconds later,
  * a base fee moves around the ceiling block by block, and with the first clear observation ending them each crossing
- * was a new event (about a hundred an hour for a budget at twice its demand). The others end at once: a treasury or
+ * was a new event (one per slot freed and taken again: about a hundred an hour for a budget of 100 an hour at twice that demand). The others end at once: a treasury or
  * a relayer refilled does not fall back below by itself within minutes.
  */
 export const ALERT_CLEAR_MS = 300_000;
