@@ -205,6 +205,22 @@ describe("ensureLocalChain", () => {
     expect(await client.readContract({ address: next.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(true);
   });
 
+  it("an anvil left running whose anvil.pid is gone (DATA_DIR/anvil made again) is found by its command line, stopped, and the chain comes back", async () => {
+    const orphan = await start();
+    const pid = orphan.pid;
+    const wallet = freshWallet();
+    await sponsorOnce(orphan, wallet);
+    running.splice(running.indexOf(orphan), 1);
+    rmSync(path.join(dataDir, "anvil", "anvil.pid"));
+
+    // Before: nothing named it, the port check took it for ours and let it be, and the start failed on the port.
+    const next = await start();
+    expect(next.pid).not.toBe(pid);
+    expect(() => process.kill(pid, 0)).toThrow();
+    const client = independentClient(next.rpcUrl);
+    expect(await client.readContract({ address: next.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(true);
+  });
+
   it("with LOCAL_BLOCK_TIME=1 the chain mines a block every second, empty or not", async () => {
     const chain = await start({ LOCAL_BLOCK_TIME: "1" });
     const client = independentClient(chain.rpcUrl);

@@ -17,7 +17,7 @@ import { createChainClients, type ChainClients } from "@/lib/chain/clients";
 import { readLocalDeployment, writeLocalDeployment, type LocalDeploymentRecord } from "@/lib/chain/deployment";
 import { ConfigError, LOCAL_DEPLOYER_KEY, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
-import { commandLineOf, processAlive } from "@/lib/process-alive";
+import { commandLineOf, processAlive, processIdentity, processIds } from "@/lib/process-alive";
 import { portHolders, portTakenMessage } from "@/lib/port-holder";
 
 /**
@@ -88,19 +88,27 @@ async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<b
 }
 
 /**
- * A previous start killed without cleanup (SIGKILL) may have left its anvil running: stop it by the pid recorded
- * in DATA_DIR (SIGTERM first, so it writes its state), never by name.
+ * A previous start killed without cleanup (SIGKILL) may have left its anvil running: stop it (SIGTERM first, so it
+ * writes its state), never by name. It is found by the pid recorded in DATA_DIR, else by its command line (our cache
+ * path): with DATA_DIR/anvil removed and made again while it ran, its pid file was gone, the port check then took it
+ * for ours and let it be, and every start failed on the port it held. Before each signal it must still be the same
+ * process (its start time: the pid may be reused meanwhile).
  */
 export async function stopStaleAnvil(dataDir: string, logger: Logger): Promise<void> {
   const pidFile = pidFileOf(dataDir);
-  if (!existsSync(pidFile)) return;
-  const pid = Number(readFileSync(pidFile, "utf8").trim());
-  if (Number.isInteger(pid) && pid > 0 && processAlive(pid) && isOurAnvil(pid, dataDir)) {
-    logger.warn("stopping the anvil left running by a previous start", { pid });
+  const recorded = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").trim()) : 0;
+  const ours = (pid: number) => Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid) && isOurAnvil(pid, dataDir);
+  const pid = ours(recorded) ? recorded : (processIds() ?? []).find(ours);
+  if (pid !== undefined) {
+    const identity = processIdentity(pid);
+    // Alive, not running: a zombie's state shows while a multi-threaded process's other threads still exit (and hold
+    // the port), so only its end counts as gone.
+    const same = () => processAlive(pid) && processIdentity(pid) === identity;
+    logger.warn("stopping the anvil left running by a previous start", { pid, foundBy: pid === recorded ? "pid file" : "command line" });
     process.kill(pid, "SIGTERM");
-    if (!(await waitUntil(() => !processAlive(pid), 10_000))) {
-      process.kill(pid, "SIGKILL");
-      await waitUntil(() => !processAlive(pid), 5_000);
+    if (!(await waitUntil(() => !same(), 10_000))) {
+      if (same()) process.kill(pid, "SIGKILL");
+      await waitUntil(() => !same(), 5_000);
     }
   }
   rmSync(pidFile, { force: true });
