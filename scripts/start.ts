@@ -711,6 +711,10 @@ async function main(): Promise<void> {
   await build;
   // The build ended as the supervisor began to stop: nothing more is started.
   if (shuttingDown) return;
+  // The chain may have been restarted during the build (a first build takes minutes) with another deployment, which
+  // reached chainEnv before the children's listener below existed: they start with what holds now.
+  Object.assign(workerEnv, chainEnv);
+  Object.assign(webEnv, chainEnv);
 
   const node = process.execPath;
   const children: Supervised[] = [
