@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { createLogger, type Logger } from "@/lib/log";
 import { openLogFile } from "@/lib/log-file";
+import { compactDump, isWholeDump } from "./state-dump";
 
 /**
  * A real local chain: the anvil binary shipped by npm `@foundry-rs/anvil`, spawned directly (not through npx,
@@ -94,37 +95,18 @@ export const DEFAULT_KEEP_BLOCKS = 10_000;
 /** Blocks whose full state anvil keeps by default (eth_call and nonces at a past block). */
 export const HISTORY_STATES = 64;
 
-type StateDump = {
-  best_block_number?: number;
-  blocks?: { header?: { number?: string } }[];
-  transactions?: { block_number?: number }[];
-};
-
 /**
  * Drops from an anvil state dump the blocks (and their transactions) older than the last `keepBlocks`, so the
  * dump, anvil's memory and its load time stay bounded across restarts. Accounts, storage and the head are kept:
- * the chain continues where it stopped. A dump that cannot be parsed (a crash while writing) is moved aside as
- * `state.json.corrupt`; the chain then starts empty and the local deployment is redone. Returns what it did.
+ * the chain continues where it stopped. A dump that is not whole (a crash while writing) is moved aside as
+ * `state.json.corrupt`; the chain then starts empty and the local deployment is redone. The dump is read as bytes
+ * (contracts/state-dump.ts): one past V8's longest string, 512 MiB, was taken for a corrupt one. Returns what it did.
  */
 export function compactStateFile(file: string, keepBlocks: number): "absent" | "kept" | "compacted" | "corrupt" {
   if (!existsSync(file)) return "absent";
-  let state: StateDump;
-  try {
-    state = JSON.parse(readFileSync(file, "utf8")) as StateDump;
-  } catch {
-    renameSync(file, `${file}.corrupt`);
-    return "corrupt";
-  }
-  const best = state.best_block_number;
-  const blocks = state.blocks ?? [];
-  if (typeof best !== "number" || blocks.length <= keepBlocks) return "kept";
-  const oldest = best - keepBlocks + 1;
-  state.blocks = blocks.filter((b) => Number.parseInt(b.header?.number ?? "0x0", 16) >= oldest);
-  state.transactions = (state.transactions ?? []).filter((t) => (t.block_number ?? 0) >= oldest);
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(state));
-  renameSync(tmp, file);
-  return "compacted";
+  const outcome = compactDump(file, keepBlocks);
+  if (outcome === "corrupt") renameSync(file, `${file}.corrupt`);
+  return outcome;
 }
 
 async function rpcReady(rpcUrl: string): Promise<boolean> {
@@ -281,12 +263,8 @@ export function stateSaved(stateFile: string, since: number): "saved" | "not_wri
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return "absent";
     return "truncated";
   }
-  try {
-    // A file that cannot be read or parsed (EIO, over V8's longest string) is what the next start sets aside too.
-    JSON.parse(readFileSync(stateFile, "utf8"));
-  } catch {
-    return "truncated";
-  }
+  // A file that cannot be read or is no whole dump (EIO, cut short) is what the next start sets aside too.
+  if (!isWholeDump(stateFile)) return "truncated";
   return modified < since ? "not_written" : "saved";
 }
 
