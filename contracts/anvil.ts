@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { copyFileDurably, syncDirectory } from "@/lib/durable-file";
 import { createLogger, type Logger } from "@/lib/log";
 import { openLogFile } from "@/lib/log-file";
 import { compactDump, isWholeDump } from "./state-dump";
@@ -109,6 +110,44 @@ export function compactStateFile(file: string, keepBlocks: number): "absent" | "
   return outcome;
 }
 
+/** The copy of the last state file anvil started from (`state.json.good`), kept beside it. */
+export function goodStateFile(stateFile: string): string {
+  return `${stateFile}.good`;
+}
+
+/**
+ * The state file compacted, and a copy of it kept for after anvil has started from it (the returned candidate, which
+ * startAnvil then makes `state.json.good`). Anvil writes its dump in place, truncating first, every 10 s: a kill while
+ * it writes (the OOM killer, a second Ctrl-C, a power cut) leaves part of one, and with it the whole chain was lost
+ * (a fresh chain, the contracts deployed again). Now a state file cut short is moved aside and the last good one
+ * restored: the chain comes back as it was at the last start, and what came after is as after a fresh chain, found
+ * lost and sent again (scripts/chain-replay.ts). A state file that is absent is not restored: removing it is how a
+ * chain is reset.
+ */
+function prepareStateFile(stateFile: string, keepBlocks: number, logger: Logger): string | undefined {
+  const outcome = compactStateFile(stateFile, keepBlocks);
+  const good = goodStateFile(stateFile);
+  if (outcome === "corrupt" && isWholeDump(good)) {
+    copyFileDurably(good, stateFile);
+    logger.warn("anvil's state file was cut short (a crash while it wrote it): restored the state it last started from", {
+      stateFile,
+      savedAt: statSync(good).mtime.toISOString(),
+      movedTo: `${stateFile}.corrupt`,
+    });
+    return undefined;
+  }
+  if (outcome !== "kept" && outcome !== "compacted") return undefined;
+  const candidate = `${stateFile}.candidate`;
+  try {
+    copyFileDurably(stateFile, candidate);
+    return candidate;
+  } catch (error) {
+    // A full disk: the chain still starts, without a copy to fall back on.
+    logger.warn("could not copy the state file before anvil's start", { error });
+    return undefined;
+  }
+}
+
 async function rpcReady(rpcUrl: string): Promise<boolean> {
   try {
     const res = await fetch(rpcUrl, {
@@ -151,15 +190,13 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
   // Not `--block-time`: it lifts anvil's state history from 64 to 1,500 full copies (see the top of this file).
   // `--no-mining` leaves the pool alone and the block timer below mines on the same cadence.
   if (options.blockTime > 0) args.push("--no-mining");
+  const logger = options.logger ?? createLogger({ component: "anvil" });
   const stateFile = options.persistState ? path.join(dir, "state.json") : undefined;
-  if (stateFile) {
-    compactStateFile(stateFile, keepBlocks);
-    args.push("--state", stateFile, "--state-interval", "10");
-  }
+  const candidate = stateFile ? prepareStateFile(stateFile, keepBlocks, logger) : undefined;
+  if (stateFile) args.push("--state", stateFile, "--state-interval", "10");
   args.push(...(options.extraArgs ?? []));
 
   const logFile = path.join(dir, "anvil.log");
-  const logger = options.logger ?? createLogger({ component: "anvil" });
   const log = openLogFile(logFile, logger);
   const child = spawn(anvilBinary(), args, {
     stdio: ["ignore", "pipe", "pipe"],
@@ -198,26 +235,40 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
   const exitedPromise = new Promise<void>((resolve) => child.once("exit", () => ((exited = true), resolve())));
 
   const deadline = Date.now() + 20_000;
+  // A start that fails leaves no candidate beside the state it kept.
+  const failed = (error: Error): Error => {
+    if (candidate) rmSync(candidate, { force: true });
+    return error;
+  };
   while (!(await rpcReady(rpcUrl))) {
     if (spawnError) {
       log.close();
-      throw new Error(`anvil could not be started: ${spawnError.message}`, { cause: spawnError });
+      throw failed(new Error(`anvil could not be started: ${spawnError.message}`, { cause: spawnError }));
     }
     if (exited) {
       // Its last words may still be in the pipes when "exit" comes.
       await Promise.race([closed, new Promise((r) => setTimeout(r, 2_000).unref())]);
       const reason = said.trim();
       const message = `anvil exited during start-up${reason ? `: ${reason}` : ""} (see ${logFile})`;
-      throw STATE_REJECTED.test(reason) ? new AnvilStateRejectedError(message) : new Error(message);
+      throw failed(STATE_REJECTED.test(reason) ? new AnvilStateRejectedError(message) : new Error(message));
     }
     if (Date.now() > deadline) {
       child.kill("SIGKILL");
-      throw new Error(`anvil did not answer on ${rpcUrl} within 20 s`);
+      throw failed(new Error(`anvil did not answer on ${rpcUrl} within 20 s`));
     }
     await new Promise((r) => setTimeout(r, 50));
   }
   starting = false;
   said = "";
+  // Anvil started from it: from now on it is the last good state (prepareStateFile).
+  if (candidate && stateFile) {
+    try {
+      renameSync(candidate, goodStateFile(stateFile));
+      syncDirectory(dir);
+    } catch (error) {
+      logger.warn("could not keep a copy of the state anvil started from", { error });
+    }
+  }
 
   const blocks = options.blockTime > 0 ? startBlockTimer(rpcUrl, options.blockTime) : undefined;
   child.once("exit", () => blocks?.stop());

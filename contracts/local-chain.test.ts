@@ -4,7 +4,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createPublicClient, getAddress, http, parseEther } from "viem";
+import { createPublicClient, getAddress, http, parseEther, type Address } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { registryAbi } from "@/contracts/generated/registry";
@@ -320,6 +320,66 @@ describe("ensureLocalChain", () => {
     const aside = readdirSync(anvilDir).filter((name) => name.startsWith("state.json.rejected-"));
     expect(aside).toHaveLength(1);
     expect(readFileSync(path.join(anvilDir, aside[0]!), "utf8")).toBe('{"accounts":{}}');
+  });
+
+  it("a state file cut short (anvil killed while it wrote it) gives way to the state anvil last started from: the chain and its deployment come back", async () => {
+    const env = { DATA_DIR: path.join(dataDir, "cut-state"), LOCAL_CHAIN_PORT: String(await freePort()) };
+    const state = path.join(env.DATA_DIR, "anvil", "state.json");
+    const first = await start(env);
+    const before = freshWallet();
+    await sponsorOnce(first, before);
+    await stop(first);
+    // Started from the state that holds `before`: that is now the last good one.
+    const second = await start(env);
+    expect(existsSync(`${state}.good`)).toBe(true);
+    const after = freshWallet();
+    await sponsorOnce(second, after);
+    await stop(second);
+    // As a kill in the middle of a periodic dump leaves it (anvil writes in place, truncating first).
+    const whole = readFileSync(state);
+    writeFileSync(state, whole.subarray(0, Math.floor(whole.length / 2)));
+
+    // Before: moved aside, a fresh chain, the contracts deployed again, `before` unpaid on it.
+    const third = await start(env);
+    expect(third.deployed).toBe(false);
+    expect(third.treasuryAddress).toBe(second.treasuryAddress);
+    const client = independentClient(third.rpcUrl);
+    const sponsored = (wallet: Address) =>
+      client.readContract({ address: third.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] });
+    expect(await sponsored(before)).toBe(true);
+    // After the last start: lost with the cut dump, as after a fresh chain (npm start replays what its database holds).
+    expect(await sponsored(after)).toBe(false);
+    expect(readFileSync(`${state}.corrupt`).length).toBe(Math.floor(whole.length / 2));
+  });
+
+  it("a state file anvil refuses gives way to the state anvil last started from, and a fresh chain only when that is refused too", async () => {
+    const env = { DATA_DIR: path.join(dataDir, "refused-good"), LOCAL_CHAIN_PORT: String(await freePort()) };
+    const anvilDir = path.join(env.DATA_DIR, "anvil");
+    const state = path.join(anvilDir, "state.json");
+    const first = await start(env);
+    const wallet = freshWallet();
+    await sponsorOnce(first, wallet);
+    await stop(first);
+    await stop(await start(env)); // the state holding `wallet` is now the last good one
+    writeFileSync(state, '{"accounts":{}}');
+
+    const restored = await start(env);
+    expect(restored.deployed).toBe(false);
+    expect(
+      await independentClient(restored.rpcUrl).readContract({
+        address: restored.registryAddress,
+        abi: registryAbi,
+        functionName: "isSponsored",
+        args: [wallet],
+      }),
+    ).toBe(true);
+    await stop(restored);
+
+    writeFileSync(state, '{"accounts":{}}');
+    writeFileSync(`${state}.good`, '{"accounts":{},"blocks":[]}');
+    const fresh = await start(env);
+    expect(fresh.deployed).toBe(true);
+    expect(existsSync(`${state}.good`)).toBe(false);
   });
 
   it("refuses with one line naming LOCAL_CHAIN_PORT when the port's holder answers no connection (the check's connect times out)", async () => {

@@ -1,8 +1,8 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { connect } from "node:net";
 import path from "node:path";
 import { createTestClient, http, parseEther, type Address } from "viem";
-import { AnvilStateRejectedError, startAnvil, type Anvil } from "@/contracts/anvil";
+import { AnvilStateRejectedError, goodStateFile, startAnvil, type Anvil } from "@/contracts/anvil";
 import {
   TREASURY_INIT_CODE_HASH,
   addressOfKey,
@@ -16,6 +16,7 @@ import {
 import { createChainClients, type ChainClients } from "@/lib/chain/clients";
 import { readLocalDeployment, writeLocalDeployment, type LocalDeploymentRecord } from "@/lib/chain/deployment";
 import { ConfigError, LOCAL_DEPLOYER_KEY, type Config } from "@/lib/config";
+import { copyFileDurably } from "@/lib/durable-file";
 import type { Logger } from "@/lib/log";
 import { commandLineOf, processAlive, processIdentity, processIds } from "@/lib/process-alive";
 import { portHolders, portTakenMessage } from "@/lib/port-holder";
@@ -138,6 +139,11 @@ export function historyStatesFor(confirmations: number): number {
   return Math.max(8, confirmations + 4);
 }
 
+/** Whether two files hold the same bytes (sizes first: the state files are large). */
+function sameFile(a: string, b: string): boolean {
+  return statSync(a).size === statSync(b).size && readFileSync(a).equals(readFileSync(b));
+}
+
 async function launch(config: Config, logger: Logger): Promise<Anvil> {
   const dir = anvilDir(config.dataDir);
   const options = {
@@ -162,7 +168,22 @@ async function launch(config: Config, logger: Logger): Promise<Anvil> {
     const state = path.join(dir, "state.json");
     if (!(error instanceof AnvilStateRejectedError) || !existsSync(state)) throw error;
     const aside = `${state}.rejected-${Date.now()}`;
+    // The state it last started from, unless that is what it refused now (restored from it at this start).
+    const good = goodStateFile(state);
+    const fallback = existsSync(good) && !sameFile(state, good);
     renameSync(state, aside);
+    if (fallback) {
+      copyFileDurably(good, state);
+      logger.warn("anvil refused its saved state; starting from the state it last started from", { movedTo: aside, error });
+      try {
+        return await startAnvil(options);
+      } catch (again) {
+        if (!(again instanceof AnvilStateRejectedError)) throw again;
+        renameSync(state, `${aside}.good`);
+      }
+    }
+    // Refused too, it would be restored again at every start.
+    if (existsSync(good)) renameSync(good, `${aside}.good-refused`);
     logger.warn("anvil refused its saved state; starting a fresh chain", { movedTo: aside, error });
     return startAnvil(options);
   }

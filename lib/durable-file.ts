@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, copyFileSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import path from "node:path";
 
 /**
@@ -35,4 +35,24 @@ export function syncDirectory(dir: string): void {
   } finally {
     closeSync(fd);
   }
+}
+
+/** Copies `from` over `to` whole or not at all, and durably (as writeFileDurably): for files too large to hold twice. */
+export function copyFileDurably(from: string, to: string, mode = 0o600): void {
+  const tmp = `${to}.${process.pid}.tmp`;
+  try {
+    copyFileSync(from, tmp);
+    chmodSync(tmp, mode);
+    const fd = openSync(tmp, "r+");
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, to);
+  } catch (error) {
+    rmSync(tmp, { force: true });
+    throw error;
+  }
+  syncDirectory(path.dirname(to));
 }
