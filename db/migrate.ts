@@ -21,7 +21,7 @@ export const FUNCTIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta
  * a new signature beside the old one), as a migration keeps the columns the release before it reads.
  */
 export const FUNCTIONS_REVISION = 3;
-export const FUNCTIONS_SHA256 = "6383cdb1fce8309909e20ea063105dadfd6e07b7f3fe24230dbb764d4b518557";
+export const FUNCTIONS_SHA256 = "c1208295ce3934931674ab988d1a2caa9feadbe2bc8fcb57b7cb8b845699f7be";
 
 export type FunctionSource = { name: string; source: string };
 

@@ -48,9 +48,11 @@ CREATE OR REPLACE FUNCTION webhook_report_alert(p_key text, p_type text, p_activ
 RETURNS boolean AS $$
 DECLARE
   v_started boolean := false;
-  -- Rounded to the columns' milliseconds, as a stored clear_since is: compared unrounded, a clear_since rounded up
-  -- was later than the very observation that set it, and a clear time of 0 ended nothing.
+  -- Both rounded to the columns' milliseconds, as a stored clear_since is: compared unrounded, a clear_since rounded
+  -- up was later than the very report that set it, and a clear time of 0 ended nothing. An observation in the
+  -- millisecond of a start or an end counts as after it.
   v_observed_at timestamptz(3) := now() - make_interval(secs => greatest(coalesce(p_observed_age_ms, 0), 0) / 1000.0);
+  v_now timestamptz(3) := now();
 BEGIN
   IF p_active THEN
     -- Seen holding after a clear spell began: the spell is over.
@@ -63,7 +65,7 @@ BEGIN
     INSERT INTO alert_state AS a (key, type, active, since, data, updated_at)
     VALUES (p_key, p_type, true, now(), coalesce(p_data, '{}'::jsonb), now())
     ON CONFLICT (key) DO UPDATE SET active = true, since = now(), ended_at = NULL, clear_since = NULL, data = excluded.data, updated_at = now()
-      WHERE a.active = false AND (a.ended_at IS NULL OR a.ended_at < v_observed_at)
+      WHERE a.active = false AND (a.ended_at IS NULL OR a.ended_at <= v_observed_at)
     RETURNING true INTO v_started;
     IF coalesce(v_started, false) THEN
       PERFORM webhook_enqueue(p_type, coalesce(p_data, '{}'::jsonb));
@@ -71,13 +73,16 @@ BEGIN
     END IF;
     RETURN false;
   END IF;
-  UPDATE alert_state SET clear_since = coalesce(clear_since, v_observed_at), updated_at = now()
-  WHERE key = p_key AND active AND since < v_observed_at;
+  -- A clear_since from before the start is stale (left by bodies of revision 2, which knew no clear time, after a
+  -- rollback of these functions): this report begins the spell.
+  UPDATE alert_state SET clear_since = CASE WHEN clear_since IS NULL OR clear_since < since THEN v_observed_at ELSE clear_since END,
+    updated_at = now()
+  WHERE key = p_key AND active AND since <= v_observed_at;
   -- Measured to this report, not to its observation: a reading that stays the latest (fees read per block, on a chain
   -- with no new block) still says clear.
   UPDATE alert_state SET active = false, ended_at = now(), clear_since = NULL, updated_at = now()
   WHERE key = p_key AND active AND clear_since IS NOT NULL
-    AND now() >= clear_since + make_interval(secs => greatest(coalesce(p_clear_ms, 0), 0) / 1000.0);
+    AND v_now >= clear_since + make_interval(secs => greatest(coalesce(p_clear_ms, 0), 0) / 1000.0);
   RETURN false;
 END;
 $$ LANGUAGE plpgsql;

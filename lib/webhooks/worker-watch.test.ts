@@ -232,6 +232,11 @@ describe("an alert several processes report, each from what it last saw", () => 
     // Seen above the ceiling after that: a new episode.
     expect(await report(true)).toBe(true);
     expect(await events()).toBe(before + 2);
+    // A clear_since from before this start (revision 2's bodies, after a rollback, restart alerts without touching
+    // it) is stale: a clear report begins a new spell, it does not end the episode at once.
+    await t.db.execute(sql`UPDATE alert_state SET clear_since = since - interval '1 hour' WHERE key = ${key}`);
+    expect(await report(false)).toBe(false);
+    expect((await state()).active).toBe(true);
   });
 
   it("is not started while no endpoint is active (its event could not be written), and is started and sent by the first report after one is added", async () => {
