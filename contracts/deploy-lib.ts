@@ -17,6 +17,8 @@ export type DeployOptions = {
   /** Sent with the deployment (the treasury's opening balance). Default 0. */
   fundWei?: bigint;
   pollingIntervalMs?: number;
+  /** JSON-RPC calls per batched request at most (RPC_BATCH_SIZE); default BATCH_SIZE. */
+  batchSize?: number;
 };
 
 export type DeployResult = {
@@ -44,9 +46,10 @@ async function waitForSuccess(clients: ChainClients, hash: Hash, what: string) {
 }
 
 export async function deployContracts(options: DeployOptions): Promise<DeployResult> {
-  const probe = createChainClients({ rpcUrl: options.rpcUrl, pollingIntervalMs: options.pollingIntervalMs });
+  const { batchSize, pollingIntervalMs } = options;
+  const probe = createChainClients({ rpcUrl: options.rpcUrl, pollingIntervalMs, batchSize });
   const chainId = await probe.getChainId();
-  const clients = createChainClients({ rpcUrl: options.rpcUrl, chainId, pollingIntervalMs: options.pollingIntervalMs });
+  const clients = createChainClients({ rpcUrl: options.rpcUrl, chainId, pollingIntervalMs, batchSize });
   const wallet = clients.walletClient(options.deployerKey);
 
   const hash = await wallet.deployContract({

@@ -8,6 +8,7 @@ import { treasuryAbi } from "@/contracts/generated/treasury";
 import { LOCAL_DEPLOYER_KEY, LOCAL_RELAYER_KEYS } from "@/lib/config";
 import { startTestChain } from "@/test/chain";
 import { freePort } from "@/test/ports";
+import { startRpcProxy } from "@/test/rpc-proxy";
 import type { Anvil } from "./anvil";
 
 /** `npm run contracts:deploy` as an operator runs it: a separate process, its environment, its output. */
@@ -68,6 +69,32 @@ describe("contracts:deploy", () => {
     const run = await runDeploy({ RPC_URL: url, DEPLOYER_PRIVATE_KEY: generatePrivateKey(), RELAYER_PRIVATE_KEYS: generatePrivateKey() });
     expectOneLineRefusal(run, /^contracts:deploy: RPC_URL http:\/\/127\.0\.0\.1:\d+\/\[redacted\] cannot be reached/);
     expect(run.stderr).not.toContain("SECRETKEY");
+  });
+
+  it("with RPC_BATCH_SIZE at a provider's batch limit, sends no larger batch and completes", async () => {
+    let refused = 0;
+    // A provider that refuses a batch of more than 2 calls as a whole (HTTP 200, one JSON-RPC error).
+    const limited = await startRpcProxy(chain.rpcUrl, (body) => {
+      const parsed = JSON.parse(body) as unknown;
+      if (!Array.isArray(parsed) || parsed.length <= 2) return undefined;
+      refused++;
+      return { status: 200, body: JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "batch too large" } }) };
+    });
+    try {
+      const run = await runDeploy({
+        RPC_URL: limited.url,
+        RPC_BATCH_SIZE: "2",
+        DEPLOYER_PRIVATE_KEY: LOCAL_DEPLOYER_KEY,
+        // Three relayers: their balances, read together after the deployment, were one batch of three.
+        RELAYER_PRIVATE_KEYS: LOCAL_RELAYER_KEYS.slice(0, 3).join(","),
+      });
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      expect(run.stdout).toMatch(/^TREASURY_ADDRESS=0x[0-9a-f]{40}$/m);
+      expect(refused).toBe(0);
+    } finally {
+      await limited.close();
+    }
   });
 
   it("refuses a malformed key, naming the variable", async () => {

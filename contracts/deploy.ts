@@ -52,7 +52,8 @@ async function main(): Promise<void> {
   const deployer = addressOfKey(deployerKey);
   const relayers = config.relayerPrivateKeys.map(addressOfKey);
 
-  const probe = createChainClients({ rpcUrl: config.rpcUrl, retryCount: 1 });
+  const batchSize = config.rpcBatchSize;
+  const probe = createChainClients({ rpcUrl: config.rpcUrl, retryCount: 1, batchSize });
   let chainId: number;
   try {
     chainId = await probe.getChainId();
@@ -62,7 +63,7 @@ async function main(): Promise<void> {
   if (config.chainId !== undefined && config.chainId !== chainId) {
     refuse(`CHAIN_ID is ${config.chainId} but RPC_URL serves chain ${chainId}: refusing to deploy`);
   }
-  const clients = createChainClients({ rpcUrl: config.rpcUrl, chainId });
+  const clients = createChainClients({ rpcUrl: config.rpcUrl, chainId, batchSize });
 
   const balance = await clients.getBalance({ address: deployer });
   if (balance === 0n) refuse(`deployer ${deployer} has no native token on chain ${chainId}: fund it first`);
@@ -76,7 +77,7 @@ async function main(): Promise<void> {
     );
   }
 
-  const result = await deployContracts({ rpcUrl: config.rpcUrl, deployerKey, relayers, sponsorAmountWei: config.sponsorAmountWei, fundWei });
+  const result = await deployContracts({ rpcUrl: config.rpcUrl, deployerKey, relayers, sponsorAmountWei: config.sponsorAmountWei, fundWei, batchSize });
   const relayerBalances = await Promise.all(relayers.map((address) => clients.getBalance({ address })));
 
   console.log(`Deployed on chain ${result.chainId} in block ${result.blockNumber} (transaction ${result.transactionHash}, ${result.gasUsed} gas).`);

@@ -542,11 +542,15 @@ export class WorkerChain {
     for (const e of this.breaker.readOrder()) {
       const client = this.endpointClients[e]!;
       this.breaker.asking(e);
-      // Issued together, the head first: viem's batching sends them in one HTTP request, in this order.
-      const [head, logs] = await Promise.allSettled([
-        client.request({ method: "eth_blockNumber" }),
-        client.request({ method: "eth_getLogs", params: [params] }),
-      ]);
+      // Issued together, the head first: viem's batching sends them in one HTTP request, in this order. Without
+      // batches (RPC_BATCH_SIZE=1) they would be two requests at once, which a pool of nodes can answer from two:
+      // the logs are then asked once the head has answered, so they are read at a head at least that high.
+      const headCall = client.request({ method: "eth_blockNumber" });
+      const logsCall = () => client.request({ method: "eth_getLogs", params: [params] });
+      const [head, logs] =
+        this.batchSize >= 2
+          ? await Promise.allSettled([headCall, logsCall()])
+          : await Promise.allSettled([headCall]).then(async ([h]) => [h, ...(await Promise.allSettled([logsCall()]))] as const);
       if (head.status === "rejected") {
         this.noteEndpoint(e, head.reason);
         errors.push(head.reason);

@@ -4,6 +4,7 @@ import { closeDatabase, createDatabase, type Database } from "@/db/client";
 import { applyMigrations, functionsNotice } from "@/db/migrate";
 import { WAKEUP_CHANNEL } from "@/db/queries/wakeup";
 import { resolveDeployment } from "@/lib/chain/deployment";
+import { MAX_SOCKETS } from "@/lib/chain/node-fetch";
 import { ConfigError, developmentSecretsRefusal, type Config } from "@/lib/config";
 import type { Logger } from "@/lib/log";
 import { startProcessMetricsServer } from "@/lib/metrics";
@@ -349,6 +350,20 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
   );
 
   if (config.relayerPrivateKeys.length === 0) log.warn("no RELAYER_PRIVATE_KEYS: this worker reviews requests but relays nothing");
+  // A review of a full batch makes WORKER_BATCH_SIZE + 1 calls, in requests of RPC_BATCH_SIZE over MAX_SOCKETS
+  // connections: more rounds than that one after another may not fit its calls' 5-s timeout against a remote RPC.
+  const rounds = Math.ceil((settings.batchSize + 1) / config.rpcBatchSize / MAX_SOCKETS);
+  if (rounds > 2) {
+    log.warn(
+      "RPC_BATCH_SIZE is small for WORKER_BATCH_SIZE: a full review takes several round trips one after another; lower WORKER_BATCH_SIZE if reviews time out",
+      {
+        rpcBatchSize: config.rpcBatchSize,
+        workerBatchSize: settings.batchSize,
+        roundTrips: rounds,
+        suggestedWorkerBatchSize: Math.max(1, 2 * config.rpcBatchSize * MAX_SOCKETS - 1),
+      },
+    );
+  }
   log.info("worker started", {
     chainId,
     treasury: deployment.treasuryAddress,

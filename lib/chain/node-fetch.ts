@@ -53,8 +53,11 @@ class NodeResponse {
 /** Idle keep-alive sockets are closed after this long. */
 export const IDLE_SOCKET_MS = 4_000;
 
+/** Connections per endpoint by default: calls beyond them wait for one, within their timeout. */
+export const MAX_SOCKETS = 8;
+
 export function createNodeFetch(options: NodeFetchOptions = {}): typeof fetch {
-  const maxSockets = options.maxSockets ?? 8;
+  const maxSockets = options.maxSockets ?? MAX_SOCKETS;
   const maxBytes = options.maxResponseBytes ?? 64 * 1024 * 1024;
   // Idle keep-alive sockets are closed after IDLE_SOCKET_MS (as the built-in fetch does), below the keep-alive
   // timeout of common servers and proxies, so a socket is rarely reused just as the server closes it.
