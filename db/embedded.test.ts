@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, watch, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync, watch, writeFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
@@ -306,6 +306,32 @@ describe("embedded PostgreSQL start-up", () => {
       }
     } finally {
       await other.stop();
+    }
+  });
+
+  it("stops a leftover server of the data directory moved since it started (its -D names the old path), and starts, never removing its lock", async () => {
+    const before = await dataDir();
+    const port = await freePort();
+    // The leftover of a killed start, still running; then the directory is renamed under it.
+    const leftover = await startEmbeddedPostgres({ dataDir: before, port });
+    const after = `${before}-moved`;
+    dirs.push(after);
+    renameSync(before, after);
+    try {
+      const { log, lines } = keptLog();
+      const pg = await startEmbeddedPostgres({ dataDir: after, port, logger: log });
+      try {
+        expect(await authError(pg.url)).toBeUndefined();
+        const said = lines.map((line) => line.msg);
+        expect(said).toContain("stopping a PostgreSQL server left running by an earlier start");
+        // By path alone it was another cluster's: its lock removed, and the live server shut down once it saw that.
+        expect(said).not.toContain("removing a stale postmaster.pid: its pid is now another cluster's server");
+        expect(processAlive(leftover.pid)).toBe(false);
+      } finally {
+        await pg.stop();
+      }
+    } finally {
+      if (processAlive(leftover.pid)) process.kill(leftover.pid, "SIGKILL");
     }
   });
 

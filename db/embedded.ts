@@ -13,6 +13,7 @@ import {
   realpathSync,
   renameSync,
   rmSync,
+  statSync,
 } from "node:fs";
 import { chmod, mkdir } from "node:fs/promises";
 import path from "node:path";
@@ -283,13 +284,20 @@ async function stopLeftoverServer(databaseDir: string, logger?: Logger): Promise
     return;
   }
   if (!runsOn(argv, databaseDir)) {
-    // A server whose command line does not name its directory (PGDATA) might be ours: left to PostgreSQL's own check.
-    if (!argv.includes("-D")) return;
-    // Another cluster's postmaster has that pid now (the same user's, after a reboot): it cannot hold this directory,
-    // and PostgreSQL, seeing a live postmaster of its user by that pid, would refuse to start for as long as it runs.
-    logger?.warn("removing a stale postmaster.pid: its pid is now another cluster's server", { pid, databaseDir });
-    rmSync(pidFile, { force: true });
-    return;
+    // A postmaster works in its data directory: one whose -D no longer names ours by path (the directory moved or
+    // renamed since it started, a bind mount) is still ours by its working directory, and a leftover to stop.
+    const cwd = servesFromCwd(pid, databaseDir);
+    // A server whose command line does not name its directory (PGDATA), or whose working directory cannot be read,
+    // might be ours: left to PostgreSQL's own check.
+    if (cwd === undefined || (cwd === false && !argv.includes("-D"))) return;
+    if (cwd === false) {
+      // Another cluster's postmaster has that pid now (the same user's, after a reboot): it cannot hold this
+      // directory, and PostgreSQL, seeing a live postmaster of its user by that pid, would refuse to start for as
+      // long as it runs.
+      logger?.warn("removing a stale postmaster.pid: its pid is now another cluster's server", { pid, databaseDir });
+      rmSync(pidFile, { force: true });
+      return;
+    }
   }
   await stopLeftover(pid, databaseDir, logger);
   // Killed, it may stay a zombie.
@@ -305,6 +313,17 @@ function removedZombieLock(pidFile: string, pid: number, databaseDir: string, lo
   logger?.warn("removing a stale postmaster.pid: its process has exited and was never reaped (a zombie)", { pid, databaseDir });
   rmSync(pidFile, { force: true });
   return true;
+}
+
+/** Whether the process works in `databaseDir` (same device and inode); undefined when that cannot be read. */
+function servesFromCwd(pid: number, databaseDir: string): boolean | undefined {
+  try {
+    const cwd = statSync(`/proc/${pid}/cwd`);
+    const dir = statSync(databaseDir);
+    return cwd.dev === dir.dev && cwd.ino === dir.ino;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Whether a `postgres` command line serves this data directory (its `-D`). */
