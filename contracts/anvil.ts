@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { copyFileDurably, syncDirectory } from "@/lib/durable-file";
@@ -116,27 +116,64 @@ export function goodStateFile(stateFile: string): string {
 }
 
 /**
+ * Puts the last good state (`state.json.good`) in place of `stateFile`, which is moved to `aside`: the copy is made
+ * whole first, then the file moved aside, then the copy renamed into place, so a failed copy (a full disk) or a
+ * crash at any point leaves `stateFile` there (the next start tries again), never absent, which would be taken for a
+ * reset. Whether it did (false: no whole good copy, or it is the file itself).
+ */
+export function restoreGoodState(stateFile: string, aside: string): boolean {
+  const good = goodStateFile(stateFile);
+  if (!isWholeDump(good)) return false;
+  const restoring = `${stateFile}.restoring`;
+  copyFileDurably(good, restoring);
+  renameSync(stateFile, aside);
+  renameSync(restoring, stateFile);
+  syncDirectory(path.dirname(stateFile));
+  return true;
+}
+
+/**
  * The state file compacted, and a copy of it kept for after anvil has started from it (the returned candidate, which
  * startAnvil then makes `state.json.good`). Anvil writes its dump in place, truncating first, every 10 s: a kill while
  * it writes (the OOM killer, a second Ctrl-C, a power cut) leaves part of one, and with it the whole chain was lost
  * (a fresh chain, the contracts deployed again). Now a state file cut short is moved aside and the last good one
  * restored: the chain comes back as it was at the last start, and what came after is as after a fresh chain, found
  * lost and sent again (scripts/chain-replay.ts). A state file that is absent is not restored: removing it is how a
- * chain is reset.
+ * chain is reset, so the good copy goes with it. A compaction that cannot be written (a full disk) leaves the file as
+ * it is: anvil loads it uncompacted.
  */
 function prepareStateFile(stateFile: string, keepBlocks: number, logger: Logger): string | undefined {
-  const outcome = compactStateFile(stateFile, keepBlocks);
+  const dir = path.dirname(stateFile);
   const good = goodStateFile(stateFile);
-  if (outcome === "corrupt" && isWholeDump(good)) {
-    copyFileDurably(good, stateFile);
-    logger.warn("anvil's state file was cut short (a crash while it wrote it): restored the state it last started from", {
-      stateFile,
-      savedAt: statSync(good).mtime.toISOString(),
-      movedTo: `${stateFile}.corrupt`,
-    });
+  // Temporary files of a start killed while it copied or compacted (each as large as the state).
+  for (const name of readdirSync(dir)) {
+    if (/^state\.json\.(?:.+\.)?\d+\.tmp$|^state\.json\.restoring$/.test(name)) rmSync(path.join(dir, name), { force: true });
+  }
+  if (!existsSync(stateFile)) {
+    if (existsSync(good)) {
+      logger.info("the chain's state file is gone (a reset): its last good copy goes too", { removed: good });
+      rmSync(good, { force: true });
+    }
     return undefined;
   }
-  if (outcome !== "kept" && outcome !== "compacted") return undefined;
+  let outcome: "kept" | "compacted" | "corrupt";
+  try {
+    outcome = compactDump(stateFile, keepBlocks);
+  } catch (error) {
+    logger.warn("could not compact the chain's state file (a full disk?): anvil loads it as it is", { stateFile, error });
+    outcome = "kept";
+  }
+  if (outcome === "corrupt") {
+    const aside = `${stateFile}.corrupt`;
+    if (restoreGoodState(stateFile, aside)) {
+      logger.warn("anvil's state file was cut short (a crash while it wrote it): restored the state it last started from", {
+        stateFile,
+        savedAt: statSync(good).mtime.toISOString(),
+        movedTo: aside,
+      });
+    } else renameSync(stateFile, aside);
+    return undefined;
+  }
   const candidate = `${stateFile}.candidate`;
   try {
     copyFileDurably(stateFile, candidate);

@@ -205,20 +205,23 @@ describe("ensureLocalChain", () => {
     expect(await client.readContract({ address: next.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(true);
   });
 
-  it("an anvil left running whose anvil.pid is gone (DATA_DIR/anvil made again) is found by its command line, stopped, and the chain comes back", async () => {
-    const orphan = await start();
+  it("an anvil left running whose directory was removed (a reset) is found by its command line and killed without writing the old chain back", async () => {
+    const env = { DATA_DIR: path.join(dataDir, "orphan-reset"), LOCAL_CHAIN_PORT: String(await freePort()) };
+    const orphan = await start(env);
     const pid = orphan.pid;
     const wallet = freshWallet();
     await sponsorOnce(orphan, wallet);
     running.splice(running.indexOf(orphan), 1);
-    rmSync(path.join(dataDir, "anvil", "anvil.pid"));
+    rmSync(path.join(env.DATA_DIR, "anvil"), { recursive: true, force: true });
 
     // Before: nothing named it, the port check took it for ours and let it be, and the start failed on the port.
-    const next = await start();
+    const next = await start(env);
     expect(next.pid).not.toBe(pid);
     expect(() => process.kill(pid, 0)).toThrow();
+    // A fresh chain: the old one's dump at a SIGTERM would have come back into the directory made again.
+    expect(next.deployed).toBe(true);
     const client = independentClient(next.rpcUrl);
-    expect(await client.readContract({ address: next.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(true);
+    expect(await client.readContract({ address: next.registryAddress, abi: registryAbi, functionName: "isSponsored", args: [wallet] })).toBe(false);
   });
 
   it("with LOCAL_BLOCK_TIME=1 the chain mines a block every second, empty or not", async () => {
@@ -350,6 +353,31 @@ describe("ensureLocalChain", () => {
     // After the last start: lost with the cut dump, as after a fresh chain (npm start replays what its database holds).
     expect(await sponsored(after)).toBe(false);
     expect(readFileSync(`${state}.corrupt`).length).toBe(Math.floor(whole.length / 2));
+  });
+
+  it("a reset (state.json removed) takes the last good copy with it: a state file cut short after it does not bring the old chain back", async () => {
+    const env = { DATA_DIR: path.join(dataDir, "reset-good"), LOCAL_CHAIN_PORT: String(await freePort()) };
+    const state = path.join(env.DATA_DIR, "anvil", "state.json");
+    const first = await start(env);
+    const wallet = freshWallet();
+    await sponsorOnce(first, wallet);
+    await stop(first);
+    await stop(await start(env)); // the state holding `wallet` is now the last good one
+    rmSync(state);
+    const reset = await start(env);
+    expect(reset.deployed).toBe(true);
+    expect(existsSync(`${state}.good`)).toBe(false);
+    await stop(reset);
+    writeFileSync(state, "cut short");
+
+    const next = await start(env);
+    const sponsored = await independentClient(next.rpcUrl).readContract({
+      address: next.registryAddress,
+      abi: registryAbi,
+      functionName: "isSponsored",
+      args: [wallet],
+    });
+    expect(sponsored).toBe(false);
   });
 
   it("a state file anvil refuses gives way to the state anvil last started from, and a fresh chain only when that is refused too", async () => {

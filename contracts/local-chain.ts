@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } fro
 import { connect } from "node:net";
 import path from "node:path";
 import { createTestClient, http, parseEther, type Address } from "viem";
-import { AnvilStateRejectedError, goodStateFile, startAnvil, type Anvil } from "@/contracts/anvil";
+import { AnvilStateRejectedError, goodStateFile, restoreGoodState, startAnvil, type Anvil } from "@/contracts/anvil";
 import {
   TREASURY_INIT_CODE_HASH,
   addressOfKey,
@@ -16,7 +16,6 @@ import {
 import { createChainClients, type ChainClients } from "@/lib/chain/clients";
 import { readLocalDeployment, writeLocalDeployment, type LocalDeploymentRecord } from "@/lib/chain/deployment";
 import { ConfigError, LOCAL_DEPLOYER_KEY, type Config } from "@/lib/config";
-import { copyFileDurably } from "@/lib/durable-file";
 import type { Logger } from "@/lib/log";
 import { commandLineOf, processAlive, processIdentity, processIds } from "@/lib/process-alive";
 import { portHolders, portTakenMessage } from "@/lib/port-holder";
@@ -89,9 +88,9 @@ async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<b
 }
 
 /**
- * A previous start killed without cleanup (SIGKILL) may have left its anvil running: stop it (SIGTERM first, so it
- * writes its state), never by name. It is found by the pid recorded in DATA_DIR, else by its command line (our cache
- * path): with DATA_DIR/anvil removed and made again while it ran, its pid file was gone, the port check then took it
+ * A previous start killed without cleanup (SIGKILL) may have left its anvil running: stop it (found by its pid file,
+ * SIGTERM first, so it writes its state), never by name. It is found by the pid recorded in DATA_DIR, else by its
+ * command line (our cache path; then SIGKILL, below): with DATA_DIR/anvil removed and made again while it ran, its pid file was gone, the port check then took it
  * for ours and let it be, and every start failed on the port it held. Before each signal it must still be the same
  * process (its start time: the pid may be reused meanwhile).
  */
@@ -105,8 +104,11 @@ export async function stopStaleAnvil(dataDir: string, logger: Logger): Promise<v
     // Alive, not running: a zombie's state shows while a multi-threaded process's other threads still exit (and hold
     // the port), so only its end counts as gone.
     const same = () => processAlive(pid) && processIdentity(pid) === identity;
-    logger.warn("stopping the anvil left running by a previous start", { pid, foundBy: pid === recorded ? "pid file" : "command line" });
-    process.kill(pid, "SIGTERM");
+    const byPidFile = pid === recorded;
+    logger.warn("stopping the anvil left running by a previous start", { pid, foundBy: byPidFile ? "pid file" : "command line" });
+    // Found by its command line, its directory was removed (a reset of the chain, most likely): SIGKILL, so it writes
+    // no dump into the directory made again, which would bring the old chain back.
+    process.kill(pid, byPidFile ? "SIGTERM" : "SIGKILL");
     if (!(await waitUntil(() => !same(), 10_000))) {
       if (same()) process.kill(pid, "SIGKILL");
       await waitUntil(() => !same(), 5_000);
@@ -170,10 +172,7 @@ async function launch(config: Config, logger: Logger): Promise<Anvil> {
     const aside = `${state}.rejected-${Date.now()}`;
     // The state it last started from, unless that is what it refused now (restored from it at this start).
     const good = goodStateFile(state);
-    const fallback = existsSync(good) && !sameFile(state, good);
-    renameSync(state, aside);
-    if (fallback) {
-      copyFileDurably(good, state);
+    if (existsSync(good) && !sameFile(state, good) && restoreGoodState(state, aside)) {
       logger.warn("anvil refused its saved state; starting from the state it last started from", { movedTo: aside, error });
       try {
         return await startAnvil(options);
@@ -184,6 +183,7 @@ async function launch(config: Config, logger: Logger): Promise<Anvil> {
     }
     // Refused too, it would be restored again at every start.
     if (existsSync(good)) renameSync(good, `${aside}.good-refused`);
+    if (existsSync(state)) renameSync(state, aside);
     logger.warn("anvil refused its saved state; starting a fresh chain", { movedTo: aside, error });
     return startAnvil(options);
   }
@@ -205,9 +205,10 @@ export async function ensureLocalChain(options: EnsureLocalChainOptions): Promis
   const logger = options.logger.child({ component: "local-chain" });
   const fundWei = options.treasuryFundWei ?? DEFAULT_TREASURY_FUND;
   const dir = anvilDir(config.dataDir);
+  // Before the directory is made again: a leftover anvil must not dump the old chain into it.
+  await stopStaleAnvil(config.dataDir, logger);
   mkdirSync(dir, { recursive: true });
 
-  await stopStaleAnvil(config.dataDir, logger);
   if (await portInUse(config.localChainPort)) {
     throw new ConfigError(portTakenMessage("LOCAL_CHAIN_PORT", config.localChainPort, portHolders(config.localChainPort), { also: LOCAL_CHAIN_PORT_ALSO }));
   }

@@ -1,9 +1,10 @@
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { constants } from "node:buffer";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { compactStateFile, stateSaved } from "./anvil";
+import { fullDiskFile } from "@/test/full-disk";
+import { compactStateFile, restoreGoodState, stateSaved } from "./anvil";
 import { isWholeDump } from "./state-dump";
 
 /**
@@ -46,12 +47,29 @@ describe("compactStateFile", () => {
       ["nested-brace", '{"block":{"number":"0x1"}'],
       ["empty", ""],
       ["bad-block", '{"best_block_number":3,"blocks":[oops,{},{}],"transactions":[]}'],
+      // Bytes overwritten rather than cut: a head or a key that is no JSON threw past the scanner, at every start.
+      ["bad-head", '{"best_block_number":1x,"blocks":[{},{}]}'],
+      ["bad-key", '{"a\u0001":1,"best_block_number":1,"blocks":[{},{}]}'],
     ] as const) {
       const file = path.join(dir, `${name}.json`);
       writeFileSync(file, text);
       expect(compactStateFile(file, 1), name).toBe("corrupt");
       expect(readFileSync(`${file}.corrupt`, "utf8")).toBe(text);
     }
+  });
+
+  it("puts the last good state in place only once its copy is whole: a copy that fails (a full disk) leaves the state file where it was", async () => {
+    const file = path.join(dir, "restore.json");
+    writeFileSync(file, "cut sh");
+    writeFileSync(`${file}.good`, JSON.stringify(dump(2)));
+    const tmp = await fullDiskFile(`${file}.restoring.${process.pid}.tmp`);
+    // Before: moved aside first, then copied: the failure left no state file, which the next start took for a reset.
+    expect(() => restoreGoodState(file, `${file}.corrupt`)).toThrow();
+    expect(readFileSync(file, "utf8")).toBe("cut sh");
+    expect(existsSync(tmp)).toBe(false);
+    expect(restoreGoodState(file, `${file}.corrupt`)).toBe(true);
+    expect(JSON.parse(readFileSync(file, "utf8"))).toEqual(dump(2));
+    expect(readFileSync(`${file}.corrupt`, "utf8")).toBe("cut sh");
   });
 
   it("keeps a whole dump longer than V8's longest string (it was taken for corrupt and the chain begun afresh)", () => {

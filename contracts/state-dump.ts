@@ -1,10 +1,12 @@
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { constants } from "node:buffer";
+import { closeSync, fsyncSync, fstatSync, openSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
 
 /**
  * An anvil state dump (`--state`), read as bytes. A dump grows with the chain (every block header is kept, about
  * 150 MB a day at 1-s blocks) and past V8's longest string (512 MiB) it could not be read as text at all: read with
  * `readFileSync(file, "utf8")`, a valid dump of 3-4 days was taken for a corrupt one, moved aside and the chain
- * begun afresh. Here the dump is scanned as a Buffer: its top-level members are located, and only its blocks and
+ * begun afresh. It is read in pieces into one Buffer (readFileSync refuses 2 GiB and more); one larger than a Buffer
+ * is kept unchecked, for anvil to judge. Here the dump is scanned as a Buffer: its top-level members are located, and only its blocks and
  * transactions, each small, are parsed one by one; the rest (accounts, storage) is copied as it is.
  */
 
@@ -114,10 +116,33 @@ function parse<T>(buf: Buffer, span: Span): T {
   return JSON.parse(buf.toString("utf8", span.start, span.end)) as T;
 }
 
+/**
+ * The whole file as one Buffer, read in pieces: readFileSync refuses a file over 2 GiB (ERR_FS_FILE_TOO_LARGE), two
+ * weeks of 1-s blocks without a restart. Undefined when it is larger than a Buffer can be (about 4 GiB here).
+ */
+function readWhole(file: string): Buffer | undefined {
+  const fd = openSync(file, "r");
+  try {
+    const size = fstatSync(fd).size;
+    if (size > constants.MAX_LENGTH) return undefined;
+    const buf = Buffer.allocUnsafe(size);
+    for (let done = 0; done < size;) {
+      const read = readSync(fd, buf, done, Math.min(size - done, 1 << 30), done);
+      if (read === 0) return buf.subarray(0, done); // shrank meanwhile
+      done += read;
+    }
+    return buf;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Whether `file` holds a whole dump (a top-level object, not cut short); false when it cannot be read. */
 export function isWholeDump(file: string): boolean {
   try {
-    return topLevelMembers(readFileSync(file)) !== undefined;
+    const buf = readWhole(file);
+    // Too large to hold: whole as far as this can tell (anvil is left to judge it).
+    return buf === undefined || topLevelMembers(buf) !== undefined;
   } catch {
     return false;
   }
@@ -129,18 +154,27 @@ export function isWholeDump(file: string): boolean {
  * nothing to drop, or a dump whose blocks this cannot read (anvil is left to judge it); "compacted".
  */
 export function compactDump(file: string, keepBlocks: number): "kept" | "compacted" | "corrupt" {
-  let buf: Buffer;
+  // A read that fails (EIO, ENOMEM) says nothing of the file: it is kept, for anvil to judge.
+  let buf: Buffer | undefined;
   try {
-    buf = readFileSync(file);
+    buf = readWhole(file);
   } catch {
+    return "kept";
+  }
+  if (buf === undefined) return "kept";
+  let members: Map<string, Span> | undefined;
+  let best: unknown;
+  try {
+    members = topLevelMembers(buf);
+    const bestSpan = members?.get("best_block_number");
+    best = bestSpan ? parse<unknown>(buf, bestSpan) : undefined;
+  } catch {
+    // A key or the head that is not JSON (bytes overwritten, not cut): no dump anvil wrote whole.
     return "corrupt";
   }
-  const members = topLevelMembers(buf);
   if (!members) return "corrupt";
-  const bestSpan = members.get("best_block_number");
   const blocksSpan = members.get("blocks");
-  if (!bestSpan || !blocksSpan) return "kept";
-  const best = parse<unknown>(buf, bestSpan);
+  if (best === undefined || !blocksSpan) return "kept";
   const blocks = arrayElements(buf, blocksSpan);
   if (typeof best !== "number" || !blocks || blocks.length <= keepBlocks) return "kept";
   const oldest = best - keepBlocks + 1;
