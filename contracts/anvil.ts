@@ -14,7 +14,7 @@ import { compactDump, isWholeDump } from "./state-dump";
  *
  * Bounded growth (measured, docs/contracts.md): anvil keeps every transaction with its traces (about 4 KB each)
  * and every block header (about 1.7 KB) in memory and in its state dump. `--transaction-block-keeper` drops the
- * transactions of old blocks; old block headers are dropped from the dump before each start (`compactStateFile`).
+ * transactions of old blocks; old block headers are dropped from the dump before each start (`prepareStateFile`, contracts/state-dump.ts).
  * Anvil logs one line per RPC call unless quiet, so it runs with `--quiet` (errors still reach the log).
  *
  * Old states (issue 11, item 10): anvil keeps a full copy of the chain's state for every block it keeps history
@@ -96,20 +96,6 @@ export const DEFAULT_KEEP_BLOCKS = 10_000;
 /** Blocks whose full state anvil keeps by default (eth_call and nonces at a past block). */
 export const HISTORY_STATES = 64;
 
-/**
- * Drops from an anvil state dump the blocks (and their transactions) older than the last `keepBlocks`, so the
- * dump, anvil's memory and its load time stay bounded across restarts. Accounts, storage and the head are kept:
- * the chain continues where it stopped. A dump that is not whole (a crash while writing) is moved aside as
- * `state.json.corrupt`; the chain then starts empty and the local deployment is redone. The dump is read as bytes
- * (contracts/state-dump.ts): one past V8's longest string, 512 MiB, was taken for a corrupt one. Returns what it did.
- */
-export function compactStateFile(file: string, keepBlocks: number): "absent" | "kept" | "compacted" | "corrupt" {
-  if (!existsSync(file)) return "absent";
-  const outcome = compactDump(file, keepBlocks);
-  if (outcome === "corrupt") renameSync(file, `${file}.corrupt`);
-  return outcome;
-}
-
 /** The copy of the last state file anvil started from (`state.json.good`), kept beside it. */
 export function goodStateFile(stateFile: string): string {
   return `${stateFile}.good`;
@@ -133,7 +119,9 @@ export function restoreGoodState(stateFile: string, aside: string): boolean {
 }
 
 /**
- * The state file compacted, and a copy of it kept for after anvil has started from it (the returned candidate, which
+ * The state file compacted (the blocks and transactions older than the last `keepBlocks` dropped: anvil keeps every
+ * block header, so the dump, its memory and its load time stay bounded across restarts; accounts, storage and the
+ * head are kept), and a copy of it kept for after anvil has started from it (the returned candidate, which
  * startAnvil then makes `state.json.good`). Anvil writes its dump in place, truncating first, every 10 s: a kill while
  * it writes (the OOM killer, a second Ctrl-C, a power cut) leaves part of one, and with it the whole chain was lost
  * (a fresh chain, the contracts deployed again). Now a state file cut short is moved aside and the last good one
@@ -333,7 +321,7 @@ export async function startAnvil(options: AnvilOptions): Promise<Anvil> {
 
 /**
  * What anvil left of its state at its stop. Anvil 1.7 exits 0 and prints nothing when it cannot write its dump, so
- * it is read here, by the test the next start applies (compactStateFile parses it): "saved" (written since `since`,
+ * it is read here, by the test the next start applies (isWholeDump): "saved" (written since `since`,
  * and parses), "not_written" (older than `since`, and parses: it could not open the file, a read-only disk, a
  * permission; the next start loads the last periodic dump, up to 10 s older), "absent" (no file: the next start
  * begins a fresh chain), "truncated" (does not parse: anvil writes in place, truncating first, so a full disk leaves

@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { fullDiskFile } from "@/test/full-disk";
-import { compactStateFile, restoreGoodState, stateSaved } from "./anvil";
-import { isWholeDump } from "./state-dump";
+import { restoreGoodState, stateSaved } from "./anvil";
+import { compactDump, isWholeDump } from "./state-dump";
 
 /**
  * The local chain's state dump, read as bytes (contracts/state-dump.ts). Compaction keeps the last blocks and their
@@ -28,20 +28,20 @@ function dump(blocks: number, extra: Record<string, unknown> = {}) {
   };
 }
 
-describe("compactStateFile", () => {
+describe("compactDump", () => {
   it("keeps the last blocks and their transactions, every other member unchanged, written whole", () => {
     const file = path.join(dir, "state.json");
     const original = dump(20, { historical_states: null, 'odd key \\ with "quotes"': [1, { a: "}" }] });
     writeFileSync(file, JSON.stringify(original, null, 1));
-    expect(compactStateFile(file, 5)).toBe("compacted");
+    expect(compactDump(file, 5)).toBe("compacted");
     const compacted = JSON.parse(readFileSync(file, "utf8")) as ReturnType<typeof dump>;
     expect(compacted.blocks.map((b) => Number.parseInt(b.header.number, 16))).toEqual([16, 17, 18, 19, 20]);
     expect(compacted.transactions.map((t) => t.block_number)).toEqual([16, 17, 18, 19, 20]);
     expect({ ...compacted, blocks: [], transactions: [] }).toEqual({ ...original, blocks: [], transactions: [] });
-    expect(compactStateFile(file, 5)).toBe("kept");
+    expect(compactDump(file, 5)).toBe("kept");
   });
 
-  it("moves aside a dump cut short, and one whose blocks are not JSON", () => {
+  it("finds corrupt a dump cut short, and one whose blocks, head or keys are not JSON, and leaves it for the caller to move aside (prepareStateFile)", () => {
     for (const [name, text] of [
       ["cut", JSON.stringify(dump(3)).slice(0, -40)],
       ["nested-brace", '{"block":{"number":"0x1"}'],
@@ -53,8 +53,8 @@ describe("compactStateFile", () => {
     ] as const) {
       const file = path.join(dir, `${name}.json`);
       writeFileSync(file, text);
-      expect(compactStateFile(file, 1), name).toBe("corrupt");
-      expect(readFileSync(`${file}.corrupt`, "utf8")).toBe(text);
+      expect(compactDump(file, 1), name).toBe("corrupt");
+      expect(readFileSync(file, "utf8")).toBe(text);
     }
   });
 
@@ -91,7 +91,7 @@ describe("compactStateFile", () => {
     expect(() => readFileSync(file, "utf8")).toThrow();
     expect(isWholeDump(file)).toBe(true);
     expect(stateSaved(file, 0)).toBe("saved");
-    expect(compactStateFile(file, 10)).toBe("kept");
+    expect(compactDump(file, 10)).toBe("kept");
     expect(statSync(file).size).toBe(size);
     rmSync(file);
   }, 120_000);

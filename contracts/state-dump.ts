@@ -1,5 +1,6 @@
 import { constants } from "node:buffer";
-import { closeSync, fsyncSync, fstatSync, openSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { writeFileDurably } from "@/lib/durable-file";
 
 /**
  * An anvil state dump (`--state`), read as bytes. A dump grows with the chain (every block header is kept, about
@@ -150,7 +151,7 @@ export function isWholeDump(file: string): boolean {
 
 /**
  * Drops the blocks (and their transactions) older than the last `keepBlocks` from the dump in `file`, written whole
- * (a temporary file, synced, renamed over it). "corrupt": no whole dump (a crash while anvil wrote it); "kept":
+ * (writeFileDurably). A "corrupt" file is left where it is, for the caller to move aside. "corrupt": no whole dump (a crash while anvil wrote it); "kept":
  * nothing to drop, or a dump whose blocks this cannot read (anvil is left to judge it); "compacted".
  */
 export function compactDump(file: string, keepBlocks: number): "kept" | "compacted" | "corrupt" {
@@ -194,34 +195,22 @@ export function compactDump(file: string, keepBlocks: number): "kept" | "compact
     return "corrupt";
   }
   replaced.sort((a, b) => a.span.start - b.span.start);
-  const tmp = `${file}.${process.pid}.tmp`;
-  try {
-    const fd = openSync(tmp, "w", 0o600);
-    try {
-      const write = (chunk: Buffer | string) => {
-        const bytes = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
-        for (let done = 0; done < bytes.length;) done += writeSync(fd, bytes, done, bytes.length - done);
-      };
-      let at = 0;
-      for (const { span, elements } of replaced) {
-        write(buf.subarray(at, span.start));
-        write("[");
-        elements.forEach((e, n) => {
-          if (n > 0) write(",");
-          write(buf.subarray(e.start, e.end));
-        });
-        write("]");
-        at = span.end;
+  const bytes = buf;
+  // The original bytes, but for the two arrays' kept elements (slices of the one Buffer: nothing copied).
+  function* chunks(): Generator<Buffer | string> {
+    let at = 0;
+    for (const { span, elements } of replaced) {
+      yield bytes.subarray(at, span.start);
+      yield "[";
+      for (const [n, e] of elements.entries()) {
+        if (n > 0) yield ",";
+        yield bytes.subarray(e.start, e.end);
       }
-      write(buf.subarray(at));
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
+      yield "]";
+      at = span.end;
     }
-    renameSync(tmp, file);
-  } catch (error) {
-    rmSync(tmp, { force: true });
-    throw error;
+    yield bytes.subarray(at);
   }
+  writeFileDurably(file, chunks(), 0o600);
   return "compacted";
 }
