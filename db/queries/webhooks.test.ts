@@ -7,6 +7,7 @@ import {
   enqueueWebhookEvent,
   giveUpRemovedEndpointDeliveries,
   pruneWebhookEvents,
+  registerWebhookEndpoints,
   REMOVED_ENDPOINT_GRACE_MS,
   settleDelivery,
   syncWebhookEndpoints,
@@ -191,5 +192,35 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
       [beforeRemoval, "failed", ENDPOINT_REMOVED_ERROR],
       [afterReAdd, "pending", null],
     ]);
+  });
+});
+
+describe("the first registration of endpoints", () => {
+  it("waits for a worker's sync of its list committing at the same time, and then adds nothing the worker's list lacks", async () => {
+    // Its own database: the table must be empty, as on a service's very first start.
+    const fresh = await createTestDatabase();
+    try {
+      const workerUrl = "https://worker-list.example.org/hook";
+      const webOnlyUrl = "https://web-server-only.example.org/hook";
+      let registration: Promise<"done"> | undefined;
+      await fresh.db.transaction(async (tx) => {
+        // The worker's start-up sync, not yet committed, while a web server (another host) registers its own list.
+        await syncWebhookEndpoints(tx, [workerUrl]);
+        registration = registerWebhookEndpoints(fresh.db, [workerUrl, webOnlyUrl]).then(() => "done" as const);
+        // Commit only once the registration has either finished (the race: it saw an empty table) or waits for the lock.
+        for (;;) {
+          const waiting = await fresh.db.execute<{ n: number }>(
+            sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          );
+          if (waiting[0]!.n > 0) break;
+          if ((await Promise.race([registration, new Promise((resolve) => setTimeout(resolve, 20, "running"))])) === "done") break;
+        }
+      });
+      await registration;
+      const rows = await fresh.db.execute<{ url: string; active: boolean }>(sql`SELECT url, active FROM webhook_endpoints ORDER BY url`);
+      expect([...rows]).toEqual([{ url: workerUrl, active: true }]);
+    } finally {
+      await fresh.drop();
+    }
   });
 });

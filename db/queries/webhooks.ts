@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { WebhookDeliveryStatus } from "@/db/schema";
+import { lockKeys } from "@/db/sql/advisory-locks";
 import { run, type Executor } from "@/db/sql/run";
 import { isoUtc } from "@/db/sql/fragments";
 import { relayerInService } from "./relayers";
@@ -31,9 +32,10 @@ export const REMOVED_ENDPOINT_GRACE_MS = 24 * 60 * 60_000;
  */
 export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]): Promise<void> {
   const list = JSON.stringify(urls);
-  await run(
-    db,
-    sql`
+  await withEndpointsLocked(db, (tx) =>
+    run(
+      tx,
+      sql`
     WITH wanted AS (SELECT value AS url FROM jsonb_array_elements_text(${list}::jsonb)),
     upserted AS (
       INSERT INTO webhook_endpoints (url, active) SELECT url, true FROM wanted
@@ -41,6 +43,7 @@ export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]
       RETURNING url)
     UPDATE webhook_endpoints SET active = false, updated_at = now()
     WHERE active AND url NOT IN (SELECT url FROM wanted)`,
+    ),
   );
 }
 
@@ -54,13 +57,28 @@ export async function syncWebhookEndpoints(db: Executor, urls: readonly string[]
  * pruned while it waited, so the outbox grew until a worker restarted.
  */
 export async function registerWebhookEndpoints(db: Executor, urls: readonly string[]): Promise<void> {
-  await run(
-    db,
-    sql`
-    INSERT INTO webhook_endpoints (url, active) SELECT value, true FROM jsonb_array_elements_text(${JSON.stringify(urls)}::jsonb)
-    WHERE NOT EXISTS (SELECT 1 FROM webhook_endpoints)
-    ON CONFLICT (url) DO NOTHING`,
+  await withEndpointsLocked(db, (tx) =>
+    run(
+      tx,
+      sql`
+      INSERT INTO webhook_endpoints (url, active) SELECT value, true FROM jsonb_array_elements_text(${JSON.stringify(urls)}::jsonb)
+      WHERE NOT EXISTS (SELECT 1 FROM webhook_endpoints)
+      ON CONFLICT (url) DO NOTHING`,
+    ),
   );
+}
+
+/**
+ * Runs a change of the endpoint list one at a time across every process (a transaction-level advisory lock, taken
+ * before the statement whose snapshot then sees what the previous holder committed). Without it a web server's first
+ * registration and a worker's start-up sync on other hosts, at once on an empty table, each saw it empty: the web
+ * server's own endpoints were inserted beside the worker's list, which did not see them to deactivate them.
+ */
+function withEndpointsLocked(db: Executor, change: (tx: Executor) => Promise<unknown>): Promise<void> {
+  return db.transaction(async (tx) => {
+    await lockKeys(tx, ["webhook_endpoints"]);
+    await change(tx);
+  });
 }
 
 /**
