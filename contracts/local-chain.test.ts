@@ -312,17 +312,31 @@ describe("ensureLocalChain", () => {
     ).toBe(true);
   });
 
-  it("a state file anvil refuses (JSON that is not a state dump) is moved aside and a fresh chain deployed", async () => {
+  it("a state file anvil refuses (JSON that is not a state dump) is moved aside and a fresh chain deployed; older refused states beyond the newest three are removed", async () => {
     const env = { DATA_DIR: path.join(dataDir, "refused-state"), LOCAL_CHAIN_PORT: String(await freePort()) };
     const anvilDir = path.join(env.DATA_DIR, "anvil");
     mkdirSync(anvilDir, { recursive: true });
     writeFileSync(path.join(anvilDir, "state.json"), '{"accounts":{}}');
+    // Three refused before, the oldest with its good copies: with the new one, the oldest set goes.
+    const earlier = [
+      "state.json.rejected-1000",
+      "state.json.rejected-1000.good",
+      "state.json.rejected-1000.good-refused",
+      "state.json.rejected-2000",
+      "state.json.rejected-3000.good-refused",
+    ];
+    for (const name of earlier) writeFileSync(path.join(anvilDir, name), "{}");
 
     const chain = await start(env);
     expect(chain.deployed).toBe(true);
-    const aside = readdirSync(anvilDir).filter((name) => name.startsWith("state.json.rejected-"));
+    const aside = readdirSync(anvilDir).filter((name) => name.startsWith("state.json.rejected-") && !earlier.includes(name));
     expect(aside).toHaveLength(1);
     expect(readFileSync(path.join(anvilDir, aside[0]!), "utf8")).toBe('{"accounts":{}}');
+    expect(
+      readdirSync(anvilDir)
+        .filter((name) => earlier.includes(name))
+        .sort(),
+    ).toEqual(["state.json.rejected-2000", "state.json.rejected-3000.good-refused"]);
   });
 
   it("a state file cut short (anvil killed while it wrote it) gives way to the state anvil last started from: the chain and its deployment come back", async () => {

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { connect } from "node:net";
 import path from "node:path";
 import { createTestClient, http, parseEther, type Address } from "viem";
@@ -185,7 +185,31 @@ async function launch(config: Config, logger: Logger): Promise<Anvil> {
     if (existsSync(good)) renameSync(good, `${aside}.good-refused`);
     if (existsSync(state)) renameSync(state, aside);
     logger.warn("anvil refused its saved state; starting a fresh chain", { movedTo: aside, error });
+    pruneRefusedStates(dir, logger);
     return startAnvil(options);
+  }
+}
+
+/** How many refused states (`state.json.rejected-<time>` with its `.good` and `.good-refused` copies) are kept. */
+export const KEPT_REFUSED_STATES = 3;
+
+/**
+ * Removes all but the newest KEPT_REFUSED_STATES refused states: each is kept as evidence for the operator, and each
+ * is as large as the chain's state, so a chain whose state is refused again and again (a disk that corrupts what it
+ * is given) must not fill the disk with them.
+ */
+export function pruneRefusedStates(dir: string, logger: Logger): void {
+  const sets = new Map<number, string[]>();
+  for (const name of readdirSync(dir)) {
+    const match = /^state\.json\.rejected-(\d+)(?:\.good|\.good-refused)?$/.exec(name);
+    if (!match) continue;
+    const time = Number(match[1]);
+    sets.set(time, [...(sets.get(time) ?? []), name]);
+  }
+  const old = [...sets.keys()].sort((a, b) => b - a).slice(KEPT_REFUSED_STATES);
+  for (const time of old) {
+    for (const name of sets.get(time)!) rmSync(path.join(dir, name), { force: true });
+    logger.info("removed an old refused state of the chain", { files: sets.get(time), kept: KEPT_REFUSED_STATES });
   }
 }
 
