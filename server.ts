@@ -12,7 +12,7 @@ import type { TLSSocket } from "node:tls";
 import { verifyAdministratorToken } from "@/lib/admin/session";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, requestHost, resolveClientIp, resolveClientProto, resolveForwardedHost } from "@/lib/http/client-ip";
 import { applySecurityHeaders, STATIC_HEADERS } from "@/lib/http/security-headers";
-import { checkCors } from "@/lib/http/cors";
+import { checkCors, isDowngradedOwnOrigin } from "@/lib/http/cors";
 import { EntrypointTable } from "@/lib/http/entrypoints";
 import { withTimeout } from "@/lib/with-timeout";
 import { decideMethod, routedPath, UNROUTED_METHOD_HEADER } from "@/lib/http/methods";
@@ -241,9 +241,9 @@ async function main(): Promise<void> {
     res.setHeader("X-Request-Id", requestId);
     if (stopping) res.setHeader("Connection", "close");
     // Answered here, before Next, with the route handlers' CORS decision (lib/http/cors.ts checkCors).
+    const header = (name: string) => (typeof req.headers[name] === "string" ? (req.headers[name] as string) : null);
     const refuse = (code: ProblemCode, detail: string) => {
-      const header = (name: string) => (typeof req.headers[name] === "string" ? (req.headers[name] as string) : null);
-      const cors = checkCors(header("origin"), requestHost(header), config.corsOrigins);
+      const cors = checkCors(header("origin"), requestHost(header), config.corsOrigins, proto);
       for (const [name, value] of Object.entries(cors.headers)) res.setHeader(name, value);
       if (cors.refused) sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);
       else sendProblem(res, code, detail, requestId);
@@ -270,12 +270,16 @@ async function main(): Promise<void> {
       refuse("not_found", "No endpoint at this path; see /openapi.json");
       return;
     }
+    // Served over https, the same host over http is not this app's page (lib/http/cors.ts isDowngradedOwnOrigin): refused
+    // here for every path, the dashboard's server actions too, which Next's own check compares by host alone.
+    if (isDowngradedOwnOrigin(header("origin"), requestHost(header), proto)) {
+      refuse("origin_not_allowed", "This origin may not call the API");
+      return;
+    }
     // Prometheus text format, only for the administrator's bearer credential (or on the loopback METRICS_PORT).
     if (req.url === "/metrics" || req.url?.startsWith("/metrics?")) {
       // A foreign Origin is refused as on every API route (decisions.md "CORS"), before any credential is looked at.
-      const origin = typeof req.headers.origin === "string" ? req.headers.origin : null;
-      const host = requestHost((name) => (typeof req.headers[name] === "string" ? (req.headers[name] as string) : null));
-      if (checkCors(origin, host, config.corsOrigins).refused) {
+      if (checkCors(header("origin"), requestHost(header), config.corsOrigins, proto).refused) {
         sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);
         return;
       }

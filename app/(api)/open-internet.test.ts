@@ -261,3 +261,21 @@ describe("administrator IP blocks", () => {
     );
   });
 });
+
+describe("the same host over plain http, while served over https (behind the trusted proxy)", () => {
+  it("is not the app's own origin: the administrator's routes and the pages refuse it with 403 origin_not_allowed, the https origin is served", async () => {
+    const cookie = await signIn(web);
+    const host = new URL(web).host;
+    const ask = (path: string, origin: string) =>
+      fetch(`${web}${path}`, { headers: { cookie, origin, "x-forwarded-proto": "https", "x-forwarded-for": "192.0.2.201" } });
+    for (const path of ["/admin/overview", "/dashboard"]) {
+      const downgraded = await ask(path, `http://${host}`);
+      expect(downgraded.status, path).toBe(403);
+      expect(((await downgraded.json()) as { code: string }).code).toBe("origin_not_allowed");
+      expect(downgraded.headers.get("access-control-allow-origin")).toBeNull();
+      const own = await ask(path, `https://${host}`);
+      expect(own.status, path).toBe(200);
+      await own.body?.cancel();
+    }
+  });
+});

@@ -22,16 +22,34 @@ function originOf(value: string): string | undefined {
 }
 
 /**
- * The app's own origin is recognised by host: the page the app served was loaded from the host the browser
- * addresses (the `Host` header), whatever scheme a TLS-terminating proxy in front of it used.
+ * Whether `origin` is the app's host over plain http while the request itself came over https (`proto`, as server.ts
+ * resolved it): a page that this app never served, since it is served over https, but one that anybody on the path
+ * can inject into a plain-http visit of the same host (before HSTS is cached). A browser that does not keep http and
+ * https of one host apart as sites sends the SameSite=Strict session cookie with its requests, so it must not count as
+ * the app's own origin. With `proto` http (no TLS, or a TLS proxy that is not trusted, TRUST_PROXY=0) both schemes are.
  */
-function corsVerdict(origin: string | null, host: string | null, allowedOrigins: readonly string[]): CorsVerdict {
+export function isDowngradedOwnOrigin(origin: string | null, host: string | null, proto: string | null): boolean {
+  if (origin === null || host === null || proto !== "https") return false;
+  const normalized = originOf(origin);
+  if (!normalized) return false;
+  const url = new URL(normalized);
+  return url.protocol === "http:" && url.host === host.trim().toLowerCase();
+}
+
+/**
+ * The app's own origin is recognised by host: the page the app served was loaded from the host the browser
+ * addresses (the `Host` header), whatever scheme a TLS-terminating proxy in front of it used; but over https, not
+ * the same host over http (isDowngradedOwnOrigin).
+ */
+function corsVerdict(origin: string | null, host: string | null, allowedOrigins: readonly string[], proto: string | null): CorsVerdict {
   if (origin === null) return { kind: "no-origin" };
   const normalized = originOf(origin);
   if (!normalized) return { kind: "denied", origin };
   // The origin echoed is its serialisation (what a browser sends, and compares the answer with), never the raw text.
   if (allowedOrigins.includes(normalized)) return { kind: "allowed", origin: normalized };
-  if (host && new URL(normalized).host === host.trim().toLowerCase()) return { kind: "allowed", origin: normalized };
+  if (host && new URL(normalized).host === host.trim().toLowerCase() && !isDowngradedOwnOrigin(normalized, host, proto)) {
+    return { kind: "allowed", origin: normalized };
+  }
   return { kind: "denied", origin };
 }
 
@@ -42,8 +60,8 @@ function corsVerdict(origin: string | null, host: string | null, allowedOrigins:
  */
 export type CorsCheck = { refused: boolean; headers: Record<string, string>; allowedOrigin?: string };
 
-export function checkCors(origin: string | null, host: string | null, allowedOrigins: readonly string[]): CorsCheck {
-  const verdict = corsVerdict(origin, host, allowedOrigins);
+export function checkCors(origin: string | null, host: string | null, allowedOrigins: readonly string[], proto: string | null): CorsCheck {
+  const verdict = corsVerdict(origin, host, allowedOrigins, proto);
   if (verdict.kind === "denied") return { refused: true, headers: { vary: "Origin" } };
   if (verdict.kind === "no-origin") return { refused: false, headers: { vary: "Origin" } };
   return { refused: false, headers: { ...corsHeaders(verdict.origin), vary: "Origin" }, allowedOrigin: verdict.origin };

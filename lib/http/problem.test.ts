@@ -22,18 +22,27 @@ describe("one problem renderer", () => {
 
 describe("one CORS decision", () => {
   it("refuses a foreign origin with Vary only, serves an allowed or the app's own origin with its headers, and a request without Origin plainly", () => {
-    expect(checkCors("https://evil.example", "api.test", [])).toEqual({ refused: true, headers: { vary: "Origin" } });
-    expect(checkCors(null, "api.test", [])).toEqual({ refused: false, headers: { vary: "Origin" } });
+    expect(checkCors("https://evil.example", "api.test", [], null)).toEqual({ refused: true, headers: { vary: "Origin" } });
+    expect(checkCors(null, "api.test", [], null)).toEqual({ refused: false, headers: { vary: "Origin" } });
     // A spelling no browser sends is echoed as its serialisation (before: as sent, path and case included).
     for (const spelling of ["https://app.example/x", "HTTPS://APP.EXAMPLE", "https://app.example:443"]) {
-      expect(checkCors(spelling, "api.test", ["https://app.example"]).headers["access-control-allow-origin"]).toBe("https://app.example");
+      expect(checkCors(spelling, "api.test", ["https://app.example"], null).headers["access-control-allow-origin"]).toBe("https://app.example");
     }
-    const allowed = checkCors("https://app.example", "api.test", ["https://app.example"]);
+    const allowed = checkCors("https://app.example", "api.test", ["https://app.example"], null);
     expect(allowed).toMatchObject({
       refused: false,
       allowedOrigin: "https://app.example",
       headers: { "access-control-allow-origin": "https://app.example", vary: "Origin" },
     });
-    expect(checkCors("http://api.test", "api.test", []).refused).toBe(false);
+    expect(checkCors("http://api.test", "api.test", [], null).refused).toBe(false);
+  });
+
+  it("over https, takes the same host over http for a foreign origin (a page injected into a plain-http visit), and both schemes over http", () => {
+    expect(checkCors("http://api.test", "api.test", [], "https").refused).toBe(true);
+    expect(checkCors("https://api.test", "api.test", [], "https").refused).toBe(false);
+    expect(checkCors("http://api.test", "api.test", [], "http").refused).toBe(false);
+    expect(checkCors("https://api.test", "api.test", [], "http").refused).toBe(false);
+    // Listed by the operator, it is allowed as listed.
+    expect(checkCors("http://api.test", "api.test", ["http://api.test"], "https").refused).toBe(false);
   });
 });

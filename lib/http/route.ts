@@ -2,7 +2,7 @@ import { isDatabaseOutage } from "@/db/unavailable";
 import { log } from "@/lib/log";
 import { isSponsorshipError } from "@/lib/sponsorship/errors";
 import { appConfig } from "./app-context";
-import { clientIpOf, requestHost } from "./client-ip";
+import { CLIENT_PROTO_HEADER, clientIpOf, requestHost } from "./client-ip";
 import { checkCors, preflightHeaders } from "./cors";
 import { routedPath, UNROUTED_METHOD_HEADER } from "./methods";
 import { HttpProblem, problemResponse } from "./problem";
@@ -114,6 +114,7 @@ export function defineRoute(
         request.headers.get("origin"),
         requestHost((name) => request.headers.get(name)),
         admin ? [] : appConfig().corsOrigins,
+        request.headers.get(CLIENT_PROTO_HEADER),
       );
       corsHeaders = cors.headers;
       const unrouted = method === "OPTIONS" ? request.headers.get(UNROUTED_METHOD_HEADER) : null;
