@@ -558,15 +558,16 @@ describe("postgres.js on a connection whose packets are dropped (no reset ever c
   });
 
   it("never cuts a statement the server answers within answerTimeoutMs, however long the connection was idle before it", async () => {
-    const db = createDatabase(testDb.url, { max: 1, answerTimeoutMs: 1_000 }); // directly: the relay runs on this event loop too
+    const db = createDatabase(testDb.url, { max: 1, answerTimeoutMs: 3_000 }); // directly: the relay runs on this event loop too
     try {
-      // A statement is answered just before the idle time, the next takes 0.6 s: if the clock ran from the last byte
-      // heard rather than from when the statement was sent, the timer the first one started would cut the second.
-      for (const idleMs of [500, 800]) {
-        await new Promise((resolve) => setTimeout(resolve, 1_100)); // no timer left from before
+      // A statement is answered just before the idle time, the next takes 1.8 s: if the clock ran from the last byte
+      // heard rather than from when the statement was sent, the timer the first one started would cut the second
+      // (idle + 1.8 s > 3 s). Correct, the second has 1.2 s to spare on a loaded machine.
+      for (const idleMs of [1_500, 2_400]) {
+        await new Promise((resolve) => setTimeout(resolve, 3_300)); // no timer left from before
         await db.$client`SELECT 1`;
         await new Promise((resolve) => setTimeout(resolve, idleMs));
-        expect(await settle(db.$client`SELECT pg_sleep(0.6)`), `after ${idleMs} ms idle`).toBe("ok");
+        expect(await settle(db.$client`SELECT pg_sleep(1.8)`), `after ${idleMs} ms idle`).toBe("ok");
       }
     } finally {
       await closeDatabase(db);

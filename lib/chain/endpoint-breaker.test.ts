@@ -285,9 +285,8 @@ describe("reads over several endpoints", () => {
     const client = createChainClients({ rpcUrl: [silent.url, chain.rpcUrl], timeoutMs: 500, retryCount: 0 });
     expect(await client.getChainId()).toBe(31337);
     expect(silent.requests()).toBe(1);
-    const started = performance.now();
+    // Counted, not timed: a read that waited on the silent one would have asked it again.
     for (let i = 0; i < 3; i++) await client.getBlockNumber({ cacheTime: 0 });
-    expect(performance.now() - started).toBeLessThan(500);
     expect(silent.requests()).toBe(1);
   });
 });
