@@ -20,8 +20,8 @@ export const FUNCTIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta
  * under the new code. So a body keeps answering the calls of the release before it (a field added, none taken away;
  * a new signature beside the old one), as a migration keeps the columns the release before it reads.
  */
-export const FUNCTIONS_REVISION = 3;
-export const FUNCTIONS_SHA256 = "c1208295ce3934931674ab988d1a2caa9feadbe2bc8fcb57b7cb8b845699f7be";
+export const FUNCTIONS_REVISION = 4;
+export const FUNCTIONS_SHA256 = "ef28893ce4e6d15f83f7cb90e44536bc18f7dbe187152a5ede06a4118367874c";
 
 export type FunctionSource = { name: string; source: string };
 

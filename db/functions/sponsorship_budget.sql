@@ -11,7 +11,7 @@
 -- minutes' shards, however many requests. A minute is settled two minutes later: no creation still running can add
 -- to it then, since a creation is one statement well under a minute (the web pool's statement_timeout is 5 s).
 -- The first read of a minute sums the windows' older minutes once (a range over the minute index) and keeps it;
--- several readers racing on it compute the same sums.
+-- several readers racing on it compute the same sums, and only one of them keeps them.
 DROP FUNCTION IF EXISTS sponsorship_budget_used(timestamptz, int);
 CREATE OR REPLACE FUNCTION sponsorship_budget_used(p_now timestamptz)
 RETURNS TABLE (used_hour bigint, used_day bigint) AS $$
@@ -30,8 +30,14 @@ BEGIN
     INTO v_hour, v_day
     FROM sponsorship_budget_counts c
     WHERE c.minute >= v_minute - interval '1440 minutes' AND c.minute < v_live_from;
-    INSERT INTO sponsorship_budget_windows (minute, hour_settled, day_settled) VALUES (v_minute, v_hour, v_day)
-    ON CONFLICT (minute) DO NOTHING;
+    -- Kept by one reader only, and never waited for: the row stays uncommitted until the reader's transaction ends,
+    -- and a creation's ends after its client's and its wallet's locks. Others that read the minute meanwhile sum for
+    -- themselves; before, their ON CONFLICT waited on that row, so one client's lock wait held up every creation and
+    -- GET /faucet (a lock_timeout's 503). The key is the minute's epoch: the same in every session's TimeZone.
+    IF pg_try_advisory_xact_lock(hashtextextended('sponsorship_budget_windows:' || extract(epoch FROM v_minute)::bigint, 0)) THEN
+      INSERT INTO sponsorship_budget_windows (minute, hour_settled, day_settled) VALUES (v_minute, v_hour, v_day)
+      ON CONFLICT (minute) DO NOTHING;
+    END IF;
   END IF;
   -- By key (equality on the minute: a generic plan of a range would scan the table). The minute after the current
   -- one too: a creation whose statement started later than this read may already have committed into it.

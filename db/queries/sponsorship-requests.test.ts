@@ -110,6 +110,29 @@ describe("the global budget at its edge", () => {
     }
   });
 
+  it("holds no creation up behind another's wait for its client's lock, though that one was the first to read the minute's budget", async () => {
+    const [waiting, other] = await wallets(2);
+    await t.db.$client.unsafe("TRUNCATE sponsorship_budget_counts, sponsorship_budget_windows");
+    // The web pool's limits: a lock waited for over 2 s fails the creation (a 503 in production).
+    const pool = createDatabase(t.url, { max: 4, ...WEB_POOL_LIMITS });
+    const lock = await holdAdvisoryLock(t.db, "sponsorship_ip:198.51.100.250");
+    try {
+      // The minute's first budget read, then the wait for its IP's lock (a flood from one address, a CGNAT); on a
+      // connection without the web pool's lock timeout, so it waits for as long as the test holds the lock.
+      const held = createRequestInDatabase(t.db, { ...input("198.51.100.250", waiting!), budgetPerHour: 100 });
+      await lock.waitedFor("the first creation of the minute");
+      // Before: this one's read waited on the first one's uncommitted row of the minute's sums, and failed at 2 s.
+      expect(await createRequestInDatabase(pool, { ...input("198.51.100.251", other!), budgetPerHour: 100 })).toMatchObject({ outcome: "created" });
+      await expect(lock.blocks("the first creation", held)).resolves.toMatchObject({ outcome: "created" });
+      const kept = await t.db.$client.unsafe<{ n: number }[]>("SELECT count(*)::int AS n FROM sponsorship_budget_windows");
+      expect(kept[0]!.n).toBeGreaterThanOrEqual(1);
+    } finally {
+      await lock.end();
+      await closeDatabase(pool);
+      await t.db.$client.unsafe("TRUNCATE sponsorship_budget_counts, sponsorship_budget_windows");
+    }
+  });
+
   it("admits exactly the budget from creations racing for its last places, first side by side, then one at a time", async () => {
     const bound = Number((await t.db.$client.unsafe<{ m: string }[]>("SELECT current_setting('max_connections') AS m"))[0]!.m);
     // 40 connections at once, as several web servers' pools would be, with the web pool's limits (a lock waited for
