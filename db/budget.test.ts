@@ -167,6 +167,21 @@ describe("the global budget's refusal (429 budget_exhausted and its Retry-After)
     expect(await refusal(base, 3, 0, base - MINUTE)).toMatchObject({ retryAtMs: base - 50 * MINUTE + HOUR + MINUTE });
   });
 
+  it("gives the day's Retry-After 1,440 minutes on, whatever the session's TimeZone, across a change of daylight saving time", async () => {
+    // Counted at 09:30 UTC on 28 March 2026, read 22.5 hours later: Berlin moved its clocks forward at 01:00 UTC on
+    // the 29th. Before: a calendar day in the session's zone (Berlin), so the answer came an hour early.
+    const counted = Date.parse("2026-03-28T09:30:00Z");
+    const now = Date.parse("2026-03-29T08:00:00Z");
+    await insertCounts([{ shard: 0, minute: counted, created: 1 }]);
+    const rows = await t.db.$client.begin(async (tx) => {
+      await tx.unsafe("SET LOCAL TimeZone = 'Europe/Berlin'");
+      return tx.unsafe<{ r: { window: string; retryAtMs: number } }[]>("SELECT sponsorship_budget_refusal($1::timestamptz, 0, 1, NULL) AS r", [
+        new Date(now).toISOString(),
+      ]);
+    });
+    expect(rows[0]!.r).toMatchObject({ window: "day", retryAtMs: counted + 1440 * MINUTE + MINUTE });
+  });
+
   it("still gives a wait while an instance of the earlier version has reinstalled its function, without retryInMs", async () => {
     // A release from before db/functions/ revisions (db/migrate.ts) reinstalls its bodies on every start: during a
     // rolling deploy or a rollback to it, such an instance puts back the body that returned retryAtMs alone. Before

@@ -21,7 +21,7 @@ export const FUNCTIONS_FOLDER = path.join(path.dirname(fileURLToPath(import.meta
  * a new signature beside the old one), as a migration keeps the columns the release before it reads.
  */
 export const FUNCTIONS_REVISION = 4;
-export const FUNCTIONS_SHA256 = "ef28893ce4e6d15f83f7cb90e44536bc18f7dbe187152a5ede06a4118367874c";
+export const FUNCTIONS_SHA256 = "8cc69fc302df6d68a29a09a4f25a927eb7f582e4b9c313aa2077fce5ef80a9dd";
 
 export type FunctionSource = { name: string; source: string };
 

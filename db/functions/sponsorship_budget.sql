@@ -109,8 +109,10 @@ BEGIN
     v_retry := p_hint;
   ELSE
     v_retry := greatest(
-      CASE WHEN v_hour_full THEN sponsorship_budget_room_at(p_now, interval '1 hour', v_used_hour - p_hour + 1) END,
-      CASE WHEN v_day_full THEN sponsorship_budget_room_at(p_now, interval '1 day', v_used_day - p_day + 1) END);
+      -- In minutes, as sponsorship_budget_used counts: '1 day' on a timestamptz is a calendar day in the session's
+      -- TimeZone, 23 or 25 hours across a change of daylight saving time.
+      CASE WHEN v_hour_full THEN sponsorship_budget_room_at(p_now, interval '60 minutes', v_used_hour - p_hour + 1) END,
+      CASE WHEN v_day_full THEN sponsorship_budget_room_at(p_now, interval '1440 minutes', v_used_day - p_day + 1) END);
   END IF;
   -- retryInMs: the wait on the clock that counted (p_now), so a caller never subtracts its own clock from retryAtMs.
   RETURN json_build_object('refusal', 'budget_exhausted', 'window', CASE WHEN v_day_full THEN 'day' ELSE 'hour' END,
