@@ -171,6 +171,20 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     expect(await deliveriesTo(removed)).toEqual([]);
   });
 
+  it("prunes a backlog in batches, all of it, and none still waiting for a delivery", async () => {
+    const [kept] = endpoints();
+    await syncWebhookEndpoints(t.db, [kept]);
+    const settled = await Promise.all(Array.from({ length: 7 }, (_, i) => event(`backlog ${i}`)));
+    await attemptAll(kept, "delivered");
+    const waiting = await event("still waiting");
+    // Batches of 2: four statements for the seven settled, whatever else the file's tests left.
+    const pruned = await pruneWebhookEvents(t.db, 0, 2);
+    expect(pruned).toBeGreaterThanOrEqual(7);
+    for (const id of settled) expect(await eventExists(id)).toBe(false);
+    expect(await eventExists(waiting)).toBe(true);
+    expect(await pruneWebhookEvents(t.db, 0, 2)).toBe(0);
+  });
+
   it("added back within 24 h, receives what was held for it and the new events; added back later, only the new ones", async () => {
     const [kept, soon] = endpoints();
     const late = endpoints()[1];

@@ -241,17 +241,32 @@ export async function settleDelivery(
   );
 }
 
-/** Events older than `olderThanMs` whose deliveries are all settled (their deliveries go with them). */
-export async function pruneWebhookEvents(db: Executor, olderThanMs: number): Promise<number> {
-  const rows = await run(
-    db,
-    sql`
-    DELETE FROM webhook_events e
-    WHERE e.created_at < now() - ${olderThanMs} * interval '1 millisecond'
-      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
-    RETURNING e.id`,
-  );
-  return rows.length;
+/**
+ * Events older than `olderThanMs` whose deliveries are all settled (their deliveries go with them); returns how many.
+ * In statements of at most `batch` events, each its own transaction, as the other prunes: a backlog (a worker that
+ * did not prune for weeks) in one DELETE ran past the driver's answer timeout, was rolled back, and was tried again
+ * the next hour, as large.
+ */
+export async function pruneWebhookEvents(db: Executor, olderThanMs: number, batch = 5_000): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const rows = await run<{ n: number }>(
+      db,
+      sql`
+      WITH gone AS (
+        DELETE FROM webhook_events WHERE id IN (
+          SELECT e.id FROM webhook_events e
+          WHERE e.created_at < now() - ${olderThanMs} * interval '1 millisecond'
+            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
+          LIMIT ${batch}
+        ) RETURNING id
+      )
+      SELECT count(*)::int AS n FROM gone`,
+    );
+    const n = rows[0]?.n ?? 0;
+    total += n;
+    if (n < batch) return total;
+  }
 }
 
 export type DeliveryView = {
