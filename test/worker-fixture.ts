@@ -50,16 +50,24 @@ export async function startPipelineFixture(
   options: { blockTime?: number; relayers?: number; fundWei?: bigint; extraRelayers?: Address[] } = {},
 ): Promise<PipelineFixture> {
   const database = await createTestDatabase();
-  const anvil = await startTestChain({ blockTime: options.blockTime ?? 0 });
   const relayerKeys = LOCAL_RELAYER_KEYS.slice(0, options.relayers ?? 1) as Hex[];
-  const deployment = await deployContracts({
-    rpcUrl: anvil.rpcUrl,
-    deployerKey: LOCAL_DEPLOYER_KEY,
-    relayers: [...relayerKeys.map((k) => privateKeyToAccount(k).address.toLowerCase() as Address), ...(options.extraRelayers ?? [])],
-    sponsorAmountWei: SPONSOR_AMOUNT,
-    fundWei: options.fundWei ?? 10n ** 21n,
-    pollingIntervalMs: 50,
-  });
+  let anvil: Anvil | undefined;
+  let deployment: DeployResult;
+  try {
+    anvil = await startTestChain({ blockTime: options.blockTime ?? 0 });
+    deployment = await deployContracts({
+      rpcUrl: anvil.rpcUrl,
+      deployerKey: LOCAL_DEPLOYER_KEY,
+      relayers: [...relayerKeys.map((k) => privateKeyToAccount(k).address.toLowerCase() as Address), ...(options.extraRelayers ?? [])],
+      sponsorAmountWei: SPONSOR_AMOUNT,
+      fundWei: options.fundWei ?? 10n ** 21n,
+      pollingIntervalMs: 50,
+    });
+  } catch (error) {
+    // The caller gets no fixture to stop: what started is stopped here, or the chain outlived the test file.
+    await Promise.allSettled([anvil?.stop(), database.drop()]);
+    throw error;
+  }
   const clients = createChainClients({ rpcUrl: anvil.rpcUrl, chainId: deployment.chainId, pollingIntervalMs: 50 });
   const dataDir = await mkdtemp(path.join(tmpdir(), "worker-test-"));
   const env = (overrides: Record<string, string> = {}) => ({
