@@ -272,7 +272,9 @@ async function main(): Promise<void> {
     }
     // Served over https, the same host over http is not this app's page (lib/http/cors.ts isDowngradedOwnOrigin): refused
     // here for every path, the dashboard's server actions too, which Next's own check compares by host alone.
-    if (isDowngradedOwnOrigin(header("origin"), requestHost(header), proto)) {
+    // CORS_ORIGINS may list it for the public API, never for the administrator's routes and pages (as route.ts).
+    const operatorPath = /^\/+(?:admin|dashboard)(?:\/|$)/i.test(routed);
+    if (isDowngradedOwnOrigin(header("origin"), requestHost(header), proto, operatorPath ? [] : config.corsOrigins)) {
       refuse("origin_not_allowed", "This origin may not call the API");
       return;
     }

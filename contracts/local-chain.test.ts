@@ -404,9 +404,14 @@ describe("ensureLocalChain", () => {
     await stop(first);
     await stop(await start(env)); // the state holding `wallet` is now the last good one
     writeFileSync(state, '{"accounts":{}}');
+    // Three refused before: restored from the good copy, the oldest goes too (a disk that spoils the state at every
+    // start must not fill up with them).
+    for (const time of [1000, 2000, 3000]) writeFileSync(path.join(anvilDir, `state.json.rejected-${time}`), "{}");
 
     const restored = await start(env);
     expect(restored.deployed).toBe(false);
+    expect(readdirSync(anvilDir).filter((name) => /^state\.json\.rejected-[23]000$/.test(name))).toHaveLength(2);
+    expect(existsSync(path.join(anvilDir, "state.json.rejected-1000"))).toBe(false);
     expect(
       await independentClient(restored.rpcUrl).readContract({
         address: restored.registryAddress,

@@ -174,6 +174,7 @@ async function launch(config: Config, logger: Logger): Promise<Anvil> {
     const good = goodStateFile(state);
     if (existsSync(good) && !sameFile(state, good) && restoreGoodState(state, aside)) {
       logger.warn("anvil refused its saved state; starting from the state it last started from", { movedTo: aside, error });
+      pruneRefusedStates(dir, logger);
       try {
         return await startAnvil(options);
       } catch (again) {

@@ -190,19 +190,29 @@ export type SilentRpcProxy = RpcProxy & {
   silent: () => boolean;
   /** HTTP requests it received (answered or not). */
   requests: () => number;
+  /** The JSON-RPC calls it received (each element of a batch), with when (performance.now()). */
+  calls: () => { method: string; at: number }[];
 };
 
 /** A JSON-RPC proxy that can go silent: it accepts TCP connections and requests and never answers them. */
 export async function startSilentRpcProxy(target: string, initially: boolean | RegExp = true): Promise<SilentRpcProxy> {
   let when = initially;
   let requests = 0;
+  const calls: { method: string; at: number }[] = [];
   const never = new Promise<undefined>(() => {});
   const proxy = await startRpcProxy(target, (body) => {
     requests++;
+    const at = performance.now();
+    try {
+      const parsed = JSON.parse(body) as { method?: unknown } | { method?: unknown }[];
+      for (const call of Array.isArray(parsed) ? parsed : [parsed]) calls.push({ method: String(call.method), at });
+    } catch {
+      calls.push({ method: "(not JSON)", at });
+    }
     if (when instanceof RegExp && when.test(body)) when = true;
     return when === true ? never : undefined;
   });
-  return { ...proxy, silence: (on) => void (when = on), silent: () => when === true, requests: () => requests };
+  return { ...proxy, silence: (on) => void (when = on), silent: () => when === true, requests: () => requests, calls: () => [...calls] };
 }
 
 export type DownRpcProxy = RpcProxy & {

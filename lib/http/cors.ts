@@ -27,11 +27,12 @@ function originOf(value: string): string | undefined {
  * can inject into a plain-http visit of the same host (before HSTS is cached). A browser that does not keep http and
  * https of one host apart as sites sends the SameSite=Strict session cookie with its requests, so it must not count as
  * the app's own origin. With `proto` http (no TLS, or a TLS proxy that is not trusted, TRUST_PROXY=0) both schemes are.
+ * One listed in `allowedOrigins` (CORS_ORIGINS, for the public API's paths) is allowed as listed.
  */
-export function isDowngradedOwnOrigin(origin: string | null, host: string | null, proto: string | null): boolean {
+export function isDowngradedOwnOrigin(origin: string | null, host: string | null, proto: string | null, allowedOrigins: readonly string[] = []): boolean {
   if (origin === null || host === null || proto !== "https") return false;
   const normalized = originOf(origin);
-  if (!normalized) return false;
+  if (!normalized || allowedOrigins.includes(normalized)) return false;
   const url = new URL(normalized);
   return url.protocol === "http:" && url.host === host.trim().toLowerCase();
 }

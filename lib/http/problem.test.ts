@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkCors } from "./cors";
+import { checkCors, isDowngradedOwnOrigin } from "./cors";
 import { ADMIN_PROBLEMS, PROBLEMS, problemResponse, renderProblem } from "./problem";
 
 describe("one problem renderer", () => {
@@ -42,7 +42,11 @@ describe("one CORS decision", () => {
     expect(checkCors("https://api.test", "api.test", [], "https").refused).toBe(false);
     expect(checkCors("http://api.test", "api.test", [], "http").refused).toBe(false);
     expect(checkCors("https://api.test", "api.test", [], "http").refused).toBe(false);
-    // Listed by the operator, it is allowed as listed.
+    // Listed by the operator, it is allowed as listed (server.ts's gate for every path agrees).
     expect(checkCors("http://api.test", "api.test", ["http://api.test"], "https").refused).toBe(false);
+    expect(isDowngradedOwnOrigin("http://api.test", "api.test", "https", ["http://api.test"])).toBe(false);
+    expect(isDowngradedOwnOrigin("http://api.test", "api.test", "https")).toBe(true);
+    expect(isDowngradedOwnOrigin("http://api.test", "api.test", "http")).toBe(false);
+    expect(isDowngradedOwnOrigin("http://other.test", "api.test", "https")).toBe(false);
   });
 });
