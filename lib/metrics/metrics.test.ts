@@ -1,5 +1,6 @@
 import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { networkInterfaces } from "node:os";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Registry } from "prom-client";
 import { toHex } from "viem";
@@ -336,8 +337,14 @@ describe("exposure", () => {
       expect(res.status).toBe(200);
       expect(res.type).toContain("text/plain");
       expect(res.body).toContain("process_cpu_user_seconds_total");
-      // Not bound on other interfaces: nothing listens on the wildcard address for this port.
-      await expect(get(`http://[::1]:${server.port}/metrics`)).rejects.toThrow();
+      // Not bound on other interfaces: this machine's own non-loopback address (or, without one, IPv6's loopback)
+      // refuses the connection. Bound on the wildcard address, it would answer there.
+      const other = Object.values(networkInterfaces())
+        .flat()
+        .find((a) => a && !a.internal && a.family === "IPv4")?.address;
+      await expect(get(other ? `http://${other}:${server.port}/metrics` : `http://[::1]:${server.port}/metrics`)).rejects.toMatchObject({
+        code: "ECONNREFUSED",
+      });
     } finally {
       await server.close();
     }
