@@ -50,8 +50,9 @@ export type RunningWorker = {
 /**
  * The worker pool's answer timeout (WorkerSettings.databaseAnswerTimeoutMs). Its statements have no statement_timeout;
  * the longest legitimate one waits on a row lock another worker holds while it waits on the chain (at most
- * CHAIN_WAIT_IN_TRANSACTION_MS, 6 s) and is ended by idle_in_transaction_session_timeout (15 s) at worst, and the prune of old webhook events is a single statement
- * that the server completes even if this side gives up on it.
+ * CHAIN_WAIT_IN_TRANSACTION_MS, 6 s) and is ended by idle_in_transaction_session_timeout (15 s) at worst. The prune of old
+ * webhook events runs in batches of 5,000 (pruneWebhookEvents), each far inside it: a statement this side gives up on
+ * is not completed by the server once it cannot send its answer.
  */
 const DATABASE_ANSWER_TIMEOUT_MS = 60_000;
 
