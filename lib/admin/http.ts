@@ -8,25 +8,30 @@ import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
  * codes that exist only under /admin are its ADMIN_PROBLEMS.
  */
 
-/** The value of one cookie in a Cookie header. */
-export function readCookie(header: string | null, name: string): string | undefined {
-  if (!header) return undefined;
+/** The values of every cookie of this name in a Cookie header, in its order (a browser sends longer paths first). */
+export function readCookies(header: string | null, name: string): string[] {
+  const values: string[] = [];
+  if (!header) return values;
   for (const part of header.split(";")) {
     const eq = part.indexOf("=");
     if (eq === -1) continue;
     if (part.slice(0, eq).trim() !== name) continue;
     try {
-      return decodeURIComponent(part.slice(eq + 1).trim());
+      values.push(decodeURIComponent(part.slice(eq + 1).trim()));
     } catch {
       // A malformed percent-escape is no session (and must not be a 500).
-      return undefined;
     }
   }
-  return undefined;
+  return values;
+}
+
+/** The value of one cookie in a Cookie header (the first of its name). */
+export function readCookie(header: string | null, name: string): string | undefined {
+  return readCookies(header, name)[0];
 }
 
 export async function adminSessionOfRequest(request: Request): Promise<AdminSession | null> {
-  return authenticateAdminSession(appDb(), readCookie(request.headers.get("cookie"), ADMIN_SESSION_COOKIE), appConfig().adminToken);
+  return authenticateAdminSession(appDb(), readCookies(request.headers.get("cookie"), ADMIN_SESSION_COOKIE), appConfig().adminToken);
 }
 
 /** A Set-Cookie header value for the session cookie (HttpOnly, SameSite=Strict, Path=/, Secure over HTTPS). */

@@ -1,9 +1,10 @@
-import { cookies, headers } from "next/headers";
+import { headers } from "next/headers";
 import { cache } from "react";
 import type { AdminSession } from "@/db/schema";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, normalizeIp, UNKNOWN_IP } from "@/lib/http/client-ip";
 import { storedUserAgent } from "@/lib/http/user-agent";
+import { readCookies } from "./http";
 import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
 
 /**
@@ -34,6 +35,7 @@ export async function isSecureRequest(): Promise<boolean> {
  * request the lookup runs once (the layout and the page both ask).
  */
 export const currentAdminSession = cache(async (): Promise<AdminSession | null> => {
-  const secret = (await cookies()).get(ADMIN_SESSION_COOKIE)?.value;
-  return authenticateAdminSession(appDb(), secret, appConfig().adminToken);
+  // Every cookie of the name, from the header itself: Next's cookies() keeps only the last of a name.
+  const secrets = readCookies((await headers()).get("cookie"), ADMIN_SESSION_COOKIE);
+  return authenticateAdminSession(appDb(), secrets, appConfig().adminToken);
 });

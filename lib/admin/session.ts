@@ -147,14 +147,27 @@ export async function signInAdministrator(db: Database, input: SignInInput): Pro
  * The active session for a cookie value, or null (absent, malformed, unknown, revoked, expired, or opened with
  * another ADMIN_TOKEN than `adminToken`, the configured one: changing or unsetting it ends every session).
  */
+/** At most this many session cookies of one request are looked up (each is a database read). */
+export const MAX_SESSION_COOKIES_TRIED = 3;
+
+/**
+ * The active session of a session cookie's secret, or null. Given every `admin_session` cookie a request sent, the
+ * first that is a live session: a cookie of the same name planted on a longer path (by a sibling subdomain, or an
+ * http response the path tampered with) comes first in the header, and read alone it locked the administrator out.
+ */
 export async function authenticateAdminSession(
   db: Database,
-  secret: string | undefined,
+  secret: string | readonly string[] | undefined,
   adminToken: string | undefined,
   now: Date = new Date(),
 ): Promise<AdminSession | null> {
-  if (!secret || !adminToken || !isWellFormedSessionSecret(secret)) return null;
-  return (await findActiveAdminSession(db, sha256Hex(secret), sessionCredential(adminToken, secret), now)) ?? null;
+  if (!adminToken) return null;
+  const secrets = (typeof secret === "string" ? [secret] : (secret ?? [])).filter(isWellFormedSessionSecret).slice(0, MAX_SESSION_COOKIES_TRIED);
+  for (const candidate of secrets) {
+    const session = await findActiveAdminSession(db, sha256Hex(candidate), sessionCredential(adminToken, candidate), now);
+    if (session) return session;
+  }
+  return null;
 }
 
 export async function signOutAdministrator(db: Database, session: AdminSession, context: { ipAddress: string | null; now?: Date }): Promise<void> {

@@ -179,6 +179,14 @@ describe("admin routes", () => {
     }
   });
 
+  it("finds the session behind a same-name cookie planted ahead of it (a longer path sends it first), trying at most three", async () => {
+    const cookie = await signedInCookie();
+    const planted = `admin_session=${"A".repeat(43)}`;
+    // Before: the first cookie of the name alone was looked up, and the administrator was locked out.
+    expect((await call("/admin/session", { cookie: `${planted}; ${cookie}` })).status).toBe(200);
+    expect((await call("/admin/session", { cookie: `${planted}; ${planted}; ${planted}; ${cookie}` })).status).toBe(401);
+  });
+
   it("refuses a wrong token with 401 and limits failed sign-ins per IP with 429 and Retry-After", async () => {
     const ip = "192.0.2.77";
     for (let i = 0; i < 5; i++) {
