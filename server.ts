@@ -275,7 +275,9 @@ async function main(): Promise<void> {
     // CORS_ORIGINS may list it for the public API, never for the administrator's routes and pages (as route.ts).
     const operatorPath = /^\/+(?:admin|dashboard)(?:\/|$)/i.test(routed);
     if (isDowngradedOwnOrigin(header("origin"), requestHost(header), proto, operatorPath ? [] : config.corsOrigins)) {
-      refuse("origin_not_allowed", "This origin may not call the API");
+      // Not through refuse(): its CORS decision takes CORS_ORIGINS for every path, and would allow a listed origin here.
+      res.setHeader("vary", "Origin");
+      sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);
       return;
     }
     // Prometheus text format, only for the administrator's bearer credential (or on the loopback METRICS_PORT).

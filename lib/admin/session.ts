@@ -143,17 +143,15 @@ export async function signInAdministrator(db: Database, input: SignInInput): Pro
   return { kind: "signed_in", session, secret, expiresAt };
 }
 
-/**
- * The active session for a cookie value, or null (absent, malformed, unknown, revoked, expired, or opened with
- * another ADMIN_TOKEN than `adminToken`, the configured one: changing or unsetting it ends every session).
- */
 /** At most this many session cookies of one request are looked up (each is a database read). */
 export const MAX_SESSION_COOKIES_TRIED = 3;
 
 /**
- * The active session of a session cookie's secret, or null. Given every `admin_session` cookie a request sent, the
- * first that is a live session: a cookie of the same name planted on a longer path (by a sibling subdomain, or an
- * http response the path tampered with) comes first in the header, and read alone it locked the administrator out.
+ * The active session for a cookie value, or null (absent, malformed, unknown, revoked, expired, or opened with
+ * another ADMIN_TOKEN than `adminToken`, the configured one: changing or unsetting it ends every session). Given
+ * every `admin_session` cookie a request sent, the first that is a live session: a cookie of the same name planted on
+ * a longer path (by a sibling subdomain, or an http response tampered with on the way) comes first in the header, and
+ * read alone it locked the administrator out.
  */
 export async function authenticateAdminSession(
   db: Database,
