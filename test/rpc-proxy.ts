@@ -68,8 +68,7 @@ export async function startCountingRpcProxy(target: string): Promise<CountingRpc
   const methods: Record<string, number> = {};
   let cut = false;
   const proxy = await startRpcProxy(target, (body) => {
-    const parsed = JSON.parse(body) as { method: string; params?: unknown[] } | { method: string; params?: unknown[] }[];
-    for (const call of Array.isArray(parsed) ? parsed : [parsed]) {
+    for (const call of callsOf(body)) {
       methods[call.method] = (methods[call.method] ?? 0) + 1;
       if (call.method === "eth_sendRawTransaction") broadcasts.add(keccak256(call.params![0] as `0x${string}`));
     }
@@ -85,6 +84,12 @@ export async function startCountingRpcProxy(target: string): Promise<CountingRpc
 }
 
 type Call = { jsonrpc: "2.0"; id: number; method: string; params?: unknown[] };
+
+/** The JSON-RPC calls of a request body: a batch's elements, or the one call. */
+function callsOf(body: string): Call[] {
+  const parsed = JSON.parse(body) as Call | Call[];
+  return Array.isArray(parsed) ? parsed : [parsed];
+}
 
 export type RefusingRpcProxy = RpcProxy & {
   /** The calls refused (or answered with a made-up result) so far, each element of a batch counted, by method. */
@@ -204,8 +209,7 @@ export async function startSilentRpcProxy(target: string, initially: boolean | R
     requests++;
     const at = performance.now();
     try {
-      const parsed = JSON.parse(body) as { method?: unknown } | { method?: unknown }[];
-      for (const call of Array.isArray(parsed) ? parsed : [parsed]) calls.push({ method: String(call.method), at });
+      for (const call of callsOf(body)) calls.push({ method: String(call.method), at });
     } catch {
       calls.push({ method: "(not JSON)", at });
     }
@@ -229,8 +233,7 @@ export async function startDownRpcProxy(target: string): Promise<DownRpcProxy> {
   const proxy = await startRpcProxy(
     target,
     (body) => {
-      const parsed = JSON.parse(body) as { method: string } | { method: string }[];
-      for (const call of Array.isArray(parsed) ? parsed : [parsed]) methods[call.method] = (methods[call.method] ?? 0) + 1;
+      for (const call of callsOf(body)) methods[call.method] = (methods[call.method] ?? 0) + 1;
       return undefined;
     },
     { accepts: () => up },
