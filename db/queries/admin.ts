@@ -1,5 +1,6 @@
 import { type SQL, and, asc, count, desc, eq, gt, gte, isNull, min, notInArray } from "drizzle-orm";
 import type { Database } from "@/db/client";
+import { lockKeys } from "@/db/sql/advisory-locks";
 import type { Executor } from "@/db/sql/run";
 import { adminActions, adminSessions, rateLimitHits, type AdminAction, type AdminSession, type RateLimitScope } from "@/db/schema";
 
@@ -70,7 +71,58 @@ export async function insertAdminAction(db: Executor, values: NewAdminActionValu
  * Actions anyone on the internet can cause (a wrong token at the sign-in or `/metrics`): left out of the overview's
  * list of operator actions, so a stream of guesses cannot push a pause or a block out of sight.
  */
-export const UNAUTHENTICATED_ACTIONS = ["sign_in_failed"] as const;
+export const UNAUTHENTICATED_ACTIONS = ["sign_in_failed", "sign_in_failures_counted"] as const;
+
+/**
+ * Audits one wrong administrator token, within a service-wide ceiling: while fewer than `maxAudited` failures were
+ * audited one by one since `since` (the sign-in window's start), this one gets its own `sign_in_failed` row (IP,
+ * reason, details); past that, it is counted in one `sign_in_failures_counted` row per window (`details.count`, no
+ * IP), so guesses spread over many client identities (an IPv6 /48 holds 65,536 /64s) cannot write rows without
+ * bound. One advisory lock serialises the check and the write: the ceiling is exact, and the window's counting row
+ * is one. Answers `counted` with the counting row's total when the ceiling had been reached.
+ */
+export async function auditSignInFailure(
+  db: Database,
+  values: { reason: string; ipAddress: string; details: Record<string, unknown>; createdAt: Date },
+  window: { since: Date; maxAudited: number },
+): Promise<{ kind: "audited" } | { kind: "counted"; count: number }> {
+  return db.transaction(async (tx) => {
+    await lockKeys(tx, ["admin_actions:sign_in_failed"]);
+    const [audited] = await tx.select({ n: count() }).from(
+      tx
+        .select({ one: adminActions.id })
+        .from(adminActions)
+        .where(and(eq(adminActions.action, "sign_in_failed"), gte(adminActions.createdAt, window.since)))
+        .limit(window.maxAudited)
+        .as("recent"),
+    );
+    if ((audited?.n ?? 0) < window.maxAudited) {
+      await insertAdminAction(tx, { action: "sign_in_failed", ...values });
+      return { kind: "audited" as const };
+    }
+    const [current] = await tx
+      .select({ id: adminActions.id, details: adminActions.details })
+      .from(adminActions)
+      .where(and(eq(adminActions.action, "sign_in_failures_counted"), gte(adminActions.createdAt, window.since)))
+      .orderBy(desc(adminActions.createdAt), desc(adminActions.id))
+      .limit(1);
+    if (current) {
+      const total = Number(current.details.count ?? 0) + 1;
+      await tx
+        .update(adminActions)
+        .set({ details: { ...current.details, count: total, lastAt: values.createdAt.toISOString() } })
+        .where(eq(adminActions.id, current.id));
+      return { kind: "counted" as const, count: total };
+    }
+    await insertAdminAction(tx, {
+      action: "sign_in_failures_counted",
+      reason: `wrong administrator tokens past the audit's ceiling of ${window.maxAudited} per window, counted without their IPs`,
+      details: { count: 1, lastAt: values.createdAt.toISOString() },
+      createdAt: values.createdAt,
+    });
+    return { kind: "counted" as const, count: 1 };
+  });
+}
 
 /**
  * The latest administrator actions, newest first; optionally only those about one subject, or only the operators'

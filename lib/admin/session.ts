@@ -1,5 +1,6 @@
 import type { Database } from "@/db/client";
 import {
+  auditSignInFailure,
   countRateLimitHits,
   deleteRateLimitHit,
   findActiveAdminSession,
@@ -35,15 +36,26 @@ export const ADMIN_SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 export const SIGNED_OUT_LOCALLY = { param: "signed-out", value: "database-unreachable" } as const;
 
 export type SignInLimits = {
-  /** Failed sign-ins allowed per client IP within `windowMs`. */
+  /** Failed sign-ins allowed per client identity (an IPv4 address, an IPv6 client's prefix) within `windowMs`. */
   maxFailures: number;
+  /**
+   * Failed sign-ins allowed per IPv6 /48 (NETWORK_PREFIX_LENGTH) within `windowMs`, when the client identity is a
+   * longer prefix: one allocation holds 65,536 /64s, and would otherwise get as many times `maxFailures`.
+   */
+  maxFailuresPerNetwork: number;
+  /** Failures audited one by one (with their IP) within `windowMs`, service-wide; past it they are only counted. */
+  maxAuditedFailures: number;
   windowMs: number;
 };
 /**
- * Five wrong tokens per IP per 15 minutes, on the sign-in and `/metrics` together. ADMIN_TOKEN has at least 32
- * varied characters (lib/config.ts), so this only slows guessing.
+ * Five wrong tokens per client per 15 minutes, twenty per IPv6 /48, on the sign-in and `/metrics` together. ADMIN_TOKEN
+ * has at least 32 varied characters (lib/config.ts), so this only slows guessing; what it bounds is the work and the
+ * rows guesses cause.
  */
-export const DEFAULT_SIGN_IN_LIMITS: SignInLimits = { maxFailures: 5, windowMs: 15 * 60 * 1000 };
+export const DEFAULT_SIGN_IN_LIMITS: SignInLimits = { maxFailures: 5, maxFailuresPerNetwork: 20, maxAuditedFailures: 100, windowMs: 15 * 60 * 1000 };
+
+/** The IPv6 prefix an allocation (a customer, a site) usually holds: its /64s share the per-network sign-in limit. */
+export const NETWORK_PREFIX_LENGTH = 48;
 
 export type SignInInput = {
   /** What the administrator typed. */
@@ -82,35 +94,54 @@ export async function verifyAdministratorToken(db: Database, input: TokenCheckIn
   const limits = input.limits ?? DEFAULT_SIGN_IN_LIMITS;
   const channel = input.channel ?? "sign_in";
 
-  const limiterKey = clientIdentity(input.ipAddress, input.ipv6PrefixLength ?? 64);
+  const prefixLength = input.ipv6PrefixLength ?? 64;
+  const identity = clientIdentity(input.ipAddress, prefixLength);
+  const limiters = [{ key: identity, max: limits.maxFailures }];
+  // An IPv6 client counted by a prefix longer than its allocation's is counted by the allocation too.
+  if (identity.includes(":") && prefixLength > NETWORK_PREFIX_LENGTH)
+    limiters.push({ key: clientIdentity(input.ipAddress, NETWORK_PREFIX_LENGTH), max: limits.maxFailuresPerNetwork });
   // Count this attempt first, then look at the window: concurrent guesses cannot all slip under the limit.
   const since = new Date(now.getTime() - limits.windowMs);
-  const hitId = await insertRateLimitHit(db, "admin_sign_in", limiterKey, now);
-  const { count } = await countRateLimitHits(db, "admin_sign_in", limiterKey, since);
-  if (count > limits.maxFailures) {
+  const hits = await Promise.all(limiters.map((limiter) => insertRateLimitHit(db, "admin_sign_in", limiter.key, now)));
+  let retryAfterMs = 0;
+  for (const limiter of limiters) {
+    const { count } = await countRateLimitHits(db, "admin_sign_in", limiter.key, since);
+    if (count <= limiter.max) continue;
+    // Room again once the (count - max)-th oldest failure leaves the window (this attempt's own hit is the newest,
+    // so it is never the one).
+    const freedAt = await nthRateLimitHitSince(db, "admin_sign_in", limiter.key, since, count - limiter.max);
+    retryAfterMs = Math.max(retryAfterMs, freedAt ? freedAt.getTime() + limits.windowMs - now.getTime() : limits.windowMs);
+  }
+  if (retryAfterMs > 0) {
     // A refused attempt is not a failure: it does not extend the lock-out.
-    await deleteRateLimitHit(db, hitId);
-    // Room again once the (count - max)-th oldest remaining failure leaves the window.
-    const freedAt = await nthRateLimitHitSince(db, "admin_sign_in", limiterKey, since, count - limits.maxFailures);
-    const retryAfterMs = freedAt ? freedAt.getTime() + limits.windowMs - now.getTime() : limits.windowMs;
+    await Promise.all(hits.map((id) => deleteRateLimitHit(db, id)));
     logger.warn("administrator sign-in rate limited", { ip: input.ipAddress, channel });
     return { kind: "rate_limited", retryAfterSeconds: retryAfterSeconds(retryAfterMs) };
   }
 
   if (!tokensMatch(input.token, input.adminToken)) {
-    await insertAdminAction(db, {
-      action: "sign_in_failed",
-      ipAddress: input.ipAddress,
-      reason: channel === "metrics" ? "wrong administrator token (GET /metrics bearer)" : "wrong administrator token",
-      details: { userAgent: input.userAgent, channel },
-      createdAt: now,
-    });
-    logger.warn("administrator sign-in failed", { ip: input.ipAddress, channel });
+    const audit = await auditSignInFailure(
+      db,
+      {
+        ipAddress: input.ipAddress,
+        reason: channel === "metrics" ? "wrong administrator token (GET /metrics bearer)" : "wrong administrator token",
+        details: { userAgent: input.userAgent, channel },
+        createdAt: now,
+      },
+      { since, maxAudited: limits.maxAuditedFailures },
+    );
+    if (audit.kind === "audited") logger.warn("administrator sign-in failed", { ip: input.ipAddress, channel });
+    // Past the audit's ceiling the log is told once per window, not once per guess.
+    else if (audit.count === 1)
+      logger.error("wrong administrator tokens are arriving faster than they are audited; counting them without their IPs", {
+        ceiling: limits.maxAuditedFailures,
+        windowMs: limits.windowMs,
+      });
     return { kind: "invalid_token" };
   }
 
   // A success is not a failure: it leaves the counter as it was.
-  await deleteRateLimitHit(db, hitId);
+  await Promise.all(hits.map((id) => deleteRateLimitHit(db, id)));
   return { kind: "valid" };
 }
 
