@@ -10,6 +10,7 @@ import { createLogger } from "@/lib/log";
 import { buildIfStale } from "@/scripts/build-if-stale";
 import { startTestChain } from "@/test/chain";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
+import { formOf } from "@/test/html-forms";
 import { post, spawnInstance, stopInstance, waitUntilServing, type Answer, type Instance } from "@/test/instances";
 import { freePort } from "@/test/ports";
 import { startRpcProxy, type RpcProxy } from "@/test/rpc-proxy";
@@ -277,5 +278,34 @@ describe("the same host over plain http, while served over https (behind the tru
       expect(own.status, path).toBe(200);
       await own.body?.cancel();
     }
+  });
+});
+
+describe("the dashboard's session cookie over https (behind the trusted proxy)", () => {
+  it("is __Host-admin_session, Secure on the whole site, not shadowed by planted admin_session cookies, and both names are cleared at sign-out", async () => {
+    const host = new URL(web).host;
+    const https = { "x-forwarded-proto": "https", "x-forwarded-for": "192.0.2.202", origin: `https://${host}` };
+    const submit = (route: string, form: FormData, cookie?: string) =>
+      fetch(`${web}${route}`, { method: "POST", body: form, headers: { ...https, ...(cookie ? { cookie } : {}) }, redirect: "manual" });
+    const signInForm = formOf(await (await fetch(`${web}/dashboard`, { headers: https })).text(), 'name="token"');
+    signInForm.set("token", ADMIN_TOKEN);
+    const signedIn = await submit("/dashboard", signInForm);
+    expect(signedIn.status).toBe(303);
+    const [setCookie] = signedIn.headers.getSetCookie();
+    // Before: admin_session, which a sibling subdomain or a tampered http answer can plant ahead of it.
+    expect(setCookie).toMatch(/^__Host-admin_session=[A-Za-z0-9_-]{43}; Path=\/; /);
+    expect(setCookie).toMatch(/; Secure/);
+    expect(setCookie).not.toMatch(/domain=/i);
+    const cookie = setCookie!.split(";")[0]!;
+    const planted = Array.from({ length: 4 }, (_, i) => `admin_session=${String.fromCharCode(65 + i).repeat(43)}`).join("; ");
+    const dashboard = await (await fetch(`${web}/dashboard`, { headers: { ...https, cookie: `${planted}; ${cookie}` } })).text();
+    expect(dashboard).toContain("Sign out");
+    const signedOut = await submit("/dashboard", formOf(dashboard, "Sign out"), cookie);
+    expect(signedOut.status).toBe(303);
+    const cleared = signedOut.headers.getSetCookie();
+    expect(cleared.map((c) => c.split("=")[0]).sort()).toEqual(["__Host-admin_session", "admin_session"]);
+    for (const c of cleared) expect(c).toMatch(/; Secure/);
+    const after = await (await fetch(`${web}/dashboard`, { headers: { ...https, cookie } })).text();
+    expect(after).toContain("Administrator sign-in");
   });
 });

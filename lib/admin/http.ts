@@ -1,7 +1,7 @@
 import type { AdminSession } from "@/db/schema";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { CLIENT_PROTO_HEADER } from "@/lib/http/client-ip";
-import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
+import { ADMIN_SESSION_COOKIE, authenticateAdminSession, SECURE_ADMIN_SESSION_COOKIE, sessionCookieName } from "./session";
 
 /**
  * The admin JSON routes' plumbing. Their refusals are rendered by lib/http/problem.ts like the public API's; the
@@ -25,26 +25,37 @@ export function readCookies(header: string | null, name: string): string[] {
   return values;
 }
 
-/** The value of one cookie in a Cookie header (the first of its name). */
-export function readCookie(header: string | null, name: string): string | undefined {
-  return readCookies(header, name)[0];
+/**
+ * The session secrets a Cookie header carries, in the order they are tried: the `__Host-admin_session` cookie (set
+ * over HTTPS; nobody else can set one), then the `admin_session` ones (plain http, and sessions opened over HTTPS
+ * before the cookie had the prefix).
+ */
+export function sessionCookieValues(header: string | null): string[] {
+  return [...readCookies(header, SECURE_ADMIN_SESSION_COOKIE), ...readCookies(header, ADMIN_SESSION_COOKIE)];
 }
 
 export async function adminSessionOfRequest(request: Request): Promise<AdminSession | null> {
-  return authenticateAdminSession(appDb(), readCookies(request.headers.get("cookie"), ADMIN_SESSION_COOKIE), appConfig().adminToken);
+  return authenticateAdminSession(appDb(), sessionCookieValues(request.headers.get("cookie")), appConfig().adminToken);
 }
 
-/** A Set-Cookie header value for the session cookie (HttpOnly, SameSite=Strict, Path=/, Secure over HTTPS). */
+/**
+ * A Set-Cookie header value for the session cookie (HttpOnly, SameSite=Strict, Path=/; over HTTPS Secure and named
+ * `__Host-admin_session`).
+ */
 export function sessionSetCookie(secret: string, expiresAt: Date, secure: boolean): string {
-  const parts = [`${ADMIN_SESSION_COOKIE}=${secret}`, "Path=/", `Expires=${expiresAt.toUTCString()}`, "HttpOnly", "SameSite=Strict"];
+  const parts = [`${sessionCookieName(secure)}=${secret}`, "Path=/", `Expires=${expiresAt.toUTCString()}`, "HttpOnly", "SameSite=Strict"];
   if (secure) parts.push("Secure");
   return parts.join("; ");
 }
 
-export function sessionClearCookie(secure: boolean): string {
-  const parts = [`${ADMIN_SESSION_COOKIE}=`, "Path=/", "Expires=Thu, 01 Jan 1970 00:00:00 GMT", "Max-Age=0", "HttpOnly", "SameSite=Strict"];
-  if (secure) parts.push("Secure");
-  return parts.join("; ");
+/** The Set-Cookie header values that clear the session cookie: over HTTPS both names (an older session's too). */
+export function sessionClearCookies(secure: boolean): string[] {
+  const names = secure ? [SECURE_ADMIN_SESSION_COOKIE, ADMIN_SESSION_COOKIE] : [ADMIN_SESSION_COOKIE];
+  return names.map((name) => {
+    const parts = [`${name}=`, "Path=/", "Expires=Thu, 01 Jan 1970 00:00:00 GMT", "Max-Age=0", "HttpOnly", "SameSite=Strict"];
+    if (secure) parts.push("Secure");
+    return parts.join("; ");
+  });
 }
 
 /**

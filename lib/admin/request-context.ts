@@ -4,8 +4,8 @@ import type { AdminSession } from "@/db/schema";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { CLIENT_IP_HEADER, CLIENT_PROTO_HEADER, normalizeIp, UNKNOWN_IP } from "@/lib/http/client-ip";
 import { storedUserAgent } from "@/lib/http/user-agent";
-import { readCookies } from "./http";
-import { ADMIN_SESSION_COOKIE, authenticateAdminSession } from "./session";
+import { sessionCookieValues } from "./http";
+import { authenticateAdminSession } from "./session";
 
 /**
  * The administrator's request as server components and server actions see it (next/headers). Route handlers
@@ -36,6 +36,6 @@ export async function isSecureRequest(): Promise<boolean> {
  */
 export const currentAdminSession = cache(async (): Promise<AdminSession | null> => {
   // Every cookie of the name, from the header itself: Next's cookies() keeps only the last of a name.
-  const secrets = readCookies((await headers()).get("cookie"), ADMIN_SESSION_COOKIE);
+  const secrets = sessionCookieValues((await headers()).get("cookie"));
   return authenticateAdminSession(appDb(), secrets, appConfig().adminToken);
 });

@@ -27,6 +27,17 @@ import { generateSessionSecret, isWellFormedSessionSecret, sessionCredential, sh
 const logger = createLogger({ component: "admin" });
 
 export const ADMIN_SESSION_COOKIE = "admin_session";
+/**
+ * The session cookie's name over HTTPS. A browser keeps a cookie of a `__Host-` name only when a secure origin set it
+ * with Secure, Path=/ and no Domain, so neither a sibling subdomain nor a tampered plain-http answer can plant or
+ * shadow one; over plain http (local use) the cookie is `admin_session`.
+ */
+export const SECURE_ADMIN_SESSION_COOKIE = "__Host-admin_session";
+
+/** The name the session cookie is set under: `__Host-admin_session` over HTTPS, else `admin_session`. */
+export function sessionCookieName(secure: boolean): string {
+  return secure ? SECURE_ADMIN_SESSION_COOKIE : ADMIN_SESSION_COOKIE;
+}
 /** A session lasts a working day; signing in again is cheap. */
 export const ADMIN_SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 /**
@@ -180,7 +191,8 @@ export const MAX_SESSION_COOKIES_TRIED = 3;
 /**
  * The active session for a cookie value, or null (absent, malformed, unknown, revoked, expired, or opened with
  * another ADMIN_TOKEN than `adminToken`, the configured one: changing or unsetting it ends every session). Given
- * every `admin_session` cookie a request sent, the first that is a live session: a cookie of the same name planted on
+ * every session cookie a request sent (lib/admin/http.ts sessionCookieValues), the first that is a live session: over
+ * plain http, a cookie of the same name planted on
  * a longer path (by a sibling subdomain, or an http response tampered with on the way) comes first in the header, and
  * read alone it locked the administrator out.
  */
@@ -208,7 +220,7 @@ export async function signOutAdministrator(db: Database, session: AdminSession, 
   }
 }
 
-/** How the session cookie is set: HttpOnly, SameSite=Strict, whole site, Secure over HTTPS. */
+/** How the session cookie is set (under sessionCookieName): HttpOnly, SameSite=Strict, whole site, Secure over HTTPS. */
 export function sessionCookieOptions(expiresAt: Date, secure: boolean) {
   return {
     httpOnly: true,

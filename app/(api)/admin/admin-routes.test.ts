@@ -147,6 +147,26 @@ describe("admin routes", () => {
     expect(https.headers.get("set-cookie")).toContain("; Secure");
   });
 
+  it("names the cookie __Host-admin_session over https, which same-name cookies planted ahead cannot shadow", async () => {
+    const https = { "x-client-proto": "https" };
+    const signedIn = await call("/admin/sign-in", { method: "POST", body: { token: ADMIN_TOKEN }, headers: https });
+    const setCookie = signedIn.headers.get("set-cookie") ?? "";
+    // The prefix's conditions: Secure, Path=/, no Domain (else a browser drops the cookie).
+    expect(setCookie).toMatch(/^__Host-admin_session=[A-Za-z0-9_-]{43}; Path=\/; /);
+    expect(setCookie).toContain("; Secure");
+    expect(setCookie).not.toMatch(/domain=/i);
+    const cookie = setCookie.split(";")[0]!;
+    const planted = Array.from({ length: 4 }, (_, i) => `admin_session=${String.fromCharCode(65 + i).repeat(43)}`).join("; ");
+    // Before, the session lived in admin_session, and a fourth cookie planted ahead of it locked the administrator out.
+    expect((await call("/admin/session", { cookie: `${planted}; ${cookie}`, headers: https })).status).toBe(200);
+    const out = await call("/admin/sign-out", { method: "POST", cookie, headers: https });
+    expect(out.status).toBe(204);
+    const cleared = out.headers.getSetCookie();
+    expect(cleared.map((c) => c.split("=")[0])).toEqual(["__Host-admin_session", "admin_session"]);
+    for (const c of cleared) expect(c).toMatch(/Max-Age=0; HttpOnly; SameSite=Strict; Secure$/);
+    expect((await call("/admin/session", { cookie, headers: https })).status).toBe(401);
+  });
+
   it("signs in with the token: an HttpOnly, SameSite=Strict session cookie that opens the admin routes", async () => {
     const response = await call("/admin/sign-in", { method: "POST", body: { token: ADMIN_TOKEN } });
     const setCookie = response.headers.get("set-cookie") ?? "";

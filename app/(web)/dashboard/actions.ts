@@ -4,7 +4,15 @@ import { refresh } from "next/cache";
 import { cookies } from "next/headers";
 import { redirect } from "next/navigation";
 import { currentAdminSession, currentClientIp, currentUserAgent, isSecureRequest } from "@/lib/admin/request-context";
-import { ADMIN_SESSION_COOKIE, SIGNED_OUT_LOCALLY, sessionCookieOptions, signInAdministrator, signOutAdministrator } from "@/lib/admin/session";
+import {
+  ADMIN_SESSION_COOKIE,
+  SECURE_ADMIN_SESSION_COOKIE,
+  SIGNED_OUT_LOCALLY,
+  sessionCookieName,
+  sessionCookieOptions,
+  signInAdministrator,
+  signOutAdministrator,
+} from "@/lib/admin/session";
 import { blockIpAsAdministrator, pauseSponsorships, resumeSponsorships, unblockIpAsAdministrator } from "@/lib/admin/controls";
 import { blockWalletAsAdministrator, unblockWalletAsAdministrator } from "@/lib/admin/wallets";
 import { sendTestWebhook } from "@/lib/admin/webhooks";
@@ -58,7 +66,8 @@ export async function signInAction(_previous: FormState, formData: FormData): Pr
   }
   switch (result.kind) {
     case "signed_in": {
-      (await cookies()).set(ADMIN_SESSION_COOKIE, result.secret, sessionCookieOptions(result.expiresAt, await isSecureRequest()));
+      const secure = await isSecureRequest();
+      (await cookies()).set(sessionCookieName(secure), result.secret, sessionCookieOptions(result.expiresAt, secure));
       redirect(safeReturnTo(formData.get("returnTo")));
     }
     // falls through: redirect() never returns
@@ -90,7 +99,12 @@ export async function signOutAction(): Promise<void> {
     logger.warn("sign-out: the database is unavailable; the cookie is cleared, the session lapses at its expiry", { error });
     ended = false;
   }
-  (await cookies()).delete(ADMIN_SESSION_COOKIE);
+  // Over HTTPS both names (a session opened before the cookie had the `__Host-` prefix too); a `__Host-` cookie is
+  // only replaced by a Secure one.
+  const secure = await isSecureRequest();
+  const jar = await cookies();
+  for (const name of secure ? [SECURE_ADMIN_SESSION_COOKIE, ADMIN_SESSION_COOKIE] : [ADMIN_SESSION_COOKIE])
+    jar.delete({ name, path: "/", secure, httpOnly: true, sameSite: "strict" });
   redirect(ended ? "/dashboard" : `/dashboard?${SIGNED_OUT_LOCALLY.param}=${SIGNED_OUT_LOCALLY.value}`);
 }
 

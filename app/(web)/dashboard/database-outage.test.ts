@@ -9,6 +9,7 @@ import { createLogger } from "@/lib/log";
 import { buildIfStale } from "@/scripts/build-if-stale";
 import { createTestDatabase, type TestDatabase } from "@/test/db";
 import { spawnInstance, stopInstance, waitUntilServing, webServerEnv, type Instance } from "@/test/instances";
+import { formOf, unescapeHtml } from "@/test/html-forms";
 import { freePort } from "@/test/ports";
 import { startTcpRelay, type TcpRelay } from "@/test/tcp-relay";
 
@@ -49,32 +50,6 @@ const DATABASE_PAGES = [
 ];
 
 const OUTAGE_FORM_ERROR = "The database is not reachable right now, so nothing was done. Try again in a few seconds.";
-
-function unescapeHtml(text: string): string {
-  return text
-    .replaceAll("&quot;", '"')
-    .replaceAll("&#x27;", "'")
-    .replaceAll("&#39;", "'")
-    .replaceAll("&lt;", "<")
-    .replaceAll("&gt;", ">")
-    .replaceAll("&amp;", "&");
-}
-
-/**
- * A form of a page as a browser without JavaScript submits it (React renders each server action's reference into
- * hidden fields): the hidden fields of the first form whose HTML contains `marker`.
- */
-function formOf(html: string, marker: string): FormData {
-  const form = (html.match(/<form[\s\S]*?<\/form>/g) ?? []).find((f) => f.includes(marker));
-  if (!form) throw new Error(`no form containing ${marker}`);
-  const data = new FormData();
-  for (const tag of form.match(/<input[^>]*>/g) ?? []) {
-    const name = /name="([^"]*)"/.exec(tag)?.[1];
-    if (!/type="hidden"/.test(tag) || name === undefined) continue;
-    data.append(unescapeHtml(name), unescapeHtml(/value="([^"]*)"/.exec(tag)?.[1] ?? ""));
-  }
-  return data;
-}
 
 /** Waits until the overview renders its data with the administrator's cookie (the database reachable again). */
 async function overviewRenders(): Promise<void> {

@@ -1,4 +1,4 @@
-import { isSecure, sessionClearCookie } from "@/lib/admin/http";
+import { isSecure, sessionClearCookies } from "@/lib/admin/http";
 import { requireAdmin } from "@/lib/admin/route-guard";
 import { signOutAdministrator } from "@/lib/admin/session";
 import { appDb } from "@/lib/http/app-context";
@@ -8,6 +8,8 @@ import { defineRoute } from "@/lib/http/route";
 export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   POST: requireAdmin(async ({ request, session, clientIp }) => {
     await signOutAdministrator(appDb(), session, { ipAddress: clientIp });
-    return new Response(null, { status: 204, headers: { "set-cookie": sessionClearCookie(isSecure(request)), "cache-control": "no-store" } });
+    const headers = new Headers({ "cache-control": "no-store" });
+    for (const cookie of sessionClearCookies(isSecure(request))) headers.append("set-cookie", cookie);
+    return new Response(null, { status: 204, headers });
   }),
 });
