@@ -32,7 +32,9 @@ async function post(pathname: string, body: unknown): Promise<Answer> {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify(body),
-      signal: AbortSignal.timeout(10_000),
+      // Past any answer the web server can take: a connection attempt (5 s) and a statement (5 s) of its pool, on a
+      // loaded machine. The test says "never no answer"; a 10-s wait here made a slow 503 look like none.
+      signal: AbortSignal.timeout(30_000),
     });
     return { status: res.status, body: (await res.json().catch(() => ({}))) as Record<string, unknown>, retryAfter: res.headers.get("retry-after") };
   } catch {

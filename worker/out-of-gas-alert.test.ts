@@ -59,9 +59,13 @@ async function askNode(calls: Call[]): Promise<{ id: number }[]> {
   return (await res.json()) as { id: number }[];
 }
 
-/** A node whose broadcasts are answered "txpool is full" while `holding()`, and counted when they pass. */
-async function holdingNode(holding: () => boolean): Promise<{ url: string; passed: () => number }> {
+/**
+ * A node whose broadcasts are answered "txpool is full" while `holding()`, and counted when they pass. A call with a
+ * passing broadcast is forwarded here, so `inFlight()` tells whether one is still on its way (its answer not yet back).
+ */
+async function holdingNode(holding: () => boolean): Promise<{ url: string; passed: () => number; inFlight: () => number }> {
   let passed = 0;
+  let inFlight = 0;
   proxy = await startRpcProxy(fx.anvil.rpcUrl, async (body) => {
     const parsed = JSON.parse(body) as Call | Call[];
     const calls = Array.isArray(parsed) ? parsed : [parsed];
@@ -69,7 +73,13 @@ async function holdingNode(holding: () => boolean): Promise<{ url: string; passe
     if (sends === 0) return undefined;
     if (!holding()) {
       passed += sends;
-      return undefined;
+      inFlight += 1;
+      try {
+        const answers = await askNode(calls);
+        return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? answers : answers[0]) };
+      } finally {
+        inFlight -= 1;
+      }
     }
     // The rest of a batch still reaches the node.
     const others = calls.filter((c) => c.method !== "eth_sendRawTransaction");
@@ -81,7 +91,7 @@ async function holdingNode(holding: () => boolean): Promise<{ url: string; passe
     );
     return { status: 200, body: JSON.stringify(Array.isArray(parsed) ? answers : answers[0]) };
   });
-  return { url: proxy.url, passed: () => passed };
+  return { url: proxy.url, passed: () => passed, inFlight: () => inFlight };
 }
 
 async function alertActive(): Promise<boolean | undefined> {
@@ -133,7 +143,8 @@ describe("relayer.out_of_gas", () => {
 
     // Funded while none of its transactions reaches the node: B's balance read (the evaluation's) ends the alert.
     holding = true;
-    await new Promise((resolve) => setTimeout(resolve, 500)); // a broadcast already under way is answered first
+    // A broadcast that passed before is answered first: the alert must end on the balance read, not on it.
+    await waitFor("no passed broadcast still on its way", async () => node.inFlight() === 0);
     const sentBefore = node.passed();
     const funding = await fx.clients.walletClient(LOCAL_DEPLOYER_KEY).sendTransaction({ to: poor, value: 10n ** 18n });
     await fx.clients.waitForTransactionReceipt({ hash: funding });
