@@ -185,6 +185,30 @@ describe("an endpoint removed from WEBHOOK_URLS", () => {
     expect(await pruneWebhookEvents(t.db, 0, 2)).toBe(0);
   });
 
+  it("prunes in batches that walk on past events still held, also among events of one transaction (one created_at)", async () => {
+    const [kept] = endpoints();
+    await syncWebhookEndpoints(t.db, [kept]);
+    const ids = await t.db.transaction(async (tx) => {
+      const written: string[] = [];
+      for (let i = 0; i < 9; i++) written.push((await enqueueWebhookEvent(tx, "webhook.test", { label: `one transaction ${i}` }))!);
+      return written;
+    });
+    const held = ids.filter((_, i) => i % 3 === 0);
+    const settled = ids.filter((_, i) => i % 3 !== 0);
+    await t.db.execute(sql`UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now()
+      WHERE event_id IN (${sql.join(
+        settled.map((id) => sql`${id}::uuid`),
+        sql`, `,
+      )})`);
+    // Batches of 2 that end inside the transaction's events: none settled is left, none held is taken.
+    await pruneWebhookEvents(t.db, 0, 2);
+    for (const id of settled) expect(await eventExists(id), id).toBe(false);
+    for (const id of held) expect(await eventExists(id), id).toBe(true);
+    await t.db.execute(sql`UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now() WHERE endpoint = ${kept}`);
+    await pruneWebhookEvents(t.db, 0, 2);
+    for (const id of held) expect(await eventExists(id), id).toBe(false);
+  });
+
   it("added back within 24 h, receives what was held for it and the new events; added back later, only the new ones", async () => {
     const [kept, soon] = endpoints();
     const late = endpoints()[1];

@@ -245,27 +245,36 @@ export async function settleDelivery(
  * Events older than `olderThanMs` whose deliveries are all settled (their deliveries go with them); returns how many.
  * In statements of at most `batch` events, each its own transaction, as the other prunes: a backlog (a worker that
  * did not prune for weeks) in one DELETE ran past the driver's answer timeout, was rolled back, and was tried again
- * the next hour, as large.
+ * the next hour, as large. Each batch walks on, oldest first, from where the last one ended (its newest event's time
+ * and id, the time as text to keep its microseconds): events still held by a pending delivery are passed once, not
+ * read again by every batch.
  */
 export async function pruneWebhookEvents(db: Executor, olderThanMs: number, batch = 5_000): Promise<number> {
   let total = 0;
+  let after: { at: string; id: string } | undefined;
   for (;;) {
-    const rows = await run<{ n: number }>(
+    const rows = await run<{ n: number; at: string | null; id: string | null }>(
       db,
       sql`
-      WITH gone AS (
-        DELETE FROM webhook_events WHERE id IN (
-          SELECT e.id FROM webhook_events e
-          WHERE e.created_at < now() - ${olderThanMs} * interval '1 millisecond'
-            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
-          LIMIT ${batch}
-        ) RETURNING id
+      WITH due AS (
+        SELECT e.id, e.created_at FROM webhook_events e
+        WHERE e.created_at < now() - ${olderThanMs} * interval '1 millisecond'
+          ${after ? sql`AND (e.created_at > ${after.at}::timestamptz OR (e.created_at = ${after.at}::timestamptz AND e.id > ${after.id}::uuid))` : sql``}
+          AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
+        ORDER BY e.created_at, e.id
+        LIMIT ${batch}
+      ), gone AS (
+        DELETE FROM webhook_events w USING due WHERE w.id = due.id RETURNING w.id
+      ), last AS (
+        SELECT created_at::text AS at, id::text AS id FROM due ORDER BY created_at DESC, id DESC LIMIT 1
       )
-      SELECT count(*)::int AS n FROM gone`,
+      SELECT (SELECT count(*)::int FROM gone) AS n, last.at, last.id FROM (SELECT 1) one LEFT JOIN last ON true`,
     );
-    const n = rows[0]?.n ?? 0;
+    const row = rows[0];
+    const n = row?.n ?? 0;
     total += n;
-    if (n < batch) return total;
+    if (n < batch || !row?.at || !row.id) return total;
+    after = { at: row.at, id: row.id };
   }
 }
 

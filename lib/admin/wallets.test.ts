@@ -54,12 +54,18 @@ describe("wallet administration", () => {
   it("writes a block and its audit record together or not at all", async () => {
     const s = await session();
     const wallet = address();
-    // An audit record that cannot be written (a session id that is not a UUID) must take the block with it.
+    // An audit record that cannot be written (a session id that is not a UUID) must take the block with it. The
+    // refusal is that one (22P02, invalid_text_representation), not some other failure before the block was written.
     const broken = { ...s, id: "not-a-session-id" };
-    await expect(blockWalletAsAdministrator(t.db, { session: broken, ipAddress: null }, { walletAddress: wallet, reason: "abuse" })).rejects.toThrow();
+    const auditRefused = { cause: expect.objectContaining({ code: "22P02", message: expect.stringContaining("uuid") }) };
+    await expect(blockWalletAsAdministrator(t.db, { session: broken, ipAddress: null }, { walletAddress: wallet, reason: "abuse" })).rejects.toMatchObject(
+      auditRefused,
+    );
     expect(await isWalletBlocked(t.db, wallet)).toBe(false);
     await blockWalletAsAdministrator(t.db, { session: s, ipAddress: null }, { walletAddress: wallet, reason: "abuse" });
-    await expect(unblockWalletAsAdministrator(t.db, { session: broken, ipAddress: null }, { walletAddress: wallet, reason: "ok" })).rejects.toThrow();
+    await expect(unblockWalletAsAdministrator(t.db, { session: broken, ipAddress: null }, { walletAddress: wallet, reason: "ok" })).rejects.toMatchObject(
+      auditRefused,
+    );
     expect(await isWalletBlocked(t.db, wallet)).toBe(true);
   });
 
