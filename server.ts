@@ -15,7 +15,7 @@ import { applySecurityHeaders, STATIC_HEADERS } from "@/lib/http/security-header
 import { checkCors, isDowngradedOwnOrigin } from "@/lib/http/cors";
 import { EntrypointTable } from "@/lib/http/entrypoints";
 import { withTimeout } from "@/lib/with-timeout";
-import { decideMethod, routedPath, UNROUTED_METHOD_HEADER } from "@/lib/http/methods";
+import { decideMethod, isOperatorPath, routedPath, UNROUTED_METHOD_HEADER } from "@/lib/http/methods";
 import { decideTarget, SERVER_METHODS } from "@/lib/http/request-target";
 import { renderProblem, type ProblemCode } from "@/lib/http/problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "@/lib/http/request-id";
@@ -273,8 +273,7 @@ async function main(): Promise<void> {
     // Served over https, the same host over http is not this app's page (lib/http/cors.ts isDowngradedOwnOrigin): refused
     // here for every path, the dashboard's server actions too, which Next's own check compares by host alone.
     // CORS_ORIGINS may list it for the public API, never for the administrator's routes and pages (as route.ts).
-    const operatorPath = /^\/+(?:admin|dashboard)(?:\/|$)/i.test(routed);
-    if (isDowngradedOwnOrigin(header("origin"), requestHost(header), proto, operatorPath ? [] : config.corsOrigins)) {
+    if (isDowngradedOwnOrigin(header("origin"), requestHost(header), proto, isOperatorPath(routed) ? [] : config.corsOrigins)) {
       // Not through refuse(): its CORS decision takes CORS_ORIGINS for every path, and would allow a listed origin here.
       res.setHeader("vary", "Origin");
       sendProblem(res, "origin_not_allowed", "This origin may not call the API", requestId);

@@ -2,7 +2,7 @@ import { readdirSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { apiRoutes } from "@/test/routes.generated";
-import { decideMethod, routedPath } from "./methods";
+import { decideMethod, isOperatorPath, routedPath } from "./methods";
 
 /** Every page.tsx under app/(web) as a path (route groups dropped, a dynamic segment filled in). */
 function pagePaths(dir: string, prefix = ""): string[] {
@@ -58,5 +58,14 @@ describe("which methods a path answers (lib/http/methods.ts)", () => {
       for (const method of ["GET", "POST", "DELETE", "OPTIONS"]) expect([sample, decideMethod(method, sample).kind]).toEqual([sample, "next"]);
       expect([sample, decideMethod("TRACE", sample).kind]).toEqual([sample, "unrouted"]);
     }
+  });
+});
+
+describe("the operator's paths (isOperatorPath)", () => {
+  it("are /admin and /dashboard with everything under them, as Next routes them, and nothing that only starts alike", () => {
+    for (const url of ["/admin", "/admin/resume", "//ADMIN/pause", "/%61dmin/resume", "/dashboard", "/Dashboard/controls?x=1", "/dashboard/"])
+      expect(isOperatorPath(routedPath(url)), url).toBe(true);
+    for (const url of ["/", "/administrator", "/dashboards", "/sponsorship/request", "/request?next=/admin", "/health"])
+      expect(isOperatorPath(routedPath(url)), url).toBe(false);
   });
 });

@@ -59,6 +59,15 @@ export function routedPath(url: string): string {
   return pathname.length > 1 ? pathname.replace(/\/+$/, "") || "/" : pathname;
 }
 
+/**
+ * Whether a routed path (routedPath) is the operator's: the administrator's JSON routes under `/admin` or the
+ * dashboard's pages (and their server actions) under `/dashboard`, repeated slashes and case aside. CORS_ORIGINS
+ * never opens these (server.ts, lib/http/route.ts).
+ */
+export function isOperatorPath(pathname: string): boolean {
+  return /^\/+(?:admin|dashboard)(?:\/|$)/i.test(pathname);
+}
+
 /** `url` is the request target as Node hands it over (`req.url`); `pathname` its routedPath, when already read. */
 export function decideMethod(method: string, url: string, pathname = routedPath(url)): MethodDecision {
   const page = pageMethods(pathname);

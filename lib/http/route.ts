@@ -4,7 +4,7 @@ import { isSponsorshipError } from "@/lib/sponsorship/errors";
 import { appConfig } from "./app-context";
 import { CLIENT_PROTO_HEADER, clientIpOf, requestHost } from "./client-ip";
 import { checkCors, preflightHeaders } from "./cors";
-import { routedPath, UNROUTED_METHOD_HEADER } from "./methods";
+import { isOperatorPath, routedPath, UNROUTED_METHOD_HEADER } from "./methods";
 import { HttpProblem, problemResponse } from "./problem";
 import { REQUEST_ID_HEADER, requestIdFor } from "./request-id";
 
@@ -65,14 +65,6 @@ export function unavailableResponse(error: unknown, requestId: string, request: 
   });
 }
 
-/**
- * Whether a request is for the administrator's routes, judged on the path Next routes by (methods.ts routedPath:
- * Next also matches `/%61dmin/resume` to admin/resume), repeated slashes and case aside.
- */
-function isAdminPath(url: string): boolean {
-  return /^\/+admin(\/|$)/i.test(routedPath(url));
-}
-
 function errorResponse(error: unknown, requestId: string, request: Request): Response {
   if (error instanceof HttpProblem) {
     return problemResponse(error.code, error.detail, requestId, error.options);
@@ -109,7 +101,8 @@ export function defineRoute(
     try {
       // CORS_ORIGINS lets public API clients in; the administrator's routes answer the app's own pages alone (a
       // listed origin on the same site would otherwise send the SameSite=Strict session cookie along).
-      const admin = isAdminPath(request.url);
+      // routedPath: Next also matches `/%61dmin/resume` to admin/resume.
+      const admin = isOperatorPath(routedPath(request.url));
       const cors = checkCors(
         request.headers.get("origin"),
         requestHost((name) => request.headers.get(name)),
