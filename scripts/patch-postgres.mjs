@@ -560,6 +560,10 @@ export function patchPostgres() {
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const { version, results } = patchPostgres();
   const line = `postgres ${version}: ${results.join("; ")}`;
-  if (results.some((r) => r.includes("NOT patched"))) console.warn(`WARNING ${line}`);
-  else console.log(line);
+  // Not patched is a failed install: the service would run with a driver that a dropped connection can crash, and
+  // without the answer timeout it relies on. package.json pins the version the patch knows.
+  if (results.some((r) => r.includes("NOT patched"))) {
+    console.error(`ERROR ${line}`);
+    process.exitCode = 1;
+  } else console.log(line);
 }
