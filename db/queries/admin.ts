@@ -1,4 +1,4 @@
-import { type SQL, and, asc, count, desc, eq, gt, gte, isNull, min, notInArray } from "drizzle-orm";
+import { type SQL, and, asc, count, desc, eq, gt, gte, isNull, lte, min, notInArray } from "drizzle-orm";
 import type { Database } from "@/db/client";
 import { lockKeys } from "@/db/sql/advisory-locks";
 import type { Executor } from "@/db/sql/run";
@@ -75,16 +75,16 @@ export const UNAUTHENTICATED_ACTIONS = ["sign_in_failed", "sign_in_failures_coun
 
 /**
  * Audits one wrong administrator token, within a service-wide ceiling: while fewer than `maxAudited` failures were
- * audited one by one since `since` (the sign-in window's start), this one gets its own `sign_in_failed` row (IP,
+ * audited one by one within the window (`since` to `until`, the sign-in's own time), this one gets its own `sign_in_failed` row (IP,
  * reason, details); past that, it is counted in one `sign_in_failures_counted` row per window (`details.count`, no
- * IP), so guesses spread over many client identities (an IPv6 /48 holds 65,536 /64s) cannot write rows without
- * bound. One advisory lock serialises the check and the write: the ceiling is exact, and the window's counting row
+ * IP), so guesses spread over many client identities (an IPv6 /48 holds 65,536 /64s, each with its own sign-in limit)
+ * cannot write rows without bound. One advisory lock serialises the check and the write: the ceiling is exact, and the window's counting row
  * is one. Answers `counted` with the counting row's total when the ceiling had been reached.
  */
 export async function auditSignInFailure(
   db: Database,
   values: { reason: string; ipAddress: string; details: Record<string, unknown>; createdAt: Date },
-  window: { since: Date; maxAudited: number },
+  window: { since: Date; until: Date; maxAudited: number },
 ): Promise<{ kind: "audited" } | { kind: "counted"; count: number }> {
   return db.transaction(async (tx) => {
     await lockKeys(tx, ["admin_actions:sign_in_failed"]);
@@ -92,7 +92,7 @@ export async function auditSignInFailure(
       tx
         .select({ one: adminActions.id })
         .from(adminActions)
-        .where(and(eq(adminActions.action, "sign_in_failed"), gte(adminActions.createdAt, window.since)))
+        .where(and(eq(adminActions.action, "sign_in_failed"), gte(adminActions.createdAt, window.since), lte(adminActions.createdAt, window.until)))
         .limit(window.maxAudited)
         .as("recent"),
     );
@@ -103,7 +103,7 @@ export async function auditSignInFailure(
     const [current] = await tx
       .select({ id: adminActions.id, details: adminActions.details })
       .from(adminActions)
-      .where(and(eq(adminActions.action, "sign_in_failures_counted"), gte(adminActions.createdAt, window.since)))
+      .where(and(eq(adminActions.action, "sign_in_failures_counted"), gte(adminActions.createdAt, window.since), lte(adminActions.createdAt, window.until)))
       .orderBy(desc(adminActions.createdAt), desc(adminActions.id))
       .limit(1);
     if (current) {

@@ -259,7 +259,13 @@ export async function pruneWebhookEvents(db: Executor, olderThanMs: number, batc
       WITH due AS (
         SELECT e.id, e.created_at FROM webhook_events e
         WHERE e.created_at < now() - ${olderThanMs} * interval '1 millisecond'
-          ${after ? sql`AND (e.created_at > ${after.at}::timestamptz OR (e.created_at = ${after.at}::timestamptz AND e.id > ${after.id}::uuid))` : sql``}
+          ${
+            after
+              ? // The first condition is the index's range (created_at); the second drops what the last batch passed.
+                sql`AND e.created_at >= ${after.at}::timestamptz
+                    AND (e.created_at > ${after.at}::timestamptz OR e.id > ${after.id}::uuid)`
+              : sql``
+          }
           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
         ORDER BY e.created_at, e.id
         LIMIT ${batch}

@@ -88,21 +88,6 @@ describe("administrator sign-in", () => {
     expect((await signIn(ADMIN_TOKEN, "2001:db8:99:2::1")).kind).toBe("signed_in");
   });
 
-  it("counts failed sign-ins from one IPv6 /48 together too, with a higher limit than one /64's", async () => {
-    const limits = { ...DEFAULT_SIGN_IN_LIMITS, maxFailures: 2, maxFailuresPerNetwork: 3, windowMs: 60_000 };
-    const now = new Date("2026-01-03T10:00:00.000Z");
-    const signIn = (token: string, ipAddress: string) => signInAdministrator(t.db, { token, adminToken: ADMIN_TOKEN, ipAddress, userAgent: null, now, limits });
-    for (const ip of ["2001:db8:77:1::1", "2001:db8:77:2::1", "2001:db8:77:3::1"]) expect((await signIn("wrong", ip)).kind).toBe("invalid_token");
-    const refused = await signIn(ADMIN_TOKEN, "2001:db8:77:4::1");
-    expect(refused).toEqual({ kind: "rate_limited", retryAfterSeconds: 60 });
-    // Another /48 is another allocation; a refusal did not count, so the /64 that failed once is refused still.
-    expect((await signIn(ADMIN_TOKEN, "2001:db8:78:1::1")).kind).toBe("signed_in");
-    expect((await signIn(ADMIN_TOKEN, "2001:db8:77:1::2")).kind).toBe("rate_limited");
-    // IPv4 clients and tunnelled ones (6to4: an IPv4 host) have no wider network to count.
-    for (const ip of ["203.0.113.1", "203.0.113.2", "203.0.113.3"]) expect((await signIn("wrong", ip)).kind).toBe("invalid_token");
-    expect((await signIn(ADMIN_TOKEN, "203.0.113.4")).kind).toBe("signed_in");
-  });
-
   it("audits failures one by one up to a service-wide ceiling per window, then counts them in one row without IPs", async () => {
     const own = await createTestDatabase();
     try {
@@ -111,7 +96,7 @@ describe("administrator sign-in", () => {
       const at = (s: number) => new Date(start.getTime() + s * 1000);
       const guess = (i: number, now: Date) =>
         signInAdministrator(own.db, { token: `guess-${i}`, adminToken: ADMIN_TOKEN, ipAddress: `2001:db8:${i}::1`, userAgent: "bot", now, limits });
-      const results = await Promise.all(Array.from({ length: 8 }, (_, i) => guess(i + 1, at(i))));
+      const results = await Promise.all(Array.from({ length: 8 }, (_, i) => guess(i + 1, at(0))));
       expect(results.every((r) => r.kind === "invalid_token")).toBe(true);
       const rows = await own.db.select().from(adminActions).orderBy(adminActions.id);
       expect(rows.filter((r) => r.action === "sign_in_failed")).toHaveLength(3);

@@ -49,24 +49,18 @@ export const SIGNED_OUT_LOCALLY = { param: "signed-out", value: "database-unreac
 export type SignInLimits = {
   /** Failed sign-ins allowed per client identity (an IPv4 address, an IPv6 client's prefix) within `windowMs`. */
   maxFailures: number;
-  /**
-   * Failed sign-ins allowed per IPv6 /48 (NETWORK_PREFIX_LENGTH) within `windowMs`, when the client identity is a
-   * longer prefix: one allocation holds 65,536 /64s, and would otherwise get as many times `maxFailures`.
-   */
-  maxFailuresPerNetwork: number;
   /** Failures audited one by one (with their IP) within `windowMs`, service-wide; past it they are only counted. */
   maxAuditedFailures: number;
   windowMs: number;
 };
 /**
- * Five wrong tokens per client per 15 minutes, twenty per IPv6 /48, on the sign-in and `/metrics` together. ADMIN_TOKEN
- * has at least 32 varied characters (lib/config.ts), so this only slows guessing; what it bounds is the work and the
- * rows guesses cause.
+ * Five wrong tokens per client per 15 minutes, on the sign-in and `/metrics` together. ADMIN_TOKEN has at least 32
+ * varied characters (lib/config.ts): that is what stops guessing, and this only slows it. There is deliberately no
+ * limit across clients (a service-wide one, or one per IPv6 /48): it would let anyone in the administrator's network,
+ * or anyone at all, keep the right token out. What guesses from many clients could grow without bound, the audit's
+ * rows, has its ceiling instead (maxAuditedFailures).
  */
-export const DEFAULT_SIGN_IN_LIMITS: SignInLimits = { maxFailures: 5, maxFailuresPerNetwork: 20, maxAuditedFailures: 100, windowMs: 15 * 60 * 1000 };
-
-/** The IPv6 prefix an allocation (a customer, a site) usually holds: its /64s share the per-network sign-in limit. */
-export const NETWORK_PREFIX_LENGTH = 48;
+export const DEFAULT_SIGN_IN_LIMITS: SignInLimits = { maxFailures: 5, maxAuditedFailures: 100, windowMs: 15 * 60 * 1000 };
 
 export type SignInInput = {
   /** What the administrator typed. */
@@ -105,27 +99,17 @@ export async function verifyAdministratorToken(db: Database, input: TokenCheckIn
   const limits = input.limits ?? DEFAULT_SIGN_IN_LIMITS;
   const channel = input.channel ?? "sign_in";
 
-  const prefixLength = input.ipv6PrefixLength ?? 64;
-  const identity = clientIdentity(input.ipAddress, prefixLength);
-  const limiters = [{ key: identity, max: limits.maxFailures }];
-  // An IPv6 client counted by a prefix longer than its allocation's is counted by the allocation too.
-  if (identity.includes(":") && prefixLength > NETWORK_PREFIX_LENGTH)
-    limiters.push({ key: clientIdentity(input.ipAddress, NETWORK_PREFIX_LENGTH), max: limits.maxFailuresPerNetwork });
+  const limiterKey = clientIdentity(input.ipAddress, input.ipv6PrefixLength ?? 64);
   // Count this attempt first, then look at the window: concurrent guesses cannot all slip under the limit.
   const since = new Date(now.getTime() - limits.windowMs);
-  const hits = await Promise.all(limiters.map((limiter) => insertRateLimitHit(db, "admin_sign_in", limiter.key, now)));
-  let retryAfterMs = 0;
-  for (const limiter of limiters) {
-    const { count } = await countRateLimitHits(db, "admin_sign_in", limiter.key, since);
-    if (count <= limiter.max) continue;
-    // Room again once the (count - max)-th oldest failure leaves the window (this attempt's own hit is the newest,
-    // so it is never the one).
-    const freedAt = await nthRateLimitHitSince(db, "admin_sign_in", limiter.key, since, count - limiter.max);
-    retryAfterMs = Math.max(retryAfterMs, freedAt ? freedAt.getTime() + limits.windowMs - now.getTime() : limits.windowMs);
-  }
-  if (retryAfterMs > 0) {
+  const hitId = await insertRateLimitHit(db, "admin_sign_in", limiterKey, now);
+  const { count } = await countRateLimitHits(db, "admin_sign_in", limiterKey, since);
+  if (count > limits.maxFailures) {
     // A refused attempt is not a failure: it does not extend the lock-out.
-    await Promise.all(hits.map((id) => deleteRateLimitHit(db, id)));
+    await deleteRateLimitHit(db, hitId);
+    // Room again once the (count - max)-th oldest remaining failure leaves the window.
+    const freedAt = await nthRateLimitHitSince(db, "admin_sign_in", limiterKey, since, count - limits.maxFailures);
+    const retryAfterMs = freedAt ? freedAt.getTime() + limits.windowMs - now.getTime() : limits.windowMs;
     logger.warn("administrator sign-in rate limited", { ip: input.ipAddress, channel });
     return { kind: "rate_limited", retryAfterSeconds: retryAfterSeconds(retryAfterMs) };
   }
@@ -139,7 +123,7 @@ export async function verifyAdministratorToken(db: Database, input: TokenCheckIn
         details: { userAgent: input.userAgent, channel },
         createdAt: now,
       },
-      { since, maxAudited: limits.maxAuditedFailures },
+      { since, until: now, maxAudited: limits.maxAuditedFailures },
     );
     if (audit.kind === "audited") logger.warn("administrator sign-in failed", { ip: input.ipAddress, channel });
     // Past the audit's ceiling the log is told once per window, not once per guess.
@@ -152,7 +136,7 @@ export async function verifyAdministratorToken(db: Database, input: TokenCheckIn
   }
 
   // A success is not a failure: it leaves the counter as it was.
-  await Promise.all(hits.map((id) => deleteRateLimitHit(db, id)));
+  await deleteRateLimitHit(db, hitId);
   return { kind: "valid" };
 }
 
@@ -191,10 +175,9 @@ export const MAX_SESSION_COOKIES_TRIED = 3;
 /**
  * The active session for a cookie value, or null (absent, malformed, unknown, revoked, expired, or opened with
  * another ADMIN_TOKEN than `adminToken`, the configured one: changing or unsetting it ends every session). Given
- * every session cookie a request sent (lib/admin/http.ts sessionCookieValues), the first that is a live session: over
- * plain http, a cookie of the same name planted on
- * a longer path (by a sibling subdomain, or an http response tampered with on the way) comes first in the header, and
- * read alone it locked the administrator out.
+ * every session cookie a request sent (lib/admin/http.ts sessionCookieValues), the first that is a live session: a
+ * cookie of the same name planted on a longer path (by a sibling subdomain, or an http response tampered with on the
+ * way) comes first in the header, and read alone it locked the administrator out.
  */
 export async function authenticateAdminSession(
   db: Database,
