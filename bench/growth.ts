@@ -48,7 +48,7 @@ async function captureReadQueries(
     out.push({ name, queries: captured });
   };
   try {
-    await capture("GET /sponsorship/:id", () => reads.getSponsorshipRequest(db, sample.id));
+    await capture("GET /sponsorship/:id", () => reads.getSponsorshipRequest(db, sample.id, "service"));
     await capture("GET /wallets/:address/history", () => reads.getWalletHistory(db, sample.wallet as `0x${string}`, { cursor: undefined, limit: 50 }));
     if (sample.hash) await capture("GET /sponsorship/tx/:hash", () => reads.getSponsorshipRequestByTransactionHash(db, sample.hash!));
   } finally {

@@ -208,6 +208,8 @@ export function buildOpenApiDocument(): Record<string, unknown> {
           get: {
             operationId: "getSponsorshipRequest",
             summary: "A sponsorship request with its wallet and relay attempts",
+            description:
+              "`ipAddress` and `userAgent` are answered only to the client the request came from (the same IPv4 address or IPv6 prefix); anyone else gets null for both, as from GET /sponsorship/tx/{hash}: the id is public data.",
             parameters: [idParam("Sponsorship request id")],
             responses: { "200": success("The request", "SponsorshipRequestDetail"), ...errorResponses(["invalid_id", "request_not_found"]) },
           },

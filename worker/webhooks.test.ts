@@ -89,7 +89,7 @@ describe("webhooks of request transitions", () => {
     await worker([a.url, b.url]);
     const { id } = await createRequest(fx);
     await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed");
-    const record = await getSponsorshipRequest(fx.database.db, id);
+    const record = await getSponsorshipRequest(fx.database.db, id, "service");
     for (const r of [a, b]) {
       const events = await waitFor("three events at the endpoint", async () => (eventsOf(r, id).length >= 3 ? eventsOf(r, id) : undefined));
       expect(events.map((e) => e.json.type)).toEqual(TRANSITIONS);
@@ -143,7 +143,7 @@ describe("webhooks of request transitions", () => {
       // Terminal now: GET's record no longer changes. The terminal event's data is that record; an earlier one's is the
       // record as it stood at its transition: its status, the later transitions' timestamps still null, and the relay
       // transactions of that moment (none when approved; when relayed, the attempt just stored, before its broadcast).
-      const { ipAddress: _ip, userAgent: _ua, ...record } = (await getSponsorshipRequest(fx.database.db, id))!;
+      const { ipAddress: _ip, userAgent: _ua, ...record } = (await getSponsorshipRequest(fx.database.db, id, "service"))!;
       const last = events.at(-1)!;
       expect(last.json.data, `${last.json.type} of ${id}`).toEqual(record);
       for (const e of events.slice(0, -1)) {

@@ -79,7 +79,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A sponsorship request with its wallet and relay attempts */
+        /**
+         * A sponsorship request with its wallet and relay attempts
+         * @description `ipAddress` and `userAgent` are answered only to the client the request came from (the same IPv4 address or IPv6 prefix); anyone else gets null for both, as from GET /sponsorship/tx/{hash}: the id is public data.
+         */
         get: operations["getSponsorshipRequest"];
         put?: never;
         post?: never;
@@ -335,9 +338,9 @@ export interface components {
             rejectedAt: string | null;
             completedAt: string | null;
             failedAt: string | null;
-            /** @description The requester's IP address; null once the request ended longer ago than the operator's IP retention (IP_RETENTION_DAYS) */
+            /** @description The requester's IP address, answered only to the client the request came from (null for anyone else); null too once the request ended longer ago than the operator's IP retention (IP_RETENTION_DAYS) */
             ipAddress: string | null;
-            /** @description The requester's User-Agent, null without the header; null too once the request ended longer ago than the IP retention */
+            /** @description The requester's User-Agent, answered only to the client the request came from (null for anyone else), null without the header; null too once the request ended longer ago than the IP retention */
             userAgent: string | null;
             eligibilityReason: components["schemas"]["EligibilityReason"];
             wallet: {
@@ -384,9 +387,9 @@ export interface components {
             rejectedAt: string | null;
             completedAt: string | null;
             failedAt: string | null;
-            /** @description Always null here: a transaction hash is public (GET /sponsorship/{id} shows it) */
+            /** @description Always null here: a transaction hash is public (GET /sponsorship/{id} shows it to the requester) */
             ipAddress: null;
-            /** @description Always null here: a transaction hash is public (GET /sponsorship/{id} shows it) */
+            /** @description Always null here: a transaction hash is public (GET /sponsorship/{id} shows it to the requester) */
             userAgent: null;
             eligibilityReason: components["schemas"]["EligibilityReason"];
             wallet: {

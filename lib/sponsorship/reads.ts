@@ -14,28 +14,47 @@ import { SponsorshipError } from "./errors";
 
 /** The read side of the interface: requests, relay records and a wallet's history. */
 
-/** GET /sponsorship/:id: one round trip for the request, its wallet and its relay attempts. */
-export async function getSponsorshipRequest(db: Executor, id: string, now: Date = clockNow()): Promise<RequestDetailView> {
-  const request = await findRequestDetail(db, id, now);
-  if (!request) throw new SponsorshipError("request_not_found", `No sponsorship request ${id}`);
-  return request;
+/**
+ * Who reads a request: a client by its identity (lib/sponsorship/client-identity.ts, as the limits key it), or the
+ * service itself (its tests and benchmarks).
+ */
+export type RequestReader = { clientKey: string } | "service";
+
+/** A request as someone other than its requester reads it: the requester's IP and User-Agent withheld. */
+export type PublicRequestDetailView = Omit<RequestDetailView, "ipAddress" | "userAgent"> & { ipAddress: null; userAgent: null };
+
+/**
+ * GET /sponsorship/:id: one round trip for the request, its wallet and its relay attempts. `ipAddress` and
+ * `userAgent` are answered to the client the request came from (the same client identity: its IPv4 address or IPv6
+ * prefix) and are null for anyone else (decisions.md, "Privacy": nobody may link a sponsored wallet to the IP that
+ * asked for it from public data). The id is not secret: `GET /sponsorship/tx/:hash` and a wallet's history, both read
+ * from public values, answer it.
+ */
+export async function getSponsorshipRequest(
+  db: Executor,
+  id: string,
+  reader: RequestReader,
+  now: Date = clockNow(),
+): Promise<RequestDetailView | PublicRequestDetailView> {
+  const row = await findRequestDetail(db, id, now);
+  if (!row) throw new SponsorshipError("request_not_found", `No sponsorship request ${id}`);
+  const { requesterKey, ...request } = row;
+  if (reader === "service" || (requesterKey !== null && requesterKey === reader.clientKey)) return request;
+  return { ...request, ipAddress: null, userAgent: null };
 }
 
 // Case-insensitive as a whole (decisions.md: "Transaction hashes are matched case-insensitively"), the 0X prefix too.
 const TRANSACTION_HASH = /^0x[0-9a-f]{64}$/i;
 
-/** A request found by a public value: the requester's IP and User-Agent withheld. */
-export type PublicRequestDetailView = Omit<RequestDetailView, "ipAddress" | "userAgent"> & { ipAddress: null; userAgent: null };
-
 /**
  * GET /sponsorship/tx/:hash: matched case-insensitively; a string that cannot be a hash matches nothing.
- * A transaction hash is public, so the record comes without `ipAddress` and `userAgent` (null): nobody watching
- * the chain may link a sponsored wallet to the IP that asked for it (decisions.md, "Privacy"). The request id
- * is known to its requester alone, so GET /sponsorship/:id keeps both.
+ * A transaction hash is public, so the record comes without `ipAddress` and `userAgent` (null), whoever asks: nobody
+ * watching the chain may link a sponsored wallet to the IP that asked for it (decisions.md, "Privacy").
  */
 export async function getSponsorshipRequestByTransactionHash(db: Executor, hash: string, now: Date = clockNow()): Promise<PublicRequestDetailView> {
-  const request = TRANSACTION_HASH.test(hash) ? await findRequestDetailByTransactionHash(db, hash, now) : undefined;
-  if (!request) throw new SponsorshipError("request_not_found", "No sponsorship request has a relay transaction with this hash");
+  const row = TRANSACTION_HASH.test(hash) ? await findRequestDetailByTransactionHash(db, hash, now) : undefined;
+  if (!row) throw new SponsorshipError("request_not_found", "No sponsorship request has a relay transaction with this hash");
+  const { requesterKey: _requesterKey, ...request } = row;
   return { ...request, ipAddress: null, userAgent: null };
 }
 

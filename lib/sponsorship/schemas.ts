@@ -115,21 +115,22 @@ export const relayTransactionSummary = named("RelayTransactionSummary", z.strict
 export type RelayTransactionSummary = z.infer<typeof relayTransactionSummary>;
 
 /**
- * GET /sponsorship/:id and GET /sponsorship/tx/:hash: the full guided-flow record. A request that ended longer ago
- * than IP_RETENTION_DAYS has lost its IP address and User-Agent (db/queries/ip-retention.ts): both null. The 201 and
+ * GET /sponsorship/:id and GET /sponsorship/tx/:hash: the full guided-flow record. Its IP address and User-Agent are
+ * answered to the requester's own client identity alone (lib/sponsorship/reads.ts), and a request that ended longer
+ * ago than IP_RETENTION_DAYS has lost them (db/queries/ip-retention.ts): both null. The 201 and
  * the replay of POST /sponsorship/request always carry the address (an open request, or one of seconds ago).
  */
 export const sponsorshipRequestDetailResponse = named(
   "SponsorshipRequestDetail",
   sponsorshipRequestResponse.extend({
-    ipAddress: z
-      .string()
-      .nullable()
-      .meta({ description: "The requester's IP address; null once the request ended longer ago than the operator's IP retention (IP_RETENTION_DAYS)" }),
-    userAgent: z
-      .string()
-      .nullable()
-      .meta({ description: "The requester's User-Agent, null without the header; null too once the request ended longer ago than the IP retention" }),
+    ipAddress: z.string().nullable().meta({
+      description:
+        "The requester's IP address, answered only to the client the request came from (null for anyone else); null too once the request ended longer ago than the operator's IP retention (IP_RETENTION_DAYS)",
+    }),
+    userAgent: z.string().nullable().meta({
+      description:
+        "The requester's User-Agent, answered only to the client the request came from (null for anyone else), null without the header; null too once the request ended longer ago than the IP retention",
+    }),
     wallet: z.strictObject({
       id: uuid,
       walletAddress: walletAddressOutput,
@@ -148,8 +149,8 @@ export type SponsorshipRequestDetailResponse = z.infer<typeof sponsorshipRequest
 export const sponsorshipRequestByTransactionResponse = named(
   "SponsorshipRequestByTransaction",
   sponsorshipRequestDetailResponse.extend({
-    ipAddress: z.null().meta({ description: "Always null here: a transaction hash is public (GET /sponsorship/{id} shows it)" }),
-    userAgent: z.null().meta({ description: "Always null here: a transaction hash is public (GET /sponsorship/{id} shows it)" }),
+    ipAddress: z.null().meta({ description: "Always null here: a transaction hash is public (GET /sponsorship/{id} shows it to the requester)" }),
+    userAgent: z.null().meta({ description: "Always null here: a transaction hash is public (GET /sponsorship/{id} shows it to the requester)" }),
   }),
 );
 export type SponsorshipRequestByTransactionResponse = z.infer<typeof sponsorshipRequestByTransactionResponse>;

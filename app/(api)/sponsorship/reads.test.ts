@@ -62,7 +62,7 @@ async function relayedRequest() {
 describe("GET /sponsorship/:id", () => {
   it("returns the full record: request fields, eligibilityReason, wallet and relayTransactions ([] while none exists)", async () => {
     const request = await createdRequest();
-    const answer = await callApi({ path: `/sponsorship/${request.id}` });
+    const answer = await callApi({ path: `/sponsorship/${request.id}`, ip: request.ipAddress });
     expect(answer.status).toBe(200);
     const detail = sponsorshipRequestDetailResponse.parse(answer.json);
     expect(detail).toEqual({
@@ -125,10 +125,10 @@ describe("GET /sponsorship/tx/:hash", () => {
     }
   });
 
-  it("answers ipAddress and userAgent as null: a transaction hash is public, the request id is not (decisions.md, Privacy)", async () => {
+  it("answers ipAddress and userAgent as null: a transaction hash is public (decisions.md, Privacy)", async () => {
     const { request, second } = await relayedRequest();
-    const byId = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${request.id}` })).json);
-    // The id keeps both: it is known to its requester alone.
+    const byId = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${request.id}`, ip: request.ipAddress })).json);
+    // The requester, asking by id, sees both.
     expect(byId.ipAddress).toBe(request.ipAddress);
     expect(byId.userAgent).toBe(request.userAgent);
     expect(byId.userAgent).not.toBeNull();
@@ -140,6 +140,35 @@ describe("GET /sponsorship/tx/:hash", () => {
     expect(byHash).toHaveProperty("userAgent", null);
     expect(JSON.stringify(byHash)).not.toContain(request.ipAddress);
     expect(JSON.stringify(byHash)).not.toContain(request.userAgent!);
+  });
+
+  it("gives away no IP through the id either: GET /sponsorship/:id answers both fields to the requester's client identity alone", async () => {
+    const { request, second } = await relayedRequest();
+    // The id is public data: this answer, and the wallet's history, give it to anyone holding the hash or the address.
+    const byHash = sponsorshipRequestByTransactionResponse.parse((await callApi({ path: `/sponsorship/tx/${second.hash}`, ip: "192.0.2.99" })).json);
+    const history = (await callApi({ path: `/wallets/${request.walletAddress}/history`, ip: "192.0.2.99" })).json as { requests: { id: string }[] };
+    expect(history.requests.map((r) => r.id)).toContain(byHash.id);
+    // Before: anyone with the id got the requester's IP and User-Agent.
+    const stranger = await callApi({ path: `/sponsorship/${byHash.id}`, ip: "192.0.2.99" });
+    expect(stranger.status).toBe(200);
+    const seen = sponsorshipRequestDetailResponse.parse(stranger.json);
+    expect(seen).toMatchObject({ id: request.id, ipAddress: null, userAgent: null });
+    expect(stranger.text).not.toContain(request.ipAddress);
+    expect(stranger.text).not.toContain(request.userAgent!);
+    // Everything else is the requester's answer.
+    const own = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${request.id}`, ip: request.ipAddress })).json);
+    expect(seen).toEqual({ ...own, ipAddress: null, userAgent: null });
+  });
+
+  it("counts the requester by its client identity: another address of its IPv6 /64 sees both fields, another /64 does not", async () => {
+    const address = randomAddress();
+    await callApi({ path: "/wallets/register", body: { walletAddress: address } });
+    const created = await callApi({ path: "/sponsorship/request", body: { walletAddress: address }, ip: "2001:db8:5:6::1", headers: { "user-agent": "v6" } });
+    expect(created.status).toBe(201);
+    const { id } = sponsorshipRequestResponse.parse(created.json);
+    const read = async (ip: string) => sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${id}`, ip })).json);
+    expect(await read("2001:db8:5:6:ffff::9")).toMatchObject({ ipAddress: "2001:db8:5:6::1", userAgent: "v6" });
+    expect(await read("2001:db8:5:7::1")).toMatchObject({ ipAddress: null, userAgent: null });
   });
 
   it("answers 404 request_not_found when no relay has the hash, and 400 invalid_hash over 1,024 characters", async () => {
@@ -184,7 +213,8 @@ describe("a request whose IP address and User-Agent were removed (IP_RETENTION_D
       .update(sponsorshipRequests)
       .set({ status: "failed", failedAt: relayed.at, failureReason: "test", statusActor: "worker:test" })
       .where(eq(sponsorshipRequests.id, relayed.request.id));
-    const before = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${relayed.request.id}` })).json);
+    const before = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${relayed.request.id}`, ip: relayed.request.ipAddress })).json);
+    expect(before.ipAddress).toBe(relayed.request.ipAddress);
     await ctx.t.db.update(sponsorshipRequests).set({ ipAddress: null, userAgent: null, clientKey: null }).where(eq(sponsorshipRequests.id, relayed.request.id));
     return { ...relayed, before };
   }
@@ -192,7 +222,8 @@ describe("a request whose IP address and User-Agent were removed (IP_RETENTION_D
   it("is still answered by every read, with ipAddress and userAgent null and every other field as it was", async () => {
     const { request, first, before } = await requestWithoutPersonalData();
 
-    const byId = await callApi({ path: `/sponsorship/${request.id}` });
+    // Null for the requester too.
+    const byId = await callApi({ path: `/sponsorship/${request.id}`, ip: request.ipAddress });
     expect(byId.status).toBe(200);
     expect(sponsorshipRequestDetailResponse.parse(byId.json)).toEqual({ ...before, ipAddress: null, userAgent: null });
 
@@ -256,12 +287,12 @@ describe("a request whose IP address and User-Agent were removed (IP_RETENTION_D
       submittedAt: at,
       confirmedAt: at,
     });
-    const before = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${old!.id}` })).json);
+    const before = sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${old!.id}`, ip: "203.0.113.77" })).json);
     expect(before.ipAddress).toBe("203.0.113.77");
 
     expect((await removeExpiredPersonalData(ctx.t.db, { retentionDays: 90 })).requests).toBe(1);
 
-    const answer = await callApi({ path: `/sponsorship/${old!.id}` });
+    const answer = await callApi({ path: `/sponsorship/${old!.id}`, ip: "203.0.113.77" });
     expect(answer.status).toBe(200);
     expect(sponsorshipRequestDetailResponse.parse(answer.json)).toEqual({ ...before, ipAddress: null, userAgent: null });
     expect((await callApi({ path: `/sponsorship/tx/${relay.hash}` })).status).toBe(200);
