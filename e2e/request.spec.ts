@@ -359,7 +359,35 @@ test.describe.serial("requesting gas on /request", () => {
     expect(outline).not.toBe("none");
     await page.keyboard.press("Enter");
     await expect(request.progress).toBeVisible();
+    // The button was disabled while the request was sent, which drops the focus to the page: it goes to the
+    // progress's heading instead, and the next Tab leads on from there.
+    await expect(page.getByRole("heading", { name: "Your request" })).toBeFocused();
     await expect(request.status).toHaveText(/Status: (Pending|Approved|Relayed|Completed)/);
+  });
+
+  test("a page opened on a closed faucet asks again when the tab comes back into view", async ({ page }) => {
+    let answers = 0;
+    // A budget spent for an hour: the page's next timed read would come in an hour, and a hidden tab skips it.
+    await page.route("**/faucet", async (route) => {
+      answers++;
+      const response = await route.fetch();
+      const body = { ...(await response.json()), state: answers === 1 ? "budget_exhausted" : "operating", retryAfterSeconds: answers === 1 ? 3600 : null };
+      await route.fulfill({ response, json: body });
+    });
+    const request = new RequestPage(page);
+    await request.goto();
+    await expect(page.getByTestId("faucet-state")).not.toHaveText("Operating");
+    await expect(request.submit).toBeDisabled();
+    // The tab hidden, then shown again (what a return to it after the hour dispatches).
+    await page.evaluate(() => {
+      for (const state of ["hidden", "visible"]) {
+        Object.defineProperty(document, "visibilityState", { configurable: true, get: () => state });
+        document.dispatchEvent(new Event("visibilitychange", { bubbles: true }));
+      }
+    });
+    // Before: no read until the hour's timer, so the form stayed closed past the countdown's end.
+    await expect(page.getByTestId("faucet-state")).toHaveText("Operating");
+    await expect(request.submit).toBeEnabled();
   });
 });
 
@@ -438,9 +466,12 @@ test.describe.serial("the faucet's status on /request", () => {
     try {
       await openRequestShowingFaucet(page, "Paused");
       const notice = page.getByRole("status").filter({ hasText: "The faucet is paused by its operator" });
-      await expect(notice).toContainText(/You can try again in (about \d+ minutes?|less than a minute)\./);
+      // A pause has no end: the wait is when the page looks again, not when a try would succeed.
+      await expect(notice).toContainText(/This page checks again in (about \d+ minutes?|less than a minute)\./);
+      await expect(notice).not.toContainText("You can try again");
       const countdown = page.getByTestId("retry-countdown");
       await expect(countdown).toBeVisible();
+      await expect(page.getByText(/^Checking again in \d+:\d\d\.$/)).toBeVisible();
       expect(await liveRegionAround(countdown)).toBeNull();
       const announced = await recordLiveAnnouncements(page);
       const first = await countdown.innerText();

@@ -35,6 +35,10 @@ afterEach(async () => {
   for (const w of workers.splice(0)) await w.stop();
   await r?.close();
   await fx.database.db.execute(sql`UPDATE webhook_endpoints SET active = false WHERE active`);
+  // Each test starts with the fixture's 12 sponsorships. The first spends as many as it needs requests until both
+  // workers have read the treasury (8 on a loaded machine, 12 once in CI): the later tests' requests then waited,
+  // approved, for a treasury short of funds, and their relays never came.
+  await anvilRpc(fx, "anvil_setBalance", [fx.deployment.treasuryAddress, `0x${(12n * SPONSOR_AMOUNT).toString(16)}`]);
 });
 
 async function worker(
@@ -109,24 +113,17 @@ describe("alerts", () => {
     );
     expect(open[0]!.n).toBe(0); // nothing to relay: the relay stage never reads the treasury
     const treasury = fx.deployment.treasuryAddress;
-    const balance = await fx.clients.getBalance({ address: treasury });
     r = await startWebhookReceiver();
-    // 12 sponsorships left against a threshold of 5: not low when the worker starts. Set, not assumed: the first test
-    // spends as many as it needed requests until both workers had read the treasury (8 on a loaded machine: 4 left).
-    await anvilRpc(fx, "anvil_setBalance", [treasury, `0x${(12n * SPONSOR_AMOUNT).toString(16)}`]);
+    // 12 sponsorships left against a threshold of 5 (afterEach set them): not low when the worker starts.
     const w = await worker({ RELAYER_PRIVATE_KEYS: fx.relayerKeys[0]!, TREASURY_LOW_SPONSORSHIPS: "5" }, { treasuryRefreshMs: 200 });
     // The stages' read notes the chain's health, the clock of the stage deadline: beside the stages it must not be used.
     w.ctx.chain.treasuryState = () => Promise.reject(new Error("the stages' treasury read, used beside the stages"));
     await waitFor("the worker to read the treasury", async () => (w.ctx.status.treasury ? true : undefined));
-    try {
-      // Drained while nothing is sent (the owner withdrew): 2 sponsorships left.
-      await anvilRpc(fx, "anvil_setBalance", [treasury, `0x${(2n * SPONSOR_AMOUNT).toString(16)}`]);
-      // Before: an idle worker never read the treasury again, so no alert came until the next relay.
-      await waitFor("treasury.low delivered", async () => received("treasury.low").length >= 1);
-      expect(received("treasury.low")[0]!.data).toMatchObject({ threshold: 5, sponsorshipsLeft: 2, amountWei: SPONSOR_AMOUNT.toString() });
-    } finally {
-      await anvilRpc(fx, "anvil_setBalance", [treasury, `0x${balance.toString(16)}`]);
-    }
+    // Drained while nothing is sent (the owner withdrew): 2 sponsorships left (afterEach funds it again).
+    await anvilRpc(fx, "anvil_setBalance", [treasury, `0x${(2n * SPONSOR_AMOUNT).toString(16)}`]);
+    // Before: an idle worker never read the treasury again, so no alert came until the next relay.
+    await waitFor("treasury.low delivered", async () => received("treasury.low").length >= 1);
+    expect(received("treasury.low")[0]!.data).toMatchObject({ threshold: 5, sponsorshipsLeft: 2, amountWei: SPONSOR_AMOUNT.toString() });
   });
 
   it("sends fees.above_ceiling when the base fee rises above MAX_FEE_PER_GAS_GWEI, and again only after it fell and rose again", async () => {

@@ -14,7 +14,7 @@ export const FAUCET_QUERY_KEY = ["faucet"] as const;
 /**
  * The faucet's status (GET /faucet) on react-query, read when the page opens and polled after: every 15 s while it
  * serves or cannot be read, and exactly when it says to look again (`retryAfterSeconds`, where the form's countdown
- * ends) while it does not serve. Every component that asks shares the one query. `status` is null until the first answer;
+ * ends) while it does not serve, and again whenever the tab comes back into view. Every component that asks shares the one query. `status` is null until the first answer;
  * `answer` changes with each answer (a countdown keyed on it restarts); `unavailable` is true while the latest read
  * failed (`status` is then the last answer that came, if any, and no longer to be trusted).
  */
@@ -34,7 +34,9 @@ export function useFaucetStatus(): { status: FaucetStatusView | null; answer: nu
       const retryAfter = data && !describeFaucet(data).serving ? data.retryAfterSeconds : null;
       return typeof retryAfter === "number" ? retryAfter * 1000 : FAUCET_POLL_MS;
     },
-    refetchOnWindowFocus: false,
+    // A hidden tab's timed read is skipped (react-query), so a closed faucet's next look could come a whole
+    // `retryAfterSeconds` late (a day budget: a day) while the countdown says "try again now": coming back asks again.
+    refetchOnWindowFocus: true,
   });
   return { status: query.data ?? null, answer: query.dataUpdatedAt, unavailable: query.isError };
 }

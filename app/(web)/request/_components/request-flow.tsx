@@ -5,7 +5,7 @@ import { useId, useRef, useState, type FormEvent } from "react";
 import { card, primaryButton, secondaryButton, textInput } from "../../_components/styles";
 import { createSponsorshipRequest, getWalletHistory, OPEN_STATUSES, registerWallet, type ApiProblem } from "../_lib/api";
 import { describeFaucet } from "../_lib/faucet-words";
-import { checkAddress, describeProblem, describeWait } from "../_lib/problems";
+import { checkAddress, describeProblem, describeRecheck, describeWait } from "../_lib/problems";
 import { ConnectWallet } from "./connect-wallet";
 import { Countdown } from "./countdown";
 import { FAUCET_QUERY_KEY, FaucetSummary, useFaucetStatus } from "./faucet-summary";
@@ -41,6 +41,8 @@ export function RequestFlow({
   const [refusal, setRefusal] = useState<ShownRefusal | null>(null);
   const [trackedId, setTrackedId] = useState<string | null>(initialRequestId);
   const serial = useRef(0);
+  /** The progress shown takes the focus: it follows a request this page sent (or a refusal's link), not one of ?id=. */
+  const [focusProgress, setFocusProgress] = useState(false);
   const queryClient = useQueryClient();
   const { status: faucet, answer: faucetAnswer, unavailable: faucetUnavailable } = useFaucetStatus();
   const faucetWords = faucet ? describeFaucet(faucet) : null;
@@ -49,6 +51,9 @@ export function RequestFlow({
    * on a current answer: while GET /faucet fails an old "paused" does not hold the form (the API's answer decides).
    */
   const closed = !faucetUnavailable && faucetWords !== null && !faucetWords.serving;
+  // Only the budget's refusal ends at a known time (its window frees a slot); a pause, an empty treasury or an
+  // unreachable chain has none, and its retry time is only when the page looks again.
+  const closedUntilKnown = faucet?.state === "budget_exhausted";
 
   const check = checkAddress(address);
   const fieldError = check.message && (!check.partial || showIncomplete) ? check.message : null;
@@ -97,6 +102,7 @@ export function RequestFlow({
       if (!registered.ok) return await refuse(registered.problem, wallet);
       const created = await createSponsorshipRequest(wallet);
       if (!created.ok) return await refuse(created.problem, wallet);
+      setFocusProgress(true);
       track(created.data.id);
     } finally {
       setSubmitting(false);
@@ -177,11 +183,15 @@ export function RequestFlow({
             {closed && faucetWords && faucet && (
               <>
                 <p className="font-medium">{faucetWords.sentence}</p>
-                {faucet.retryAfterSeconds !== null && <p className="sr-only">{describeWait(faucet.retryAfterSeconds)}</p>}
+                {faucet.retryAfterSeconds !== null && (
+                  <p className="sr-only">{closedUntilKnown ? describeWait(faucet.retryAfterSeconds) : describeRecheck(faucet.retryAfterSeconds)}</p>
+                )}
               </>
             )}
           </div>
-          {closed && faucet && faucet.retryAfterSeconds !== null && <Countdown key={faucetAnswer} seconds={faucet.retryAfterSeconds} />}
+          {closed && faucet && faucet.retryAfterSeconds !== null && (
+            <Countdown key={faucetAnswer} seconds={faucet.retryAfterSeconds} recheck={!closedUntilKnown} />
+          )}
         </div>
       </form>
 
@@ -191,6 +201,7 @@ export function RequestFlow({
           refusal={refusal}
           onFollow={(id) => {
             setRefusal(null);
+            setFocusProgress(true);
             track(id);
           }}
         />
@@ -203,6 +214,7 @@ export function RequestFlow({
           explorerUrl={explorerUrl}
           walletRpcUrl={walletRpcUrl}
           onWallet={(wallet) => setAddress((current) => (current === "" ? wallet : current))}
+          takeFocus={focusProgress}
         />
       )}
     </div>

@@ -1,7 +1,7 @@
 "use client";
 
 import { useEffect, useRef } from "react";
-import { card } from "../../_components/styles";
+import { card, focusRing } from "../../_components/styles";
 import { STATUS_LABELS } from "../../_lib/status-labels";
 import type { SponsorshipRequestView } from "../_lib/api";
 import { describeOutcome } from "../_lib/problems";
@@ -32,13 +32,22 @@ export function RequestProgress({
   explorerUrl,
   walletRpcUrl,
   onWallet,
+  takeFocus = false,
 }: {
   id: string;
   explorerUrl: string | null;
   walletRpcUrl: string | null;
   onWallet: (wallet: string) => void;
+  /** Move the focus to the heading when shown: the request was just sent (its button was disabled meanwhile, and a
+   * disabled button loses the focus to the page). Not on a page opened with ?id=. */
+  takeFocus?: boolean;
 }) {
   const { request, problem, connectionLost } = useSponsorshipRequest(id);
+  const headingRef = useRef<HTMLHeadingElement>(null);
+  const takeFocusRef = useRef(takeFocus);
+  useEffect(() => {
+    if (takeFocusRef.current) headingRef.current?.focus();
+  }, []);
 
   // The form shows the followed request's wallet (a reload with ?id= starts with an empty field).
   const onWalletRef = useRef(onWallet);
@@ -68,7 +77,7 @@ export function RequestProgress({
   return (
     <section aria-labelledby="progress-title" className={card}>
       <div className="flex flex-wrap items-baseline justify-between gap-2">
-        <h2 id="progress-title" className="text-lg font-semibold text-slate-900">
+        <h2 id="progress-title" ref={headingRef} tabIndex={-1} className={`text-lg font-semibold text-slate-900 ${focusRing}`}>
           Your request
         </h2>
         <p className="text-sm text-slate-700" aria-live="polite">

@@ -107,7 +107,8 @@ export function RequestTimeline({ request }: { request: SponsorshipRequestView |
               }`}
             >
               {step.label}
-              <span className="sr-only">: {STATE_WORDS[step.state]}</span>
+              {/* Until the first read answers nothing is known: not "not yet" for a request already received. */}
+              <span className="sr-only">: {request ? STATE_WORDS[step.state] : "loading"}</span>
             </p>
             <p className="h-5 text-sm text-slate-700 tabular-nums">
               {step.at ? <time dateTime={step.at}>{formatTime(step.at)}</time> : step.state === "current" ? "working on it…" : "\u00a0"}

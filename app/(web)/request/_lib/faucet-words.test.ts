@@ -21,5 +21,10 @@ describe("the faucet's status in plain words", () => {
     expect(formatUsualTime(4.4)).toBe("about 4 seconds");
     expect(formatUsualTime(1)).toBe("about 1 second");
     expect(formatUsualTime(600)).toBe("about 10 minutes");
+    // Under half a second is shown as one, in the singular (before: "about 1 seconds").
+    expect(formatUsualTime(0.4)).toBe("about 1 second");
+    expect(formatUsualTime(5_399)).toBe("about 90 minutes");
+    expect(formatUsualTime(3 * 3600)).toBe("about 3 hours");
+    expect(formatUsualTime(5_400)).toBe("about 2 hours");
   });
 });

@@ -31,9 +31,14 @@ export function formatAmount(amountWei: string, symbol: string): string {
   return `${formatUnits(BigInt(amountWei), 18)} ${symbol}`;
 }
 
-/** "about 12 seconds" / "about 3 minutes", or null without data. */
+/** "about 12 seconds" / "about 3 minutes" / "about 2 hours", or null without data. */
 export function formatUsualTime(seconds: number | null): string | null {
   if (seconds === null) return null;
-  if (seconds < 90) return `about ${Math.max(1, Math.round(seconds))} second${Math.round(seconds) === 1 ? "" : "s"}`;
-  return `about ${Math.round(seconds / 60)} minutes`;
+  if (seconds < 90) {
+    const n = Math.max(1, Math.round(seconds));
+    return `about ${n} second${n === 1 ? "" : "s"}`;
+  }
+  if (seconds < 90 * 60) return `about ${Math.round(seconds / 60)} minutes`;
+  const hours = Math.round(seconds / 3600);
+  return `about ${hours} hour${hours === 1 ? "" : "s"}`;
 }

@@ -172,3 +172,14 @@ export function describeWait(seconds: number): string {
   const hours = Math.ceil(minutes / 60);
   return `You can try again in about ${hours} hour${hours === 1 ? "" : "s"}.`;
 }
+
+/**
+ * The wait of a closed faucet whose state has no known end (paused, empty, the chain unreachable), in words: when the
+ * page looks again (GET /faucet's `retryAfterSeconds`), not a promise that a try will then succeed.
+ */
+export function describeRecheck(seconds: number): string {
+  const s = Math.max(0, Math.ceil(seconds));
+  if (s < 60) return "This page checks again in less than a minute.";
+  const minutes = Math.ceil(s / 60);
+  return `This page checks again in about ${minutes} minute${minutes === 1 ? "" : "s"}.`;
+}
