@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkAddress, describeOutcome, describeProblem, describeWait, formatCountdown } from "./problems";
+import { checkAddress, describeOutcome, describeProblem, describeRecheck, describeWait, formatCountdown } from "./problems";
 
 describe("refusals in plain words", () => {
   it.each([
@@ -105,5 +105,14 @@ describe("a wait in words, for screen readers (the countdown itself is not read 
     [5400, "You can try again in about 2 hours."],
   ])("says %i s as %j", (seconds, words) => {
     expect(describeWait(seconds)).toBe(words);
+  });
+
+  // A closed faucet without a known end (paused, empty, the chain unreachable): when the page looks again.
+  it.each([
+    [30, "This page checks again in less than a minute."],
+    [60, "This page checks again in about 1 minute."],
+    [120, "This page checks again in about 2 minutes."],
+  ])("says a re-check in %i s as %j", (seconds, words) => {
+    expect(describeRecheck(seconds)).toBe(words);
   });
 });
