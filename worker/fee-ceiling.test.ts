@@ -197,37 +197,6 @@ describe("a fee spike before the first broadcast", () => {
   }, 60_000);
 });
 
-describe("MAX_FEE_PER_GAS_GWEI and an attempt no node has taken", () => {
-  it("re-prices it under the ceiling once the base fee overtook it, where a bump over its fee would pass the ceiling", async () => {
-    // 3 x 15 gwei + the tip: an attempt at 45-47 gwei, within 12.5% of the 50-gwei ceiling.
-    await mineWithBaseFee(15n * GWEI);
-    worker = await startInProcessWorker(fx, { RPC_URL: proxy.url, RELAY_TIMEOUT_MS: "1000", MAX_FEE_PER_GAS_GWEI: String(CEILING_GWEI) });
-    holdBroadcasts = true;
-    const { id } = await createRequest(fx);
-    const first = await waitFor("the first attempt stored, not broadcast", async () => {
-      const [r] = await readRelays(fx, id);
-      return r?.status === "queued" ? r : undefined;
-    });
-    expect(first.maxFeePerGas! + (first.maxFeePerGas! + 7n) / 8n).toBeGreaterThan(CEILING); // what a bump would ask
-    // The base fee passes the attempt's max fee and stays under the ceiling: the last block's, and the next one's
-    // (set again after the spike's block, as a congested network keeps it), so the node refuses the attempt ("max fee
-    // per gas less than block base fee"). Not "above the ceiling": a transaction at the ceiling is mined.
-    const spike = (first.maxFeePerGas! + CEILING) / 2n;
-    await mineWithBaseFee(spike);
-    await anvilRpc(fx, "anvil_setNextBlockBaseFeePerGas", [`0x${spike.toString(16)}`]);
-    holdBroadcasts = false;
-    // Before: "not replaced: above the ceiling" every pass, and the relayer wedged until the base fee fell.
-    await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed", 30_000);
-    const relays = await readRelays(fx, id);
-    expect(relays.map((r) => [r.relayAttempt, r.nonce, r.status])).toEqual([
-      [1, first.nonce, "failed"],
-      [2, first.nonce, "confirmed"],
-    ]);
-    expect(relays[1]!.maxFeePerGas!).toBeLessThanOrEqual(CEILING);
-    expect(relays[1]!.maxFeePerGas!).toBeGreaterThanOrEqual(spike);
-  }, 60_000);
-});
-
 describe("the fee ceiling's episode", () => {
   it("measures how long fees were above the ceiling on a monotonic clock: a step of the wall clock does not change it", () => {
     const watch = new FeeCeilingWatch(10n);

@@ -14,7 +14,7 @@ import { isOpen, type ConfirmState, type Group } from "./state";
 
 /**
  * Replacing a group unmined for RELAY_TIMEOUT_MS: the request's next attempt at the same nonce with fees >= +12.5%
- * (./transactions.ts prices the bump; at today's fees when no node ever took a transaction at the nonce), or, after the last attempt, when the request's wallet has been blocked by an
+ * (./transactions.ts prices the bump), or, after the last attempt, when the request's wallet has been blocked by an
  * administrator since, or when the stuck one is itself a fill, a fill that cancels the nonce (the request can then
  * fail for good, or wait for the block to be lifted). A replaced transaction stays open until its nonce is
  * settled (it may still be the one mined: then it completes its request); a replacement refused for good fails
@@ -39,12 +39,7 @@ export async function replace(ctx: WorkerContext, state: ConfirmState, group: Gr
     }),
     { maxFeePerGas: 0n, maxPriorityFeePerGas: 0n },
   );
-  // Never taken by a node (every transaction at the nonce is still queued or was refused: each broadcast met an outage
-  // or a refusal): there is nothing to outbid, so today's fees, under the ceiling, without the bump. Bumped over a fee
-  // the base fee had overtaken, the replacement could pass the ceiling although the ceiling covers the base fee, and
-  // the nonce, with every later one of the relayer, waited for the base fee to fall.
-  const taken = group.rows.some((r) => r.submittedAgeMs !== null);
-  const fees = taken ? bumpFees(highest, market) : { maxFeePerGas: market.maxFeePerGas, maxPriorityFeePerGas: market.maxPriorityFeePerGas };
+  const fees = bumpFees(highest, market);
   const ceiling = ctx.feeCeiling?.state.ceilingWei;
   if (!withinCeiling(fees, ceiling)) {
     noteNotReplaced(ctx, state, group, fees.maxFeePerGas, ceiling!);
