@@ -318,7 +318,7 @@ async function main(): Promise<void> {
     }
     // A public API request goes to its route's built entrypoint, without Next's router (lib/http/entrypoints.ts).
     (entrypoints.match(req)?.dispatch ?? handle)(req, res).catch((error: unknown) => {
-      // The path alone: a query may carry a request id (/request?id=...), which unlocks its requester's address.
+      // The path alone: a query may carry a request id (/request?id=...), which the logs need not keep.
       log.error("request failed outside the route handlers", {
         requestId,
         method: req.headers[UNROUTED_METHOD_HEADER] ?? req.method,

@@ -45,13 +45,6 @@ export type RequestDetailView = Omit<RequestView, "ipAddress"> & {
   relayTransactions: RelaySummaryView[];
 };
 
-/**
- * What the detail query reads: the view, and the client identity the request came from (`client_key`, the limits'
- * key; null once IP_RETENTION_DAYS removed it), for lib/sponsorship/reads.ts to decide who sees the IP. Not a field
- * of any answer.
- */
-export type RequestDetailRow = RequestDetailView & { requesterKey: string | null };
-
 /** The fields of a RequestView and their expressions over `sponsorship_requests r`. */
 const requestViewFields: [keyof RequestView, SQL][] = [
   ["id", sql`r.id`],
@@ -76,7 +69,7 @@ const requestViewColumns = sql.join(
 /** One round trip: the request, its wallet (with the blocked flag) and its relay attempts. */
 function detailQuery(where: SQL, now: Date): SQL {
   return sql`
-    SELECT ${requestViewColumns}, r.client_key AS "requesterKey",
+    SELECT ${requestViewColumns},
       json_build_object(
         'id', w.id,
         'walletAddress', w.wallet_address,
@@ -103,14 +96,14 @@ function detailQuery(where: SQL, now: Date): SQL {
     WHERE ${where}`;
 }
 
-export async function findRequestDetail(db: Executor, id: string, now: Date): Promise<RequestDetailRow | undefined> {
-  const rows = await run<RequestDetailRow>(db, detailQuery(sql`r.id = ${id}`, now));
+export async function findRequestDetail(db: Executor, id: string, now: Date): Promise<RequestDetailView | undefined> {
+  const rows = await run<RequestDetailView>(db, detailQuery(sql`r.id = ${id}`, now));
   return rows[0];
 }
 
 /** The request that owns the relay transaction with this hash (stored lowercase). */
-export async function findRequestDetailByTransactionHash(db: Executor, hash: string, now: Date): Promise<RequestDetailRow | undefined> {
-  const rows = await run<RequestDetailRow>(
+export async function findRequestDetailByTransactionHash(db: Executor, hash: string, now: Date): Promise<RequestDetailView | undefined> {
+  const rows = await run<RequestDetailView>(
     db,
     detailQuery(sql`r.id = (SELECT t.sponsorship_request_id FROM relay_transactions t WHERE t.transaction_hash = ${hash.toLowerCase()})`, now),
   );

@@ -2,9 +2,9 @@ import { keccak256, type Hex } from "viem";
 
 /**
  * The treasury's `sponsor` call and its `Sponsored` event carry a hash of the request id, never the id itself
- * (decisions.md, "Privacy"): keccak256 of the request's UUID as its 16 bytes. Everything on-chain is public; the
- * id is known to its requester alone and unlocks `GET /sponsorship/:id` (IP and User-Agent included), so it must
- * not be readable from a transaction. The worker knows its ids and finds their events by this hash.
+ * (decisions.md, "Privacy"): keccak256 of the request's UUID as its 16 bytes. Everything on-chain is public, and
+ * the id need not be readable from a transaction (`GET /sponsorship/:id` answers its requester's IP and User-Agent
+ * only to that requester: lib/sponsorship/reads.ts). The worker knows its ids and finds their events by this hash.
  */
 
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;

@@ -169,6 +169,18 @@ describe("GET /sponsorship/tx/:hash", () => {
     const read = async (ip: string) => sponsorshipRequestDetailResponse.parse((await callApi({ path: `/sponsorship/${id}`, ip })).json);
     expect(await read("2001:db8:5:6:ffff::9")).toMatchObject({ ipAddress: "2001:db8:5:6::1", userAgent: "v6" });
     expect(await read("2001:db8:5:7::1")).toMatchObject({ ipAddress: null, userAgent: null });
+    // The limits may count a whole /48 as one client; the IP is still shown to the /64 alone (one provider's
+    // customers must not see each other's addresses), and a /128 shows it to the address alone.
+    reconfigure(ctx, { IPV6_PREFIX_LENGTH: "48" });
+    try {
+      expect(await read("2001:db8:5:6::2")).toMatchObject({ ipAddress: "2001:db8:5:6::1" });
+      expect(await read("2001:db8:5:7::1")).toMatchObject({ ipAddress: null, userAgent: null });
+      reconfigure(ctx, { IPV6_PREFIX_LENGTH: "128" });
+      expect(await read("2001:db8:5:6::1")).toMatchObject({ ipAddress: "2001:db8:5:6::1" });
+      expect(await read("2001:db8:5:6::2")).toMatchObject({ ipAddress: null });
+    } finally {
+      reconfigure(ctx, {});
+    }
   });
 
   it("answers 404 request_not_found when no relay has the hash, and 400 invalid_hash over 1,024 characters", async () => {

@@ -1,7 +1,6 @@
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { defineRoute, json } from "@/lib/http/route";
 import { parseIdParam } from "@/lib/http/validation";
-import { clientIdentity } from "@/lib/sponsorship/client-identity";
 import { getSponsorshipRequest } from "@/lib/sponsorship/reads";
 import type { SponsorshipRequestDetailResponse } from "@/lib/sponsorship/schemas";
 
@@ -11,7 +10,7 @@ import type { SponsorshipRequestDetailResponse } from "@/lib/sponsorship/schemas
  */
 export const { GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   GET: async ({ params, clientIp }) => {
-    const reader = { clientKey: clientIdentity(clientIp, appConfig().ipv6PrefixLength) };
+    const reader = { ip: clientIp, ipv6PrefixLength: appConfig().ipv6PrefixLength };
     const request = await getSponsorshipRequest(appDb(), parseIdParam(params.id), reader);
     return json(request satisfies SponsorshipRequestDetailResponse);
   },
