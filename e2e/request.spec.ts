@@ -417,7 +417,15 @@ test.describe("a request still open", () => {
       await request.refusal.getByRole("link", { name: "Follow the open request" }).click();
       await expect.poll(() => request.requestIdFromUrl()).toBe(openId);
       await expect(request.progress).toContainText(openId);
+      const progressHeading = page.getByRole("heading", { name: "Your request" });
+      await expect(progressHeading).toBeFocused();
       await request.waitForStatus("Pending", 15_000);
+      // Asked again while it is still open: refused again, and the link leads to the request already shown (nothing
+      // new is mounted). The focus goes to it all the same; before, it stayed on the page, the link gone.
+      await request.submit.click();
+      await expect(request.refusalTitled("A request for this wallet is still in progress")).toBeVisible();
+      await request.refusal.getByRole("link", { name: "Follow the open request" }).click();
+      await expect(progressHeading).toBeFocused();
     } finally {
       process.kill(processes.worker!, "SIGCONT");
     }

@@ -41,8 +41,11 @@ export function RequestFlow({
   const [refusal, setRefusal] = useState<ShownRefusal | null>(null);
   const [trackedId, setTrackedId] = useState<string | null>(initialRequestId);
   const serial = useRef(0);
-  /** The progress shown takes the focus: it follows a request this page sent (or a refusal's link), not one of ?id=. */
-  const [focusProgress, setFocusProgress] = useState(false);
+  /**
+   * Counts the sends (and refusal links followed) whose progress takes the focus; 0 for a page opened with ?id=. A
+   * counter, not a flag: a send that answers the request already shown (a replay) mounts nothing new.
+   */
+  const [focusSerial, setFocusSerial] = useState(0);
   const queryClient = useQueryClient();
   const { status: faucet, answer: faucetAnswer, unavailable: faucetUnavailable } = useFaucetStatus();
   const faucetWords = faucet ? describeFaucet(faucet) : null;
@@ -102,7 +105,7 @@ export function RequestFlow({
       if (!registered.ok) return await refuse(registered.problem, wallet);
       const created = await createSponsorshipRequest(wallet);
       if (!created.ok) return await refuse(created.problem, wallet);
-      setFocusProgress(true);
+      setFocusSerial((n) => n + 1);
       track(created.data.id);
     } finally {
       setSubmitting(false);
@@ -201,7 +204,7 @@ export function RequestFlow({
           refusal={refusal}
           onFollow={(id) => {
             setRefusal(null);
-            setFocusProgress(true);
+            setFocusSerial((n) => n + 1);
             track(id);
           }}
         />
@@ -214,7 +217,7 @@ export function RequestFlow({
           explorerUrl={explorerUrl}
           walletRpcUrl={walletRpcUrl}
           onWallet={(wallet) => setAddress((current) => (current === "" ? wallet : current))}
-          takeFocus={focusProgress}
+          focusSerial={focusSerial}
         />
       )}
     </div>

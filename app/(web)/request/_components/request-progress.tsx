@@ -32,22 +32,24 @@ export function RequestProgress({
   explorerUrl,
   walletRpcUrl,
   onWallet,
-  takeFocus = false,
+  focusSerial = 0,
 }: {
   id: string;
   explorerUrl: string | null;
   walletRpcUrl: string | null;
   onWallet: (wallet: string) => void;
-  /** Move the focus to the heading when shown: the request was just sent (its button was disabled meanwhile, and a
-   * disabled button loses the focus to the page). Not on a page opened with ?id=. */
-  takeFocus?: boolean;
+  /**
+   * Each new value above 0 moves the focus to the heading: a request was just sent (its button was disabled
+   * meanwhile, and a disabled button loses the focus to the page) or a refusal's link followed. 0 on a page opened
+   * with ?id=.
+   */
+  focusSerial?: number;
 }) {
   const { request, problem, connectionLost } = useSponsorshipRequest(id);
   const headingRef = useRef<HTMLHeadingElement>(null);
-  const takeFocusRef = useRef(takeFocus);
   useEffect(() => {
-    if (takeFocusRef.current) headingRef.current?.focus();
-  }, []);
+    if (focusSerial > 0) headingRef.current?.focus();
+  }, [focusSerial]);
 
   // The form shows the followed request's wallet (a reload with ?id= starts with an empty field).
   const onWalletRef = useRef(onWallet);
