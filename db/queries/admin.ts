@@ -75,11 +75,12 @@ export const UNAUTHENTICATED_ACTIONS = ["sign_in_failed", "sign_in_failures_coun
 
 /**
  * Audits one wrong administrator token, within a service-wide ceiling: while fewer than `maxAudited` failures were
- * audited one by one within the window (`since` to `until`, the sign-in's own time), this one gets its own `sign_in_failed` row (IP,
- * reason, details); past that, it is counted in one `sign_in_failures_counted` row per window (`details.count`, no
- * IP), so guesses spread over many client identities (an IPv6 /48 holds 65,536 /64s, each with its own sign-in limit)
- * cannot write rows without bound. One advisory lock serialises the check and the write: the ceiling is exact, and the window's counting row
- * is one. Answers `counted` with the counting row's total when the ceiling had been reached.
+ * audited one by one within the window (`since` to `until`, the sign-in's own time), this one gets its own
+ * `sign_in_failed` row (IP, reason, details); past that, it is counted in one `sign_in_failures_counted` row per
+ * window (`details.count`, no IP), so guesses spread over many client identities (an IPv6 /48 holds 65,536 /64s, each
+ * with its own sign-in limit) cannot write rows without bound. One advisory lock serialises the check and the write:
+ * the ceiling is exact, and each window has one counting row. Answers `counted` with the counting row's total when
+ * the ceiling had been reached.
  */
 export async function auditSignInFailure(
   db: Database,

@@ -1,7 +1,7 @@
 import type { AdminSession } from "@/db/schema";
 import { appConfig, appDb } from "@/lib/http/app-context";
 import { CLIENT_PROTO_HEADER } from "@/lib/http/client-ip";
-import { ADMIN_SESSION_COOKIE, authenticateAdminSession, SECURE_ADMIN_SESSION_COOKIE, sessionCookieName } from "./session";
+import { ADMIN_SESSION_COOKIE, authenticateAdminSession, SECURE_ADMIN_SESSION_COOKIE, sessionCookieName, sessionCookieNamesToClear } from "./session";
 
 /**
  * The admin JSON routes' plumbing. Their refusals are rendered by lib/http/problem.ts like the public API's; the
@@ -48,10 +48,9 @@ export function sessionSetCookie(secret: string, expiresAt: Date, secure: boolea
   return parts.join("; ");
 }
 
-/** The Set-Cookie header values that clear the session cookie: over HTTPS both names (an older session's too). */
+/** The Set-Cookie header values that clear the session cookie (sessionCookieNamesToClear). */
 export function sessionClearCookies(secure: boolean): string[] {
-  const names = secure ? [SECURE_ADMIN_SESSION_COOKIE, ADMIN_SESSION_COOKIE] : [ADMIN_SESSION_COOKIE];
-  return names.map((name) => {
+  return sessionCookieNamesToClear(secure).map((name) => {
     const parts = [`${name}=`, "Path=/", "Expires=Thu, 01 Jan 1970 00:00:00 GMT", "Max-Age=0", "HttpOnly", "SameSite=Strict"];
     if (secure) parts.push("Secure");
     return parts.join("; ");

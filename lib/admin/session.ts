@@ -38,6 +38,11 @@ export const SECURE_ADMIN_SESSION_COOKIE = "__Host-admin_session";
 export function sessionCookieName(secure: boolean): string {
   return secure ? SECURE_ADMIN_SESSION_COOKIE : ADMIN_SESSION_COOKIE;
 }
+
+/** The names a sign-out clears: over HTTPS both (a session opened before the cookie had the prefix too). */
+export function sessionCookieNamesToClear(secure: boolean): string[] {
+  return secure ? [SECURE_ADMIN_SESSION_COOKIE, ADMIN_SESSION_COOKIE] : [ADMIN_SESSION_COOKIE];
+}
 /** A session lasts a working day; signing in again is cheap. */
 export const ADMIN_SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 /**

@@ -5,10 +5,9 @@ import { cookies } from "next/headers";
 import { redirect } from "next/navigation";
 import { currentAdminSession, currentClientIp, currentUserAgent, isSecureRequest } from "@/lib/admin/request-context";
 import {
-  ADMIN_SESSION_COOKIE,
-  SECURE_ADMIN_SESSION_COOKIE,
   SIGNED_OUT_LOCALLY,
   sessionCookieName,
+  sessionCookieNamesToClear,
   sessionCookieOptions,
   signInAdministrator,
   signOutAdministrator,
@@ -99,12 +98,10 @@ export async function signOutAction(): Promise<void> {
     logger.warn("sign-out: the database is unavailable; the cookie is cleared, the session lapses at its expiry", { error });
     ended = false;
   }
-  // Over HTTPS both names (a session opened before the cookie had the `__Host-` prefix too); a `__Host-` cookie is
-  // only replaced by a Secure one.
+  // A `__Host-` cookie is only replaced by a Secure one.
   const secure = await isSecureRequest();
   const jar = await cookies();
-  for (const name of secure ? [SECURE_ADMIN_SESSION_COOKIE, ADMIN_SESSION_COOKIE] : [ADMIN_SESSION_COOKIE])
-    jar.delete({ name, path: "/", secure, httpOnly: true, sameSite: "strict" });
+  for (const name of sessionCookieNamesToClear(secure)) jar.delete({ name, path: "/", secure, httpOnly: true, sameSite: "strict" });
   redirect(ended ? "/dashboard" : `/dashboard?${SIGNED_OUT_LOCALLY.param}=${SIGNED_OUT_LOCALLY.value}`);
 }
 
