@@ -116,9 +116,9 @@ export type RelayTransactionSummary = z.infer<typeof relayTransactionSummary>;
 
 /**
  * GET /sponsorship/:id and GET /sponsorship/tx/:hash: the full guided-flow record. Its IP address and User-Agent are
- * answered to the requester's own client identity alone (lib/sponsorship/reads.ts), and a request that ended longer
- * ago than IP_RETENTION_DAYS has lost them (db/queries/ip-retention.ts): both null. The 201 and
- * the replay of POST /sponsorship/request always carry the address (an open request, or one of seconds ago).
+ * answered to the client the request came from alone (lib/sponsorship/reads.ts), and a request that ended longer
+ * ago than IP_RETENTION_DAYS has lost them (db/queries/ip-retention.ts): both null. The 201 and the replay of
+ * POST /sponsorship/request always carry the address (an open request, or one of seconds ago).
  */
 export const sponsorshipRequestDetailResponse = named(
   "SponsorshipRequestDetail",

@@ -14,9 +14,10 @@ export const FAUCET_QUERY_KEY = ["faucet"] as const;
 /**
  * The faucet's status (GET /faucet) on react-query, read when the page opens and polled after: every 15 s while it
  * serves or cannot be read, and exactly when it says to look again (`retryAfterSeconds`, where the form's countdown
- * ends) while it does not serve, and again whenever the tab comes back into view. Every component that asks shares the one query. `status` is null until the first answer;
- * `answer` changes with each answer (a countdown keyed on it restarts); `unavailable` is true while the latest read
- * failed (`status` is then the last answer that came, if any, and no longer to be trusted).
+ * ends) while it does not serve, and again whenever the tab comes back into view. Every component that asks shares
+ * the one query. `status` is null until the first answer; `answer` changes with each answer (a countdown keyed on it
+ * restarts); `unavailable` is true while the latest read failed (`status` is then the last answer that came, if any,
+ * and no longer to be trusted).
  */
 export function useFaucetStatus(): { status: FaucetStatusView | null; answer: number; unavailable: boolean } {
   const query = useQuery({

@@ -161,16 +161,17 @@ export function formatCountdown(seconds: number): string {
 
 /**
  * A wait in words, said once to screen readers where a countdown ticks for the eyes only ("You can try again in
- * about 15 minutes."): a live region that re-read a ticking countdown would speak every second.
+ * about 15 minutes."): a live region that re-read a ticking countdown would speak every second. `lead` names what
+ * happens at its end (describeRecheck).
  */
-export function describeWait(seconds: number): string {
+export function describeWait(seconds: number, lead = "You can try again in"): string {
   const s = Math.max(0, Math.ceil(seconds));
-  if (s < 60) return "You can try again in less than a minute.";
+  if (s < 60) return `${lead} less than a minute.`;
   const minutes = Math.ceil(s / 60);
-  if (minutes < 60) return `You can try again in about ${minutes} minute${minutes === 1 ? "" : "s"}.`;
+  if (minutes < 60) return `${lead} about ${minutes} minute${minutes === 1 ? "" : "s"}.`;
   // Rounded up, as the minutes: never sooner than a retry can succeed.
   const hours = Math.ceil(minutes / 60);
-  return `You can try again in about ${hours} hour${hours === 1 ? "" : "s"}.`;
+  return `${lead} about ${hours} hour${hours === 1 ? "" : "s"}.`;
 }
 
 /**
@@ -178,8 +179,5 @@ export function describeWait(seconds: number): string {
  * page looks again (GET /faucet's `retryAfterSeconds`), not a promise that a try will then succeed.
  */
 export function describeRecheck(seconds: number): string {
-  const s = Math.max(0, Math.ceil(seconds));
-  if (s < 60) return "This page checks again in less than a minute.";
-  const minutes = Math.ceil(s / 60);
-  return `This page checks again in about ${minutes} minute${minutes === 1 ? "" : "s"}.`;
+  return describeWait(seconds, "This page checks again in");
 }
