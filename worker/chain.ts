@@ -14,7 +14,7 @@ import {
 import { registryAbi } from "@/contracts/generated/registry";
 import { treasuryAbi } from "@/contracts/generated/treasury";
 import { BATCH_SIZE, createChainClients, rpcUrlList, type ChainPublicClient } from "@/lib/chain/clients";
-import { EndpointBreaker, EndpointSilentError, LAGGING_BLOCKS, LAGGING_MS, type EndpointChange } from "@/lib/chain/endpoint-breaker";
+import { EndpointBreaker, EndpointSilentError, LAGGING_BLOCKS, LAGGING_MS, NoEndpointOfChainError, type EndpointChange } from "@/lib/chain/endpoint-breaker";
 import { requestIdHash } from "@/lib/chain/ids";
 import { createNodeFetch } from "@/lib/chain/node-fetch";
 import { readAreSponsored } from "@/lib/chain/registry";
@@ -178,11 +178,11 @@ export class WorkerChain {
   /** Each endpoint's breaker: the order reads ask them in (lib/chain/endpoint-breaker.ts). */
   readonly breaker: EndpointBreaker;
   /**
-   * One client per endpoint, without failover: for broadcasts (every raw transaction goes to all) and for reads
-   * that must come whole from one endpoint (receiptsWithNonces).
+   * One client per endpoint, without failover (and without the breaker's leave-aside): for broadcasts (every raw
+   * transaction goes to all) and for reads that must come whole from one endpoint with its chain id (fromOneEndpoint).
    */
   private readonly endpointClients: ChainPublicClient[];
-  /** The same without batching: the heads survey asks each endpoint alone. */
+  /** The same without batching: the heads survey asks each endpoint its head and chain id as two lone calls. */
   private readonly surveyClients: ChainPublicClient[];
   /**
    * The same endpoints without batching, for the head (`eth_blockNumber`), always asked alone: viem schedules a
@@ -223,9 +223,8 @@ export class WorkerChain {
     const readOptions = { ...clientOptions, rpcUrl: rpcUrls, endpoints: this.breaker };
     this.client = createChainClients(readOptions).publicClient;
     this.headClient = createChainClients({ ...readOptions, batch: false }).publicClient;
-    this.endpointClients = rpcUrls.length === 1 ? [this.client] : rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl }).publicClient);
-    this.surveyClients =
-      rpcUrls.length === 1 ? [this.headClient] : rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl, batch: false }).publicClient);
+    this.endpointClients = rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl }).publicClient);
+    this.surveyClients = rpcUrls.map((rpcUrl) => createChainClients({ ...clientOptions, rpcUrl, batch: false }).publicClient);
     this.chainId = options.chainId;
     this.registryAddress = options.registryAddress;
     this.treasuryAddress = options.treasuryAddress;
@@ -249,7 +248,9 @@ export class WorkerChain {
     const clientOptions = { timeoutMs: options.timeoutMs ?? ENDPOINT_TIMEOUT_MS, retryCount: 0, batch: false };
     if (rpcUrls.length === 1) {
       const client = createChainClients({ rpcUrl: rpcUrls, ...clientOptions }).publicClient;
-      return reach("eth_chainId", () => client.getChainId());
+      const chainId = await reach("eth_chainId", () => client.getChainId());
+      options.endpoints?.noteChainId(0, chainId);
+      return chainId;
     }
     const breaker = options.endpoints ?? workerEndpoints(rpcUrls);
     const clients = rpcUrls.map((url) => createChainClients({ rpcUrl: url, ...clientOptions }).publicClient);
@@ -291,34 +292,38 @@ export class WorkerChain {
   }
 
   /**
-   * The head, from every endpoint (the maintenance check's: once per heartbeat while busy, every 30 s idle): each is
-   * asked alone and all at once (askEach), so a silent endpoint costs the check SURVEY_GRACE_MS at most. Each answer
-   * is noted in the breakers: an endpoint more than LAGGING_BLOCKS behind the best head seen, at a head the best head
-   * had passed LAGGING_MS before, is left aside by reads until it catches up, and one whose cool-off has ended is
-   * re-probed. An endpoint whose chain id is not known yet (silent at start-up) is asked it too, in the same HTTP
-   * request as its head: only one that answers this chain's is read and has its head counted; one of another chain is
-   * left aside for good (EndpointBreaker.noteChainId, one error line) and the worker goes on with the others. The
-   * head returned is the highest of the endpoints of the chain not behind. One endpoint: `blockNumber()` (one call,
-   * as before).
+   * The head and the chain id, from every endpoint (the maintenance check's: once per heartbeat while busy, every 30 s
+   * idle): each endpoint on its own, both as lone calls (a pool of nodes answers lone calls and batches from different
+   * nodes, and the head is the lone poll's, as before: worker/registry-index.test.ts), and all at once (askEach), so a
+   * silent endpoint costs the check SURVEY_GRACE_MS at most. The chain id here keeps the endpoints' states true; the
+   * reads it decides carry their own (fromOneEndpoint, broadcast). Each answer is noted in the breakers: an endpoint more than
+   * LAGGING_BLOCKS behind the best head seen, at a head the best head had passed LAGGING_MS before, is left aside by
+   * reads until it catches up, and one whose cool-off has ended is re-probed. Only an endpoint that answers this
+   * chain's id has its head counted and is read; one that answers another chain's is left aside (EndpointBreaker.
+   * noteChainId, one error line) until a later survey, which asks it its chain id alone, finds it serving this one
+   * again, and the worker goes on with the others. With one endpoint, or none left serving the chain, that is an
+   * outage: waited out, no attempt consumed. The head returned is the highest of the endpoints of the chain not behind.
    */
   async surveyHead(): Promise<bigint> {
-    if (this.endpointClients.length === 1) return this.blockNumber();
     const { answers: surveyed, errors } = await askEach(this.breaker, this.surveyClients, async (client, index) => {
-      if (this.endpoints[index]!.chainId !== undefined) return { head: hexToBigInt(await client.request({ method: "eth_blockNumber" })) };
-      // Batched: one HTTP request carries both calls.
-      const batched = this.endpointClients[index]!;
-      const [chainId, head] = await Promise.all([batched.request({ method: "eth_chainId" }), batched.request({ method: "eth_blockNumber" })]);
-      return { head: hexToBigInt(head), chainId: hexToNumber(chainId) };
+      const chainCall = client.request({ method: "eth_chainId" });
+      // Of another chain: its chain id alone (whether it serves this one again); else with its head.
+      if (this.endpoints[index]!.otherChain) return { chainId: hexToNumber(await chainCall), head: undefined };
+      const [chainId, head] = await Promise.all([chainCall, client.request({ method: "eth_blockNumber" })]);
+      return { chainId: hexToNumber(chainId), head: hexToBigInt(head) };
     });
-    for (const [index, { chainId }] of surveyed) if (chainId !== undefined) this.breaker.noteChainId(index, chainId);
-    const answers = new Map([...surveyed].filter(([i]) => this.breaker.servesChain(i)).map(([i, { head }]) => [i, head]));
+    for (const [index, { chainId }] of surveyed) this.breaker.noteChainId(index, chainId);
+    const answers = new Map([...surveyed].flatMap(([i, { head }]) => (head !== undefined && this.breaker.servesChain(i) ? [[i, head] as const] : [])));
     this.breaker.noteHeads(answers);
     const current = [...answers].filter(([i]) => !this.endpoints[i]!.behind).map(([, head]) => head);
     if (current.length === 0) {
+      const others = [...surveyed].filter(([i]) => !this.breaker.servesChain(i));
       const error = new ChainUnavailableError(
-        answers.size === 0
-          ? `eth_blockNumber: no RPC endpoint answered (${messageOf(errors[0] ?? "every endpoint silent")})`
-          : `eth_blockNumber: every RPC endpoint that answered is more than ${LAGGING_BLOCKS} blocks and ${LAGGING_MS} ms behind block ${this.breaker.bestHead}`,
+        answers.size === 0 && others.length > 0
+          ? `eth_chainId: every RPC endpoint that answered serves another chain than ${this.chainId} (${others.map(([i, { chainId }]) => `endpoint ${i + 1}: chain ${chainId}`).join(", ")})`
+          : answers.size === 0
+            ? `eth_blockNumber: no RPC endpoint answered (${messageOf(errors[0] ?? "every endpoint silent")})`
+            : `eth_blockNumber: every RPC endpoint that answered is more than ${LAGGING_BLOCKS} blocks and ${LAGGING_MS} ms behind block ${this.breaker.bestHead}`,
         { cause: errors[0] },
       );
       this.health.noteUnreachable(error);
@@ -329,15 +334,19 @@ export class WorkerChain {
   }
 
   /**
-   * Latest and pending nonces of each relayer (one batched request); with `settledAt`, also the nonce at that
-   * block (CONFIRMATIONS - 1 below the head): every nonce below it is mined deep enough to settle.
+   * Latest and pending nonces of each relayer, from one endpoint that answers this chain's id in the same batched
+   * request (fromOneEndpoint: they move the relayer's next nonce on); with `settledAt`, also the nonce at that block
+   * (CONFIRMATIONS - 1 below the head): every nonce below it is mined deep enough to settle.
    */
   async nonces(relayers: readonly Address[], settledAt?: bigint): Promise<Map<Address, RelayerNonces>> {
     const tags = ["latest", "pending", ...(settledAt === undefined ? [] : [numberToHex(settledAt)])];
     return this.reach("eth_getTransactionCount", async () => {
-      const answers = await Promise.all(
-        relayers.flatMap((address) => tags.map((tag) => this.client.request({ method: "eth_getTransactionCount", params: [address, tag as "latest"] }))),
+      const answers = await this.fromOneEndpoint((client) =>
+        Promise.all(
+          relayers.flatMap((address) => tags.map((tag) => client.request({ method: "eth_getTransactionCount", params: [address, tag as "latest"] }))),
+        ),
       );
+      if (answers === undefined) throw new NoEndpointOfChainError(`no RPC endpoint of chain ${this.chainId} answered`);
       return new Map(
         relayers.map((address, i) => {
           const [latest, pending, settled] = tags.map((_, t) => Number(BigInt(answers[tags.length * i + t]!)));
@@ -385,20 +394,40 @@ export class WorkerChain {
     settledAt?: bigint,
   ): Promise<{ receipts: Map<Hash, MinedReceipt | null>; nonces: Map<Address, number> } | undefined> {
     const tag = settledAt === undefined ? "latest" : numberToHex(settledAt);
+    const answer = await this.fromOneEndpoint((client) =>
+      Promise.all([
+        Promise.all(hashes.map((hash) => client.request({ method: "eth_getTransactionReceipt", params: [hash] }))),
+        Promise.all(relayers.map((address) => client.request({ method: "eth_getTransactionCount", params: [address, tag as "latest"] }))),
+      ]),
+    );
+    if (answer === undefined) return undefined;
+    const [answers, counts] = answer;
+    return {
+      receipts: toReceipts(hashes, answers as RpcReceipt[]),
+      nonces: new Map(relayers.map((address, i) => [address, Number(BigInt(counts[i]!))])),
+    };
+  }
+
+  /**
+   * `read`'s calls and the endpoint's `eth_chainId`, issued together (viem's batching sends them in one HTTP request),
+   * of the endpoints in read order: the answer of the first that answers every call and this chain's id. Undefined
+   * when none does. For the reads whose nonces decide (a relayer's next nonce moved on, "nonce used and no receipt of
+   * ours": dropped): the surveys check each endpoint's chain id only every maintenance check, and an endpoint that
+   * changed networks since (a provider's URL moved to another chain, a node restarted on another genesis, the
+   * relayer keys in use there too) would have answered another chain's nonces. One that answers another chain id is
+   * left aside from then on (EndpointBreaker.noteChainId). The chain id is not asked again of an endpoint that
+   * answered it within CHAIN_ID_FRESH_MS (the survey of the maintenance check this read is part of).
+   */
+  private async fromOneEndpoint<T>(read: (client: ChainPublicClient) => Promise<T>): Promise<T | undefined> {
     for (const e of this.breaker.readOrder()) {
       const client = this.endpointClients[e]!;
       this.breaker.asking(e);
       try {
-        // Issued together: viem's batching sends them in one HTTP request.
-        const [answers, counts] = await Promise.all([
-          Promise.all(hashes.map((hash) => client.request({ method: "eth_getTransactionReceipt", params: [hash] }))),
-          Promise.all(relayers.map((address) => client.request({ method: "eth_getTransactionCount", params: [address, tag as "latest"] }))),
-        ]);
+        const fresh = this.breaker.chainIdFresh(e);
+        const [chainId, value] = await Promise.all([fresh ? undefined : client.request({ method: "eth_chainId" }), read(client)]);
         this.noteEndpoint(e, undefined);
-        return {
-          receipts: toReceipts(hashes, answers as RpcReceipt[]),
-          nonces: new Map(relayers.map((address, i) => [address, Number(BigInt(counts[i]!))])),
-        };
+        if (chainId !== undefined) this.breaker.noteChainId(e, hexToNumber(chainId));
+        if (this.breaker.servesChain(e)) return value;
       } catch (error) {
         // Not every call answered (down, a block behind the asked one, a limit): the next endpoint, whole.
         this.noteEndpoint(e, error);
@@ -415,17 +444,22 @@ export class WorkerChain {
    * final whatever they say, and a silent one would hold each broadcast for its timeout (its answer is still noted).
    * An endpoint of another chain (EndpointBreaker.noteChainId) is sent nothing: the signatures bind this chain's id
    * (EIP-155), so it could not use them. One whose chain id is not known yet (silent at start-up) is sent them, but
-   * its answers do not decide (EndpointBreaker.askable): a node of another chain would refuse them, or find their
-   * nonce used, and a refusal outweighs endpoints that did not answer (combineBroadcastOutcomes).
+   * its answers do not decide (EndpointBreaker.askable): a node of another chain would refuse them ("invalid chain
+   * id for signer"), or find their nonce used, and a refusal outweighs endpoints that did not answer
+   * (combineBroadcastOutcomes), or burns an attempt. Each endpoint is asked its chain id in the same batched request:
+   * one that answers another chain's (changed networks since the last survey) decides nothing and is left aside.
    */
   async broadcast(raws: readonly Hex[]): Promise<BroadcastOutcome[]> {
     if (raws.length === 0) return [];
     type EndpointOutcomes = { unreachable: unknown; outcomes: BroadcastOutcome[] };
     const answered: (EndpointOutcomes | undefined)[] = this.endpointClients.map(() => undefined);
-    const decides = this.breaker.askable();
     const sends = this.endpointClients.map(async (client, e) => {
       if (this.endpoints[e]!.otherChain) return;
-      const settled = await Promise.allSettled(raws.map((raw) => client.request({ method: "eth_sendRawTransaction", params: [raw] })));
+      const [chainCall, ...settled] = await Promise.allSettled([
+        client.request({ method: "eth_chainId" }),
+        ...raws.map((raw) => client.request({ method: "eth_sendRawTransaction", params: [raw] })),
+      ]);
+      if (chainCall.status === "fulfilled") this.breaker.noteChainId(e, hexToNumber(chainCall.value));
       const unreachable = settled.find((s) => s.status === "rejected" && isUnreachable(s.reason));
       this.noteEndpoint(e, unreachable?.status === "rejected" ? unreachable.reason : undefined);
       answered[e] = {
@@ -436,11 +470,14 @@ export class WorkerChain {
     const coolingOff = new Set(this.endpoints.flatMap((endpoint, e) => (endpoint.failures > 0 ? [e] : [])));
     const first = sends.filter((_, e) => !coolingOff.has(e));
     await Promise.all(first.length > 0 ? first : sends);
-    const decisive = () => answered.filter((p, e): p is EndpointOutcomes => p !== undefined && decides[e] === true);
+    const decisive = () => {
+      const decides = this.breaker.askable();
+      return answered.filter((p, e): p is EndpointOutcomes => p !== undefined && decides[e] === true);
+    };
     const allAccepted = raws.every((_, i) => decisive().some((p) => p.outcomes[i]!.kind === "accepted"));
     if (!allAccepted) await Promise.all(sends);
     const perEndpoint = decisive();
-    // No endpoint of this chain to decide (start-up guarantees one; guarded all the same): waited out as an outage.
+    // No endpoint of this chain to decide (each answers another chain id now): waited out as an outage.
     if (perEndpoint.length === 0) {
       const error = new ChainUnavailableError("eth_sendRawTransaction: no RPC endpoint known to serve this chain answered");
       this.health.noteUnreachable(error);

@@ -37,10 +37,10 @@ export type HeartbeatDetails = {
     /**
      * Each RPC_URL endpoint by its origin (its path may hold a key), in order. `coolingOffUntil`: until when reads
      * leave it aside for not answering (null: they ask it); `blockNumber`: its head at the last maintenance check that
-     * it answered (several endpoints only); `behind`: more than LAGGING_BLOCKS (3) behind the best head seen, at a
-     * head the best head had passed LAGGING_MS (3 s) before, so reads leave it aside until it catches up;
-     * `chainId`: the chain id it answered (null until it has: silent since start-up); `otherChain`: that id is not
-     * the worker's, so it is left aside for good (never read, its head ignored, sent no broadcast): fix RPC_URL.
+     * it answered; `behind`: more than LAGGING_BLOCKS (3) behind the best head seen, at a head the best head had
+     * passed LAGGING_MS (3 s) before, so reads leave it aside until it catches up; `chainId`: the chain id it last
+     * answered (null until it has: silent since start-up); `otherChain`: that id is not the worker's, so it is left
+     * aside (not read, its head ignored, sent no broadcast) until it answers the worker's again: fix RPC_URL.
      */
     endpoints: {
       endpoint: string;
@@ -114,8 +114,7 @@ export class Heartbeat {
               : null,
           blockNumber: e.head?.toString() ?? null,
           behind: e.behind,
-          // One endpoint: the chain's own id (it is the chain).
-          chainId: ctx.chain.endpoints.length === 1 ? ctx.chain.chainId : (e.chainId ?? null),
+          chainId: e.chainId ?? null,
           otherChain: e.otherChain,
         })),
       },

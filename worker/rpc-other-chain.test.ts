@@ -5,6 +5,8 @@ import { healthResponse } from "@/lib/sponsorship/schemas";
 import { chainRpc, startTestChain } from "@/test/chain";
 import { keptLog } from "@/test/kept-log";
 import { startDownRpcProxy, type DownRpcProxy } from "@/test/rpc-proxy";
+import { CHAIN_ID_FRESH_MS } from "@/lib/chain/endpoint-breaker";
+import { WorkerChain } from "./chain";
 import type { RunningWorker } from "./worker";
 import {
   readHeartbeat,
@@ -45,7 +47,7 @@ afterEach(async () => {
 const heartbeat = () => readHeartbeat(fx, worker!.workerId);
 
 describe("an RPC endpoint down at start-up that comes up serving another chain", () => {
-  it("is asked its chain id before any read, then left aside for good with one error line naming both ids, shown in the heartbeat and /health; the worker goes on", async () => {
+  it("is asked its chain id before any read, then left aside with one error line naming both ids, shown in the heartbeat and /health; the worker goes on", async () => {
     foreign = await startTestChain({ chainId: 8453 });
     await chainRpc(foreign.rpcUrl, "anvil_mine", ["0x64"]);
     down = await startDownRpcProxy(foreign.rpcUrl);
@@ -68,16 +70,17 @@ describe("an RPC endpoint down at start-up that comes up serving another chain",
     );
 
     // The worker goes on with the right endpoint: the next request completes with its one attempt. The endpoint of the
-    // other chain was sent the first request's broadcast while its chain id was unknown (every endpoint is; its answer
-    // did not count), then asked its chain id and head once, together, and nothing since: no read, no broadcast.
-    // Before: never asked its chain id, sent every broadcast and surveyed at every check.
+    // other chain was sent the first request's broadcast while its chain id was unknown (every endpoint is, with
+    // eth_chainId in the same request; its answer did not count), or asked its chain id with its head by a survey,
+    // and since then only its chain id, by each maintenance check (whether it serves this chain again): no read, no
+    // broadcast. Before: never asked its chain id, sent every broadcast and surveyed at every check.
     const next = await createRequest(fx);
     await waitFor("the next request to complete", async () => (await readRequest(fx, next.id)).status === "completed", 30_000);
     expect((await readRelays(fx, next.id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "confirmed"]]);
     // (At most one broadcast: on a loaded machine the survey may come first, and then it is sent none.)
-    const { eth_sendRawTransaction: broadcasts = 0, ...asked } = down.byMethod();
+    const { eth_sendRawTransaction: broadcasts = 0, eth_chainId: chainIds = 0, eth_blockNumber: heads = 0, ...asked } = down.byMethod();
     expect(broadcasts).toBeLessThanOrEqual(1);
-    expect(asked).toEqual({ eth_chainId: 1, eth_blockNumber: 1 });
+    expect([chainIds > 0, heads <= 1, asked]).toEqual([true, true, {}]);
 
     // Before, its head (100 blocks higher) left the right endpoint behind 3 s later, and every read went to the other
     // chain; now it is known for what it is, and its head was never counted.
@@ -113,4 +116,77 @@ describe("an RPC endpoint down at start-up that comes up serving another chain",
       [2, "other_chain", 8453],
     ]);
   }, 150_000);
+});
+
+/**
+ * The endpoint's chain id used to be asked once, at start-up. An RPC_URL that later answers for another network (a
+ * provider's URL moved to another chain, a node restarted on another genesis) was trusted: with one endpoint, the
+ * relay's broadcast was refused ("invalid chain id for signer") and burned an attempt, and its nonces, where the
+ * relayer keys are in use too, could move the next nonce on or have a pending transaction taken for dropped. Here
+ * the real anvil changes its chain id (`anvil_setChainId`) under a running worker, then back.
+ */
+describe("the only RPC endpoint moving to another network while the worker runs", () => {
+  it("is found by the next broadcast or maintenance check, waited out as an outage with no attempt burned, and used again once it serves this chain again", async () => {
+    const { log, lines } = keptLog();
+    worker = await startInProcessWorker(fx, {}, {}, log);
+    const chainId = worker.ctx.chain.chainId;
+    const endpoint = () => worker!.ctx.chain.endpoints[0]!;
+    let id: string;
+    try {
+      await anvilRpc(fx, "anvil_setChainId", [chainId + 1]);
+      ({ id } = await createRequest(fx));
+      await waitFor("the endpoint to be found serving another chain", async () => endpoint().otherChain, 30_000);
+      const beat = await waitFor("a heartbeat naming it, the chain unreachable", async () => {
+        const d = await heartbeat();
+        return d?.chain.endpoints[0]?.otherChain && !d.chain.reachable ? d : undefined;
+      });
+      expect([beat.chain.endpoints[0]!.chainId, beat.chain.lastError]).toEqual([chainId + 1, expect.stringMatching(/serves? (another chain|chain)/)]);
+      // Nothing decided on its answers: the request waits, any attempt it has still open.
+      expect((await readRelays(fx, id)).filter((r) => r.status === "failed")).toEqual([]);
+      expect(["pending", "approved", "relayed"]).toContain((await readRequest(fx, id)).status);
+    } finally {
+      await anvilRpc(fx, "anvil_setChainId", [chainId]);
+    }
+    await waitFor("the request to complete", async () => (await readRequest(fx, id)).status === "completed", 60_000);
+    expect((await readRelays(fx, id)).map((r) => [r.relayAttempt, r.status])).toEqual([[1, "confirmed"]]);
+    expect(endpoint()).toMatchObject({ chainId, otherChain: false });
+    const told = lines.filter((l) => /^RPC endpoint serves/.test(l.msg)).map((l) => [l.level, l.fields?.chainId]);
+    expect(told).toEqual([
+      ["error", chainId + 1],
+      ["info", chainId],
+    ]);
+  }, 150_000);
+});
+
+/**
+ * Between two maintenance checks, the reads whose nonces decide (a relayer's next nonce after a lease, "nonce used and
+ * no receipt of ours": dropped) carry the endpoint's chain id in the same HTTP request. Endpoint 1 is an anvil that
+ * moves to another chain id after the last check, where the account has sent a transaction; endpoint 2 serves the chain.
+ */
+describe("reads whose nonces decide", () => {
+  it("come from an endpoint that answered this chain's id in the same request: one that moved since the last check is left aside at once", async () => {
+    foreign = await startTestChain();
+    const [account] = await chainRpc<`0x${string}`[]>(foreign.rpcUrl, "eth_accounts");
+    const nonceOn = async (rpcUrl: string) => Number(BigInt(await chainRpc<string>(rpcUrl, "eth_getTransactionCount", [account, "pending"])));
+    const theirs = await nonceOn(fx.anvil.rpcUrl);
+    // Ahead there: the account has sent two transactions more on that chain.
+    for (let i = 0; i < theirs + 2; i++) await chainRpc(foreign.rpcUrl, "eth_sendTransaction", [{ from: account, to: account, value: "0x1" }]);
+    const chain = new WorkerChain({
+      rpcUrl: [foreign.rpcUrl, fx.anvil.rpcUrl],
+      chainId: fx.deployment.chainId,
+      registryAddress: fx.deployment.registryAddress,
+      treasuryAddress: fx.deployment.treasuryAddress,
+    });
+    // Both answered the chain's id at start-up, a while ago (longer than CHAIN_ID_FRESH_MS: no survey since).
+    chain.breaker.noteChainId(0, fx.deployment.chainId, performance.now() - CHAIN_ID_FRESH_MS);
+    chain.breaker.noteChainId(1, fx.deployment.chainId, performance.now() - CHAIN_ID_FRESH_MS);
+    expect(await nonceOn(foreign.rpcUrl)).toBe(theirs + 2);
+    await chainRpc(foreign.rpcUrl, "anvil_setChainId", [fx.deployment.chainId + 1]);
+
+    // Before, the first endpoint answered: its nonce (two above the chain's) would have moved the next nonce on.
+    expect((await chain.nonces([account!])).get(account!)).toMatchObject({ latest: theirs, pending: theirs });
+    expect(chain.endpoints[0]).toMatchObject({ chainId: fx.deployment.chainId + 1, otherChain: true });
+    const view = await chain.receiptsWithNonces([], [account!]);
+    expect(view?.nonces.get(account!)).toBe(theirs);
+  });
 });

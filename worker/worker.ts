@@ -133,14 +133,16 @@ export async function startWorker(options: WorkerOptions): Promise<RunningWorker
         behindBy: change.bestHead - change.head,
       });
     } else if (change.kind === "other_chain") {
-      // An operator's mistake (a mainnet URL beside the testnet's) that start-up could not see: the endpoint was
-      // silent then. The worker goes on with the others, as it did before this endpoint answered.
-      log.error("RPC endpoint serves another chain: left aside for good (fix RPC_URL)", {
+      // An operator's mistake (a mainnet URL beside the testnet's) that start-up could not see (the endpoint was
+      // silent then), or an endpoint that changed networks since. The worker goes on with the others, as it did before
+      // this endpoint answered; with none left, it waits as in an outage.
+      log.error("RPC endpoint serves another chain: left aside until it serves this one again (fix RPC_URL)", {
         ...fields,
         chainId: change.chainId,
         expectedChainId: change.expectedChainId,
       });
-    } else log.info("RPC endpoint caught up", { ...fields, head: change.head, bestHead: change.bestHead });
+    } else if (change.kind === "serves_chain") log.info("RPC endpoint serves this chain again", { ...fields, chainId: change.chainId });
+    else log.info("RPC endpoint caught up", { ...fields, head: change.head, bestHead: change.bestHead });
   });
 
   const notice = functionsNotice(

@@ -475,7 +475,7 @@ export interface components {
                 /** @description Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key) */
                 index: number;
                 /**
-                 * @description behind: answers, with a head more than 3 blocks below the best endpoint's, and one the best had passed over 3 s before (the worker reads from the others); other_chain: answers another chain's id than the service's (never read by the worker, its head not counted)
+                 * @description behind: answers, with a head more than 3 blocks below the best endpoint's, and one the best had passed over 3 s before (the worker reads from the others); other_chain: answers another chain's id than the service's (not read by the worker, its head not counted, until it answers the service's again)
                  * @enum {string}
                  */
                 status: "ok" | "behind" | "down" | "other_chain";

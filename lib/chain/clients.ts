@@ -15,7 +15,7 @@ import {
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { getConfig } from "@/lib/config";
-import { EndpointBreaker, MalformedAnswerError } from "./endpoint-breaker";
+import { EndpointBreaker, MalformedAnswerError, NoEndpointOfChainError } from "./endpoint-breaker";
 
 /**
  * viem clients built from the configuration. The polling interval is explicit: viem's default (4 s) would make
@@ -57,7 +57,8 @@ export type ChainClientOptions = {
   maxResponseBodySize?: number | false;
   /**
    * With several endpoints: the order reads ask them in, and where their answers are noted (the worker shares one
-   * between its clients). Default: one of these clients' own, whose endpoints are re-probed by reads.
+   * between its clients). Default: one of these clients' own, whose endpoints are re-probed by reads. With one
+   * endpoint: reads go through it too (none while it answers another chain id than the breaker's `useChain`).
    */
   endpoints?: EndpointBreaker;
 };
@@ -114,10 +115,11 @@ export function createChainClients(options: ChainClientOptions): ChainClients {
         ...(options.maxResponseBodySize !== undefined ? { maxResponseBodySize: options.maxResponseBodySize } : {}),
       }),
     );
-  // One endpoint: plain HTTP. Several: the first that answers, in the breaker's order (no latency ranking: that
-  // would poll every endpoint).
+  // One endpoint: plain HTTP, but through the breaker when one is given (the worker's: while the endpoint answers
+  // another chain id, reads fail as in an outage). Several: the first that answers, in the breaker's order (no latency
+  // ranking: that would poll every endpoint).
   const transport: Transport =
-    rpcUrls.length === 1
+    rpcUrls.length === 1 && options.endpoints === undefined
       ? httpTo(rpcUrl, options.retryCount ?? 3)
       : failover(
           rpcUrls.map((url) => httpTo(url, 0)),
@@ -189,7 +191,8 @@ function failover(transports: readonly Transport[], breaker: EndpointBreaker, re
       const ask = async (index: number): Promise<unknown> =>
         // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the endpoint's transport takes any JSON-RPC method, as viem's fallback passes it
         endpoints[index]!.request({ method, params } as any, requestOptions);
-      let failure: unknown = new Error("no RPC endpoint to ask");
+      // Nothing asked at all: every endpoint answers another chain id now (EndpointBreaker.noteChainId).
+      let failure: unknown = new NoEndpointOfChainError(`no RPC endpoint serves chain ${breaker.chainId} now: each answers another chain id`);
       for (const index of breaker.readOrder()) {
         breaker.asking(index);
         try {
@@ -203,7 +206,7 @@ function failover(transports: readonly Transport[], breaker: EndpointBreaker, re
         }
       }
       // Every endpoint known to serve the chain failed: one whose chain id is not known yet is asked it first, and
-      // read only if it serves this chain (EndpointBreaker.unverified; one of another chain is left aside for good).
+      // read only if it serves this chain (EndpointBreaker.unverified; one of another chain is left aside).
       for (const index of breaker.unverified()) {
         try {
           const chainId = await endpoints[index]!.request({ method: "eth_chainId" }, requestOptions);

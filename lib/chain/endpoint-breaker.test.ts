@@ -5,7 +5,7 @@ import { startTestChain } from "@/test/chain";
 import { freePort } from "@/test/ports";
 import { startSilentRpcProxy, type SilentRpcProxy } from "@/test/rpc-proxy";
 import { createChainClients } from "./clients";
-import { BEST_HEAD_KEPT_MS, COOL_OFF_MS, EndpointBreaker, LAGGING_MS, MAX_COOL_OFF_MS, coolOffAfter } from "./endpoint-breaker";
+import { BEST_HEAD_KEPT_MS, CHAIN_ID_FRESH_MS, COOL_OFF_MS, EndpointBreaker, LAGGING_MS, MAX_COOL_OFF_MS, coolOffAfter } from "./endpoint-breaker";
 
 /**
  * decisions.md "Several RPC endpoints": reads fail over to the next endpoint when one does not answer. The breaker
@@ -121,7 +121,7 @@ describe("the endpoints' breaker", () => {
 });
 
 describe("endpoints of another chain", () => {
-  it("once the chain is set, reads and surveys' heads take only endpoints that answered its id; one of another chain is left aside for good, told once", () => {
+  it("once the chain is set, reads and surveys' heads take only endpoints that answered its id; one of another chain is left aside until it answers this one again, told once per change", () => {
     const changes: string[] = [];
     const breaker = new EndpointBreaker(urls, { reprobe: "survey", onChange: (i, _, c) => changes.push(`${i}:${c.kind}`) });
     // Start-up: the first two answered chain 11155111, the third was silent.
@@ -144,27 +144,48 @@ describe("endpoints of another chain", () => {
     );
     expect([breaker.bestHead, breaker.endpoints.map((e) => e.behind)]).toEqual([100n, [false, false, false]]);
     expect(breaker.readOrder(COOL_OFF_MS + 3)).toEqual([0, 1]);
-    // It serves mainnet: aside for good, from reads, surveys and broadcasts.
+    // It serves mainnet: aside from reads and broadcasts; surveys still ask it (its chain id alone).
     breaker.noteChainId(2, 1);
     breaker.noteChainId(2, 1);
     expect(breaker.endpoints[2]).toMatchObject({ chainId: 1, otherChain: true, head: undefined });
     expect(changes).toEqual(["2:cooling_off", "2:answers_again", "2:other_chain"]);
-    expect(breaker.surveyTargets(COOL_OFF_MS + 4)).toEqual([0, 1]);
+    expect(breaker.surveyTargets(COOL_OFF_MS + 4)).toEqual([0, 1, 2]);
     expect(breaker.askable()).toEqual([true, true, false]);
     // Every other endpoint cooling off: reads still never reach it.
     breaker.noteAnswer(0, silence(), COOL_OFF_MS + 5);
     breaker.noteAnswer(1, silence(), COOL_OFF_MS + 5);
     expect(breaker.readOrder(COOL_OFF_MS + 6)).toEqual([0, 1]);
-    expect(breaker.surveyTargets(COOL_OFF_MS + 6)).toEqual([0, 1]);
+    // An endpoint that served the chain and answers another id later (moved to another network) is left aside too;
+    // one that answers this chain's id again is read again, each change told once.
+    breaker.noteChainId(0, 8453);
+    expect(breaker.readOrder(COOL_OFF_MS + 7)).toEqual([1]);
+    breaker.noteChainId(2, 11155111);
+    breaker.noteChainId(2, 11155111);
+    expect(breaker.askable()).toEqual([false, true, true]);
+    expect(breaker.endpoints[2]).toMatchObject({ chainId: 11155111, otherChain: false });
+    expect(changes.slice(3)).toEqual(["0:cooling_off", "1:cooling_off", "0:other_chain", "2:serves_chain"]);
   });
 
-  it("checks no chain id while none is set (the web server's reads), and one endpoint is always asked", () => {
+  it("checks no chain id while none is set (the web server's reads), and one endpoint is always asked but while it answers another chain id", () => {
     const breaker = new EndpointBreaker(urls.slice(0, 2), { reprobe: "reads" });
     breaker.noteChainId(1, 1);
     expect(breaker.readOrder()).toEqual([0, 1]);
     const single = new EndpointBreaker(urls.slice(0, 1), { reprobe: "survey" });
     single.useChain(31337);
     expect(single.readOrder()).toEqual([0]);
+    expect(single.askable()).toEqual([true]);
+    // Not reached: still asked (nothing to fail over to).
+    single.noteAnswer(0, silence(), 0);
+    expect(single.readOrder(1)).toEqual([0]);
+    // Another chain's id: no read, no broadcast decides, until it answers this one again.
+    single.noteChainId(0, 31338);
+    expect([single.readOrder(2), single.askable(), single.surveyTargets(COOL_OFF_MS + 1)]).toEqual([[], [false], [0]]);
+    single.noteChainId(0, 31337, 3);
+    expect([single.readOrder(3), single.askable()]).toEqual([[0], [true]]);
+    // Its answer vouches for the next read for CHAIN_ID_FRESH_MS (the maintenance check's survey, then its reads).
+    expect([single.chainIdFresh(0, 3 + CHAIN_ID_FRESH_MS - 1), single.chainIdFresh(0, 3 + CHAIN_ID_FRESH_MS)]).toEqual([true, false]);
+    single.noteChainId(0, 31338, 4);
+    expect(single.chainIdFresh(0, 5)).toBe(false);
   });
 });
 
@@ -266,7 +287,7 @@ describe("reads over several endpoints", () => {
       [31337, false],
     ]);
 
-    // The same with an endpoint of another chain: asked its chain id, never read, left aside for good.
+    // The same with an endpoint of another chain: asked its chain id, not read, left aside.
     const foreign = await startTestChain({ chainId: 8453 });
     try {
       const other = new EndpointBreaker([down, foreign.rpcUrl], { reprobe: "survey" });

@@ -16,11 +16,15 @@ import { BaseError, HttpRequestError, RpcRequestError, TimeoutError } from "viem
  *   node that stopped importing blocks answers every call, with the chain as it was (receipts null, nonces unused),
  *   and asked first it blinded the worker;
  * - once the chain id is known (`useChain`: the worker's, read at start-up), an endpoint is asked by reads and its
- *   head counts only after it answered that chain id (`noteChainId`: at start-up, or by the survey that first reaches
- *   it); one that answered another is left aside for good (`otherChain`): decisions.md "Several RPC endpoints" lists
- *   endpoints of one chain, and a mainnet URL beside a testnet's, silent at start-up, would otherwise have served
- *   reads and, with its higher head, left the right endpoints behind.
- * A single endpoint is always asked: there is nothing to fail over to.
+ *   head counts only after it answered that chain id (`noteChainId`: at start-up, by every survey, and with each read
+ *   that decides a nonce: worker/chain.ts); one that answers another is left aside (`otherChain`) until it answers
+ *   this one again: decisions.md "Several RPC endpoints" lists endpoints of one chain, and a mainnet URL beside a
+ *   testnet's, silent at start-up, would otherwise have served reads and, with its higher head, left the right
+ *   endpoints behind; an endpoint that changes networks later (a provider's URL moved to another chain, a node
+ *   restarted on another genesis) would have had its nonces move the relayers' next nonce on, and its "nonce used"
+ *   taken for a dropped transaction.
+ * A single endpoint is always asked, but while it answers another chain id: there is nothing to fail over to, and
+ * reads then fail as in an outage (NoEndpointOfChainError).
  */
 
 /** Blocks an endpoint may be behind the best head seen before reads leave it aside (docs/deployment.md). */
@@ -35,6 +39,12 @@ export const LAGGING_BLOCKS = 3n;
  * every relay wait out before a replacement.
  */
 export const LAGGING_MS = 3_000;
+/**
+ * How long an endpoint's answer of the chain's id vouches for its next read (EndpointBreaker.chainIdFresh): a read
+ * whose nonces decide asks the chain id with them unless the maintenance check that just ran (surveys come first in
+ * it) had it answered this recently. About a check's own span: an idle worker's check would otherwise ask it twice.
+ */
+export const CHAIN_ID_FRESH_MS = 1_000;
 /** How long the best head seen is kept while no endpoint answers near it (EndpointBreaker.noteHeads). */
 export const BEST_HEAD_KEPT_MS = 60_000;
 /** The first cool-off of an endpoint that was not reached; it doubles with each failure in a row. */
@@ -45,6 +55,14 @@ export const MAX_COOL_OFF_MS = 60_000;
 /** A survey gave up waiting for this endpoint: another one answered SURVEY_GRACE_MS before (endpointNotReached). */
 export class EndpointSilentError extends Error {
   override name = "EndpointSilentError";
+}
+
+/**
+ * No endpoint is known to serve the chain now: each answers another chain id. Counted as not reached (the worker waits
+ * as in an outage, and its stages consume no attempt) until a survey finds one serving it again.
+ */
+export class NoEndpointOfChainError extends Error {
+  override name = "NoEndpointOfChainError";
 }
 
 /**
@@ -68,9 +86,10 @@ export function rpcErrorMessage(error: unknown): string {
 
 /** True when the error means "the endpoint was not reached / did not answer", not "the node said no". */
 export function endpointNotReached(error: unknown): boolean {
-  if (error instanceof EndpointSilentError || error instanceof MalformedAnswerError) return true;
+  const notReached = (e: unknown) => e instanceof EndpointSilentError || e instanceof MalformedAnswerError || e instanceof NoEndpointOfChainError;
+  if (notReached(error)) return true;
   // viem wraps what a transport threw (UnknownRpcError, CallExecutionError of a contract read): its cause says.
-  if (error instanceof BaseError && error.walk((e) => e instanceof EndpointSilentError || e instanceof MalformedAnswerError) !== null) return true;
+  if (error instanceof BaseError && error.walk(notReached) !== null) return true;
   if (!(error instanceof BaseError)) {
     return error instanceof Error && /fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|socket hang up|aborted/i.test(error.message);
   }
@@ -105,9 +124,14 @@ export type EndpointState = {
    * leave it aside until it catches up.
    */
   behind: boolean;
-  /** The chain id it answered (undefined until it has: silent at start-up, not reached since). */
+  /** The chain id it answered last (undefined until it has: silent at start-up, not reached since). */
   chainId: number | undefined;
-  /** It answered a chain id other than the service's (`useChain`): never asked again, its head ignored. */
+  /** performance.now() of that answer (0: none). */
+  chainIdAtMs: number;
+  /**
+   * Its last chain id answered is not the service's (`useChain`): reads and broadcasts leave it aside and its head is
+   * ignored until it answers the service's again (surveys ask it its chain id alone).
+   */
   otherChain: boolean;
 };
 
@@ -116,7 +140,8 @@ export type EndpointChange =
   | { kind: "answers_again"; downForMs: number }
   | { kind: "behind"; head: bigint; bestHead: bigint }
   | { kind: "caught_up"; head: bigint; bestHead: bigint }
-  | { kind: "other_chain"; chainId: number; expectedChainId: number };
+  | { kind: "other_chain"; chainId: number; expectedChainId: number }
+  | { kind: "serves_chain"; chainId: number };
 
 export type EndpointBreakerOptions = {
   /** Who asks an endpoint again once its cool-off has ended: the next read that gets to it, or only a survey. */
@@ -208,6 +233,7 @@ export class EndpointBreaker {
       head: undefined,
       behind: false,
       chainId: undefined,
+      chainIdAtMs: 0,
       otherChain: false,
     }));
     this.downSinceMs = urls.map(() => 0);
@@ -229,25 +255,39 @@ export class EndpointBreaker {
   }
 
   /**
-   * Endpoint `index` answered eth_chainId `chainId`. Another chain than `useChain`'s leaves it aside for good (told
-   * once, `other_chain`): reads, surveys and broadcasts no longer ask it, and its head is forgotten.
+   * Endpoint `index` answered eth_chainId `chainId`. Another chain than `useChain`'s leaves it aside (told once per
+   * change, `other_chain`): reads and broadcasts no longer ask it, its head is forgotten, and surveys ask it only its
+   * chain id, until it answers the service's again (`serves_chain`).
    */
-  noteChainId(index: number, chainId: number): void {
+  noteChainId(index: number, chainId: number, now = performance.now()): void {
     const e = this.endpoints[index];
-    if (!e || e.otherChain) return;
+    if (!e) return;
     e.chainId = chainId;
-    if (this.chainId === undefined || chainId === this.chainId) return;
-    e.otherChain = true;
+    e.chainIdAtMs = now;
+    if (this.chainId === undefined) return;
+    const other = chainId !== this.chainId;
+    if (other === e.otherChain) return;
+    e.otherChain = other;
     e.head = undefined;
     e.behind = false;
-    this.options.onChange?.(index, e, { kind: "other_chain", chainId, expectedChainId: this.chainId });
+    this.options.onChange?.(index, e, other ? { kind: "other_chain", chainId, expectedChainId: this.chainId } : { kind: "serves_chain", chainId });
   }
 
-  /** Whether endpoint `index` answered the chain's id (always true while no chain is set, or with one endpoint). */
+  /**
+   * Whether endpoint `index` answered the chain's id (always true while no chain is set; with one endpoint, unless its
+   * last answer was another chain's id: before it has answered any, start-up's read was its own).
+   */
   servesChain(index: number): boolean {
     const e = this.endpoints[index];
     if (!e) return false;
-    return this.endpoints.length === 1 || this.chainId === undefined || e.chainId === this.chainId;
+    if (this.chainId === undefined) return true;
+    return this.endpoints.length === 1 ? !e.otherChain : e.chainId === this.chainId;
+  }
+
+  /** Whether endpoint `index` answered the chain's own id less than CHAIN_ID_FRESH_MS ago. */
+  chainIdFresh(index: number, now = performance.now()): boolean {
+    const e = this.endpoints[index];
+    return e !== undefined && this.chainId !== undefined && e.chainId === this.chainId && now - e.chainIdAtMs < CHAIN_ID_FRESH_MS;
   }
 
   /**
@@ -278,7 +318,7 @@ export class EndpointBreaker {
    * another chain's (`useChain`), always.
    */
   readOrder(now = performance.now()): number[] {
-    if (this.endpoints.length === 1) return [0];
+    if (this.endpoints.length === 1) return this.endpoints[0]!.otherChain ? [] : [0];
     const usable: number[] = [];
     const resting: number[] = [];
     const behind: number[] = [];
@@ -299,11 +339,11 @@ export class EndpointBreaker {
 
   /**
    * The endpoints a survey asks: every one not cooling off (behind ones included: a survey is how they are seen to
-   * catch up), and those whose cool-off has ended (their re-probe); all of them when every one is cooling off. Never
-   * one of another chain.
+   * catch up, and those of another chain: how they are seen to serve this one again), and those whose cool-off has
+   * ended (their re-probe); all of them when every one is cooling off.
    */
   surveyTargets(now = performance.now()): number[] {
-    const candidates = this.endpoints.flatMap((e, i) => (e.otherChain ? [] : [i]));
+    const candidates = this.endpoints.map((_, i) => i);
     const due = candidates.filter((i) => this.endpoints[i]!.failures === 0 || this.dueForProbe(this.endpoints[i]!, now));
     return due.length > 0 ? due : candidates;
   }

@@ -249,7 +249,7 @@ export const healthCheck = named(
             .meta({ description: "Position of the endpoint in RPC_URL, from 1 (its address is not shown: it may name internal hosts or hold a key)" }),
           status: z.enum(["ok", "behind", "down", "other_chain"]).meta({
             description:
-              "behind: answers, with a head more than 3 blocks below the best endpoint's, and one the best had passed over 3 s before (the worker reads from the others); other_chain: answers another chain's id than the service's (never read by the worker, its head not counted)",
+              "behind: answers, with a head more than 3 blocks below the best endpoint's, and one the best had passed over 3 s before (the worker reads from the others); other_chain: answers another chain's id than the service's (not read by the worker, its head not counted, until it answers the service's again)",
           }),
           code: healthCheckCode.optional(),
           blockNumber: z.string().optional(),
