@@ -16,7 +16,7 @@ describe("the faucet's status in plain words", () => {
     expect(formatAmount("1000000000000000000", "POL")).toBe("1 POL");
   });
 
-  it("rounds the usual time to seconds, or minutes past a minute and a half", () => {
+  it("rounds the usual time to seconds, minutes past a minute and a half, or half hours past 90 minutes", () => {
     expect(formatUsualTime(null)).toBeNull();
     expect(formatUsualTime(4.4)).toBe("about 4 seconds");
     expect(formatUsualTime(1)).toBe("about 1 second");
@@ -25,6 +25,8 @@ describe("the faucet's status in plain words", () => {
     expect(formatUsualTime(0.4)).toBe("about 1 second");
     expect(formatUsualTime(5_399)).toBe("about 90 minutes");
     expect(formatUsualTime(3 * 3600)).toBe("about 3 hours");
-    expect(formatUsualTime(5_400)).toBe("about 2 hours");
+    expect(formatUsualTime(5_400)).toBe("about 1.5 hours");
+    expect(formatUsualTime(2 * 3600 + 900)).toBe("about 2.5 hours");
+    expect(formatUsualTime(2 * 3600 + 899)).toBe("about 2 hours");
   });
 });

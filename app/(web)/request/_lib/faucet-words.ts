@@ -31,7 +31,10 @@ export function formatAmount(amountWei: string, symbol: string): string {
   return `${formatUnits(BigInt(amountWei), 18)} ${symbol}`;
 }
 
-/** "about 12 seconds" / "about 3 minutes" / "about 2 hours", or null without data. */
+/**
+ * "about 12 seconds" / "about 3 minutes" / "about 1.5 hours", or null without data. Hours to the half hour: 90 minutes
+ * is where minutes end, and a whole hour then read 5,400 s as "about 2 hours".
+ */
 export function formatUsualTime(seconds: number | null): string | null {
   if (seconds === null) return null;
   if (seconds < 90) {
@@ -39,6 +42,5 @@ export function formatUsualTime(seconds: number | null): string | null {
     return `about ${n} second${n === 1 ? "" : "s"}`;
   }
   if (seconds < 90 * 60) return `about ${Math.round(seconds / 60)} minutes`;
-  const hours = Math.round(seconds / 3600);
-  return `about ${hours} hour${hours === 1 ? "" : "s"}`;
+  return `about ${Math.round(seconds / 1800) / 2} hours`;
 }
