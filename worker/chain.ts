@@ -37,6 +37,9 @@ import {
   type RelayerNonces,
 } from "./chain-answers";
 
+/** A revert of the treasury's `sponsor`: its custom error's name when it gave one, and a text for the logs. */
+export type SponsorRevert = { errorName?: string; text: string };
+
 /**
  * The worker's view of the chain: every read it needs, batched (viem's JSON-RPC batching: calls issued together
  * travel in one HTTP request), no caching (viem caches eth_blockNumber by default; the worker must not), and every
@@ -679,7 +682,7 @@ export class WorkerChain {
    * answer: unreachable, or an endpoint behind that does not know the block yet. The caller then waits (it is not
    * noted in the chain's health: one read the node refuses must not stop the rest of the confirm stage).
    */
-  async explainSponsorRevert(relayer: Address, wallet: Address, requestId: string, atBlock: bigint): Promise<{ errorName?: string; text: string } | undefined> {
+  async explainSponsorRevert(relayer: Address, wallet: Address, requestId: string, atBlock: bigint): Promise<SponsorRevert | undefined> {
     for (const blockNumber of [atBlock, undefined]) {
       try {
         await this.client.simulateContract({
@@ -710,20 +713,57 @@ export class WorkerChain {
   }
 
   /**
-   * Review's dry run (decisions.md, "Wallets that cannot be paid"): `sponsor` of each request as `eth_call` from
-   * `relayer` with the relay's own gas limit, issued together (one JSON-RPC batch). Per request id: `null` when
-   * the payment would go through, else the revert (its custom error's name when the treasury gave one). A node
-   * that cannot be reached is a ChainUnavailableError (the requests stay pending).
+   * Review's reads (worker/stages/review.ts): the registry's `isSponsored` of `wallets` (one batched `areSponsored`
+   * call) and, with `dryRun`, the payments' dry runs (simulateSponsorships), issued together, so they travel in one
+   * batched HTTP request, from one endpoint that answers this chain's id in the same request (fromOneEndpoint). They
+   * reject requests (`already_sponsored`, `payment_refused`): through the failover, an endpoint that moved to another
+   * network since the last maintenance check (every 2 s busy, 30 s idle) answered that network's registry and
+   * wallets, and a request could be rejected for what another chain holds. A ChainUnavailableError when no endpoint
+   * of this chain answered every call (the requests stay pending).
    */
-  async simulateSponsorships(
+  async reviewReads(
+    wallets: readonly Address[],
+    dryRun?: { relayer: Address; requests: readonly { id: string; wallet: Address }[]; gas: bigint },
+  ): Promise<{ sponsored: Map<string, boolean>; reverts: Map<string, SponsorRevert | null> }> {
+    return this.reach("review reads", async () => {
+      const answer = await this.fromOneEndpoint((client) =>
+        Promise.all([
+          readAreSponsored(client, this.registryAddress, wallets),
+          dryRun ? this.dryRuns(client, dryRun.relayer, dryRun.requests, dryRun.gas) : new Map<string, SponsorRevert | null>(),
+        ]),
+      );
+      if (answer === undefined) throw new NoEndpointOfChainError(`areSponsored and dry runs: no RPC endpoint of chain ${this.chainId} answered them`);
+      const [sponsored, reverts] = answer;
+      return { sponsored, reverts };
+    });
+  }
+
+  /**
+   * Review's dry run (decisions.md, "Wallets that cannot be paid"): `sponsor` of each request as `eth_call` from
+   * `relayer` with the relay's own gas limit, issued together (one JSON-RPC batch), from one endpoint that answers
+   * this chain's id in the same request (as reviewReads). Per request id: `null` when the payment would go through,
+   * else the revert (its custom error's name when the treasury gave one). A node that cannot be reached is a
+   * ChainUnavailableError (the requests stay pending).
+   */
+  async simulateSponsorships(relayer: Address, requests: readonly { id: string; wallet: Address }[], gas: bigint): Promise<Map<string, SponsorRevert | null>> {
+    if (requests.length === 0) return new Map();
+    return this.reach("eth_call sponsor", async () => {
+      const answer = await this.fromOneEndpoint((client) => this.dryRuns(client, relayer, requests, gas));
+      if (answer === undefined) throw new NoEndpointOfChainError(`eth_call sponsor: no RPC endpoint of chain ${this.chainId} answered`);
+      return answer;
+    });
+  }
+
+  /** The dry runs on one endpoint's client; an answer that is no revert (not reached, refused) fails them all. */
+  private async dryRuns(
+    client: ChainPublicClient,
     relayer: Address,
     requests: readonly { id: string; wallet: Address }[],
     gas: bigint,
-  ): Promise<Map<string, { errorName?: string; text: string } | null>> {
-    if (requests.length === 0) return new Map();
+  ): Promise<Map<string, SponsorRevert | null>> {
     const settled = await Promise.allSettled(
       requests.map((r) =>
-        this.client.simulateContract({
+        client.simulateContract({
           address: this.treasuryAddress,
           abi: treasuryAbi,
           functionName: "sponsor",
@@ -733,21 +773,15 @@ export class WorkerChain {
         }),
       ),
     );
-    const answers = new Map<string, { errorName?: string; text: string } | null>();
+    const answers = new Map<string, SponsorRevert | null>();
     for (const [i, s] of settled.entries()) {
-      if (s.status === "fulfilled") {
-        answers.set(requests[i]!.id, null);
-        continue;
+      if (s.status === "fulfilled") answers.set(requests[i]!.id, null);
+      else {
+        const revert = describeRevert(s.reason);
+        if (!revert) throw s.reason;
+        answers.set(requests[i]!.id, revert);
       }
-      const revert = describeRevert(s.reason);
-      if (!revert) {
-        const error = new ChainUnavailableError(`eth_call sponsor: ${messageOf(s.reason)}`, { cause: s.reason });
-        this.health.noteUnreachable(error);
-        throw error;
-      }
-      answers.set(requests[i]!.id, revert);
     }
-    this.health.noteReached();
     return answers;
   }
 

@@ -191,3 +191,43 @@ describe("reads whose nonces decide", () => {
     expect(view?.nonces.get(account!)).toBe(theirs);
   });
 });
+
+/**
+ * Review's reads (the registry's `areSponsored`, the payments' dry runs) reject requests. Through the failover, an
+ * endpoint that moved to another network since the last maintenance check answered that network's registry and
+ * wallets. Endpoint 1 is an anvil loaded with this chain's state (`anvil_dumpState`/`anvil_loadState`: the same
+ * contracts, the same relayers) that then moves to another chain id, where the wallet is a contract whose `receive`
+ * reverts; endpoint 2 serves the chain, where the wallet can be paid. No maintenance check comes in between (one a
+ * minute here).
+ */
+describe("review's reads", () => {
+  it("come from an endpoint that answered this chain's id in the same request: a request is not rejected for what another network holds", async () => {
+    foreign = await startTestChain();
+    await chainRpc(foreign.rpcUrl, "anvil_loadState", [await anvilRpc<string>(fx, "anvil_dumpState")]);
+    worker = await startInProcessWorker(fx, { RPC_URL: `${foreign.rpcUrl},${fx.anvil.rpcUrl}` }, { heartbeatMs: 60_000 });
+    const endpoints = () => worker!.ctx.chain.endpoints;
+    // The start-up check has asked both their chain id, and that answer is no longer fresh (CHAIN_ID_FRESH_MS).
+    await waitFor(
+      "both endpoints' chain ids to be older than CHAIN_ID_FRESH_MS",
+      async () => endpoints().every((e) => e.chainId === fx.deployment.chainId && performance.now() - e.chainIdAtMs > CHAIN_ID_FRESH_MS),
+      30_000,
+    );
+    const wallet = `0x${crypto.randomUUID().replaceAll("-", "").padEnd(40, "7")}` as `0x${string}`;
+    await chainRpc(foreign.rpcUrl, "anvil_setChainId", [fx.deployment.chainId + 1]);
+    // PUSH0 PUSH0 REVERT: there, every payment to the wallet reverts (TransferFailed).
+    await chainRpc(foreign.rpcUrl, "anvil_setCode", [wallet, "0x5f5ffd"]);
+
+    const { id } = await createRequest(fx, wallet);
+    const settled = await waitFor(
+      "the request to be decided",
+      async () => {
+        const r = await readRequest(fx, id);
+        return ["completed", "rejected", "failed"].includes(r.status) ? r : undefined;
+      },
+      60_000,
+    );
+    // Before, the first endpoint answered the dry run: rejected payment_refused.
+    expect([settled.status, settled.eligibilityReason]).toEqual(["completed", "eligible"]);
+    expect(endpoints()[0]).toMatchObject({ chainId: fx.deployment.chainId + 1, otherChain: true });
+  }, 120_000);
+});

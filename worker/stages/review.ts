@@ -45,7 +45,7 @@ function dryRunRelayer(ctx: WorkerContext): Address | undefined {
  * - an active block of the wallet (administrator, or automatic and not expired) -> rejected `wallet_blocked`;
  * - `isSponsored` true on-chain (one batched `areSponsored` call) -> rejected `already_sponsored`;
  * - the payment itself simulated (`eth_call` of the treasury's `sponsor` from an authorised relayer, with the
- *   relay's gas limit, in the same JSON-RPC batch as `areSponsored`; one that turns out not to be authorised is
+ *   relay's gas limit, in the same JSON-RPC batch as `areSponsored` and the endpoint's `eth_chainId`; one that turns out not to be authorised is
  *   replaced by one that is, and those dry runs made again) reverts with TransferFailed (a contract whose `receive` refuses the
  *   transfer) -> rejected `payment_refused`, and nothing is ever sent for it; any other revert (the service's own
  *   state, SERVICE_STATE_REVERTS, or one without a reason) approves as usual, and the relay stage decides;
@@ -65,8 +65,10 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
     if (toCheck.length > 0) {
       try {
         // Simulated from a relayer this worker may use and the treasury authorises (eth_call needs no key). Both reads
-        // are issued together, so they travel in one JSON-RPC batch (one HTTP request); a wallet found already
-        // sponsored is rejected as such whatever its dry run says. The claimed rows are locked meanwhile, the
+        // are issued together, so they travel in one JSON-RPC batch (one HTTP request), from one endpoint that answers
+        // this chain's id in it (WorkerChain.reviewReads: one that moved to another network since the last maintenance
+        // check is left aside, not believed); a wallet found already sponsored is rejected as such whatever its dry
+        // run says. The claimed rows are locked meanwhile, the
         // transaction idle: every chain call of the pass shares one bound (CHAIN_WAIT_IN_TRANSACTION_MS, worker/chain.ts;
         // a retry of the dry runs waits only for what the first calls left), past it the requests stay pending as in an
         // outage.
@@ -74,12 +76,12 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
         const left = () => Math.max(1, deadline - performance.now());
         const relayer = dryRunRelayer(ctx);
         const wallets = toCheck.map((c) => ({ id: c.id, wallet: c.walletAddress as Address }));
-        const [sponsored, reverts] = await withinTransactionWait(
+        const { sponsored, reverts } = await withinTransactionWait(
           "review",
-          Promise.all([
-            ctx.chain.areSponsored(toCheck.map((c) => c.walletAddress)),
-            relayer ? ctx.chain.simulateSponsorships(relayer, wallets, SPONSOR_GAS_LIMIT) : new Map<string, { errorName?: string; text: string } | null>(),
-          ]),
+          ctx.chain.reviewReads(
+            toCheck.map((c) => c.walletAddress as Address),
+            relayer ? { relayer, requests: wallets, gas: SPONSOR_GAS_LIMIT } : undefined,
+          ),
           left(),
         );
         // A relayer the treasury does not authorise (de-authorised since, or none known yet) reverts NotRelayer before
