@@ -732,7 +732,7 @@ export class WorkerChain {
           dryRun ? this.dryRuns(client, dryRun.relayer, dryRun.requests, dryRun.gas) : new Map<string, SponsorRevert | null>(),
         ]),
       );
-      if (answer === undefined) throw new NoEndpointOfChainError(`areSponsored and dry runs: no RPC endpoint of chain ${this.chainId} answered them`);
+      if (answer === undefined) throw new NoEndpointOfChainError(`areSponsored and dry runs: no RPC endpoint that serves chain ${this.chainId} answered them`);
       const [sponsored, reverts] = answer;
       return { sponsored, reverts };
     });
@@ -749,7 +749,7 @@ export class WorkerChain {
     if (requests.length === 0) return new Map();
     return this.reach("eth_call sponsor", async () => {
       const answer = await this.fromOneEndpoint((client) => this.dryRuns(client, relayer, requests, gas));
-      if (answer === undefined) throw new NoEndpointOfChainError(`eth_call sponsor: no RPC endpoint of chain ${this.chainId} answered`);
+      if (answer === undefined) throw new NoEndpointOfChainError(`eth_call sponsor: no RPC endpoint that serves chain ${this.chainId} answered`);
       return answer;
     });
   }
