@@ -209,7 +209,7 @@ describe("WorkerChain with one endpoint answering malformed JSON-RPC", () => {
       // Before: "Cannot convert null to a BigInt" and a contract-call error, each a stage failure counted towards the
       // worker's exit, and the chain noted as reached.
       await expect(workerChain.blockNumber()).rejects.toMatchObject({ name: "ChainUnavailableError" });
-      await expect(workerChain.areSponsored([addressOfKey(LOCAL_RELAYER_KEYS[1]!)])).rejects.toMatchObject({ name: "ChainUnavailableError" });
+      await expect(workerChain.reviewReads([addressOfKey(LOCAL_RELAYER_KEYS[1]!)])).rejects.toMatchObject({ name: "ChainUnavailableError" });
       expect(workerChain.health.reachable).toBe(false);
     } finally {
       await broken.close();

@@ -625,10 +625,6 @@ export class WorkerChain {
     return { logs: best.logs.map((log) => formatLog(log)).filter((log) => log.blockNumber !== null && log.blockNumber <= through), through };
   }
 
-  async areSponsored(wallets: readonly Address[]): Promise<Map<string, boolean>> {
-    return this.reach("areSponsored", () => readAreSponsored(this.client, this.registryAddress, wallets));
-  }
-
   /** The registry the treasury writes (its immutable `registry()`), lowercase. */
   async treasuryRegistry(): Promise<Address> {
     return this.reach(

@@ -45,8 +45,8 @@ function dryRunRelayer(ctx: WorkerContext): Address | undefined {
  * - an active block of the wallet (administrator, or automatic and not expired) -> rejected `wallet_blocked`;
  * - `isSponsored` true on-chain (one batched `areSponsored` call) -> rejected `already_sponsored`;
  * - the payment itself simulated (`eth_call` of the treasury's `sponsor` from an authorised relayer, with the
- *   relay's gas limit, in the same JSON-RPC batch as `areSponsored` and the endpoint's `eth_chainId`; one that turns out not to be authorised is
- *   replaced by one that is, and those dry runs made again) reverts with TransferFailed (a contract whose `receive` refuses the
+ *   relay's gas limit, in the same JSON-RPC batch as `areSponsored` and the endpoint's `eth_chainId`; one that
+ *   turns out not to be authorised is replaced by one that is, and those dry runs made again) reverts with TransferFailed (a contract whose `receive` refuses the
  *   transfer) -> rejected `payment_refused`, and nothing is ever sent for it; any other revert (the service's own
  *   state, SERVICE_STATE_REVERTS, or one without a reason) approves as usual, and the relay stage decides;
  * - otherwise approved `eligible`.
@@ -68,8 +68,7 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
         // are issued together, so they travel in one JSON-RPC batch (one HTTP request), from one endpoint that answers
         // this chain's id in it (WorkerChain.reviewReads: one that moved to another network since the last maintenance
         // check is left aside, not believed); a wallet found already sponsored is rejected as such whatever its dry
-        // run says. The claimed rows are locked meanwhile, the
-        // transaction idle: every chain call of the pass shares one bound (CHAIN_WAIT_IN_TRANSACTION_MS, worker/chain.ts;
+        // run says. The claimed rows are locked meanwhile, the transaction idle: every chain call of the pass shares one bound (CHAIN_WAIT_IN_TRANSACTION_MS, worker/chain.ts;
         // a retry of the dry runs waits only for what the first calls left), past it the requests stay pending as in an
         // outage.
         const deadline = performance.now() + CHAIN_WAIT_IN_TRANSACTION_MS;
@@ -79,7 +78,7 @@ export async function reviewPendingBatch(ctx: WorkerContext): Promise<{ claimed:
         const { sponsored, reverts } = await withinTransactionWait(
           "review",
           ctx.chain.reviewReads(
-            toCheck.map((c) => c.walletAddress as Address),
+            wallets.map((w) => w.wallet),
             relayer ? { relayer, requests: wallets, gas: SPONSOR_GAS_LIMIT } : undefined,
           ),
           left(),
