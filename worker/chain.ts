@@ -566,7 +566,8 @@ export class WorkerChain {
    * geth answers a range past its head with an error) moves on to the next endpoint; when every endpoint failed, the
    * first failure is thrown: one not reached first (a chain outage), then LogsRefusedError when an endpoint that has
    * the range refused the logs call (`rangeLimit` when one said the range or the result is too large), else the head
-   * call's error.
+   * call's error. An endpoint is asked its chain id with them (fromOneEndpoint's rule) and passed when it does not
+   * answer this chain's: its logs are another network's (NoEndpointOfChainError, counted as not reached).
    */
   private async logsOfOneEndpoint(
     filter: { address: Address; topics: (Hex | Hex[] | null)[] },
@@ -584,19 +585,31 @@ export class WorkerChain {
       this.breaker.asking(e);
       // Issued together, the head first: viem's batching sends them in one HTTP request, in this order. Without
       // batches (RPC_BATCH_SIZE=1) they would be two requests at once, which a pool of nodes can answer from two:
-      // the logs are then asked once the head has answered, so they are read at a head at least that high.
+      // the logs are then asked once the head has answered, so they are read at a head at least that high. The
+      // chain id comes last (in the same request when RPC_BATCH_SIZE allows three calls), unless this endpoint
+      // answered it within CHAIN_ID_FRESH_MS: an endpoint that moved to another network since the last maintenance
+      // check would say a payment's event is missing, or a wallet was sponsored, for what that network holds.
       const headCall = client.request({ method: "eth_blockNumber" });
-      const logsCall = () => client.request({ method: "eth_getLogs", params: [params] });
-      const [head, logs] =
-        this.batchSize >= 2
-          ? await Promise.allSettled([headCall, logsCall()])
-          : await Promise.allSettled([headCall]).then(async ([h]) => [h, ...(await Promise.allSettled([logsCall()]))] as const);
+      const askLogs = () => client.request({ method: "eth_getLogs", params: [params] });
+      const logsCall = this.batchSize >= 2 ? askLogs() : headCall.then(askLogs, askLogs);
+      const chainCall = this.breaker.chainIdFresh(e) ? undefined : client.request({ method: "eth_chainId" });
+      const [head, logs, chainId] = await Promise.allSettled([headCall, logsCall, chainCall]);
+      if (chainId.status === "fulfilled" && chainId.value !== undefined) this.breaker.noteChainId(e, hexToNumber(chainId.value));
       if (head.status === "rejected") {
         this.noteEndpoint(e, head.reason);
         errors.push(head.reason);
         continue;
       }
-      this.noteEndpoint(e, logs.status === "rejected" ? logs.reason : undefined);
+      this.noteEndpoint(e, logs.status === "rejected" ? logs.reason : chainId.status === "rejected" ? chainId.reason : undefined);
+      // Its chain id unanswered, or another chain's: its logs say nothing about this chain (counted as not reached).
+      if (chainId.status === "rejected" || !this.breaker.servesChain(e)) {
+        errors.push(
+          chainId.status === "rejected"
+            ? chainId.reason
+            : new NoEndpointOfChainError(`eth_getLogs: endpoint ${e + 1} serves chain ${this.endpoints[e]!.chainId}, not ${this.chainId}`),
+        );
+        continue;
+      }
       const known = hexToBigInt(head.value);
       if (logs.status === "rejected") {
         // Behind the range's end, a refusal is the node's way of saying so (current geth): not an error of ours.
@@ -664,8 +677,14 @@ export class WorkerChain {
     return reach("balances", () => this.readBalances(addresses));
   }
 
+  /**
+   * From one endpoint that answers this chain's id in the same batched request (fromOneEndpoint): a relayer's balance
+   * on another network would decide whether a refused broadcast burns an attempt (worker/stages/broadcast.ts), or
+   * raise and clear the operator's low-balance alerts.
+   */
   private async readBalances(addresses: readonly Address[]): Promise<Map<Address, bigint>> {
-    const values = await Promise.all(addresses.map((address) => this.client.getBalance({ address })));
+    const values = await this.fromOneEndpoint((client) => Promise.all(addresses.map((address) => client.getBalance({ address }))));
+    if (values === undefined) throw new NoEndpointOfChainError(`no RPC endpoint that serves chain ${this.chainId} answered`);
     return new Map(addresses.map((a, i) => [a, values[i]!]));
   }
 
@@ -675,13 +694,14 @@ export class WorkerChain {
    * block does not hide a revert of the service's own making (one later in the same block still does). Against the
    * latest state only when the node no longer holds that block's (PRUNED_STATE). "NotRelayer(0x...)",
    * "AlreadySponsored(0x...)", ... or a generic text when the node's answer tells nothing. Undefined when it gave no
-   * answer: unreachable, or an endpoint behind that does not know the block yet. The caller then waits (it is not
-   * noted in the chain's health: one read the node refuses must not stop the rest of the confirm stage).
+   * answer: no endpoint that serves this chain (it asks its id in the same batched request, fromOneEndpoint) was
+   * reached and knew the block; one behind that does not know it yet is passed for the next. The caller then waits
+   * (it is not noted in the chain's health: one read the node refuses must not stop the rest of the confirm stage).
    */
   async explainSponsorRevert(relayer: Address, wallet: Address, requestId: string, atBlock: bigint): Promise<SponsorRevert | undefined> {
-    for (const blockNumber of [atBlock, undefined]) {
-      try {
-        await this.client.simulateContract({
+    const replay = (client: ChainPublicClient, blockNumber: bigint | undefined) =>
+      client
+        .simulateContract({
           address: this.treasuryAddress,
           abi: treasuryAbi,
           functionName: "sponsor",
@@ -691,21 +711,33 @@ export class WorkerChain {
           // with the node's default, and its revert would read as one a retry could cure.
           gas: SPONSOR_GAS_LIMIT,
           ...(blockNumber === undefined ? {} : { blockNumber }),
-        });
-        return {
-          text: `reverted on-chain (the same call succeeds against ${blockNumber === undefined ? "the latest state" : `the state after block ${blockNumber}`})`,
-        };
-      } catch (error) {
+        })
+        .then(
+          () => undefined,
+          (error: unknown) => error ?? new Error("eth_call failed"),
+        );
+    // From one endpoint that answers this chain's id with the replay: a revert reason read from a network the
+    // endpoint moved to since the last maintenance check (an AlreadySponsored there) would settle the request on it.
+    return this.fromOneEndpoint(async (client) => {
+      for (const blockNumber of [atBlock, undefined]) {
+        const error = await replay(client, blockNumber);
+        if (error === undefined) {
+          return {
+            text: `reverted on-chain (the same call succeeds against ${blockNumber === undefined ? "the latest state" : `the state after block ${blockNumber}`})`,
+          };
+        }
         const revert = describeRevert(error);
         if (revert) return revert;
-        if (isUnreachable(error)) return undefined;
+        // Not answered here (not reached, or a node behind that does not know the block yet): the next endpoint.
+        if (isUnreachable(error)) throw error;
         const message = messageOf(error);
-        if (blockNumber !== undefined && UNKNOWN_BLOCK.test(message)) return undefined;
+        if (blockNumber !== undefined && UNKNOWN_BLOCK.test(message)) throw error;
+        // The node no longer holds that block's state: replayed against its latest (a second request, same endpoint).
         if (blockNumber !== undefined && PRUNED_STATE.test(message)) continue;
         return { text: `reverted on-chain (reason not available: ${message.slice(0, 200)})` };
       }
-    }
-    return { text: "reverted on-chain (reason not available)" };
+      return { text: "reverted on-chain (reason not available)" };
+    });
   }
 
   /**

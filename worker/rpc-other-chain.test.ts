@@ -1,4 +1,8 @@
+import { encodeFunctionData, type Address } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
 import { afterEach, describe, expect, it } from "vitest";
+import { treasuryAbi } from "@/contracts/generated/treasury";
+import { requestIdHash } from "@/lib/chain/ids";
 import type { Anvil } from "@/contracts/anvil";
 import { checkHealth } from "@/lib/health";
 import { healthResponse } from "@/lib/sponsorship/schemas";
@@ -230,4 +234,58 @@ describe("review's reads", () => {
     expect([settled.status, settled.eligibilityReason]).toEqual(["completed", "eligible"]);
     expect(endpoints()[0]).toMatchObject({ chainId: fx.deployment.chainId + 1, otherChain: true });
   }, 120_000);
+});
+
+/**
+ * The other reads that decide something between two maintenance checks: a revert's replay (which request it fails,
+ * and how), the registry's and treasury's events (the registry mirror, a payment found by its event) and the
+ * relayers' balances (whether a refused broadcast burns an attempt; the low-balance alerts). Endpoint 1 is an anvil
+ * loaded with this chain's state that then moves to another chain id, where the relayer has paid a wallet (its
+ * Sponsored and WalletSponsored events), another wallet's `receive` reverts, and the relayer holds 1 wei; endpoint 2
+ * serves the chain, where none of that is so.
+ */
+describe("replays, events and balances", () => {
+  it("come from an endpoint that answered this chain's id in the same request: not from one that moved since the last check", async () => {
+    foreign = await startTestChain();
+    await chainRpc(foreign.rpcUrl, "anvil_loadState", [await anvilRpc<string>(fx, "anvil_dumpState")]);
+    const relayer = privateKeyToAccount(fx.relayerKeys[0]!).address.toLowerCase() as Address;
+    const randomWallet = (fill: string) => `0x${crypto.randomUUID().replaceAll("-", "").padEnd(40, fill)}` as Address;
+    const [paid, refusing] = [randomWallet("5"), randomWallet("6")];
+    const requestId = crypto.randomUUID();
+    await chainRpc(foreign.rpcUrl, "anvil_setChainId", [fx.deployment.chainId + 1]);
+    await chainRpc(foreign.rpcUrl, "anvil_impersonateAccount", [relayer]);
+    const data = encodeFunctionData({ abi: treasuryAbi, functionName: "sponsor", args: [paid, requestIdHash(requestId)] });
+    await chainRpc(foreign.rpcUrl, "eth_sendTransaction", [{ from: relayer, to: fx.deployment.treasuryAddress, data, gas: "0x30000" }]);
+    // PUSH0 PUSH0 REVERT: there, every payment to this wallet reverts (TransferFailed).
+    await chainRpc(foreign.rpcUrl, "anvil_setCode", [refusing, "0x5f5ffd"]);
+    await chainRpc(foreign.rpcUrl, "anvil_setBalance", [relayer, "0x1"]);
+    const to = BigInt(await chainRpc<string>(foreign.rpcUrl, "eth_blockNumber"));
+    // This chain has every block the other has (its head at least as high): each endpoint can answer every range.
+    await anvilRpc(fx, "anvil_mine", ["0x2"]);
+    const from = 0n;
+
+    const chain = new WorkerChain({
+      rpcUrl: [foreign.rpcUrl, fx.anvil.rpcUrl],
+      chainId: fx.deployment.chainId,
+      registryAddress: fx.deployment.registryAddress,
+      treasuryAddress: fx.deployment.treasuryAddress,
+    });
+    // Both answered the chain's id at start-up, a while ago (longer than CHAIN_ID_FRESH_MS: no survey since).
+    chain.breaker.noteChainId(0, fx.deployment.chainId, performance.now() - CHAIN_ID_FRESH_MS);
+    chain.breaker.noteChainId(1, fx.deployment.chainId, performance.now() - CHAIN_ID_FRESH_MS);
+
+    // Before, the first endpoint answered each: TransferFailed, the paid wallet's and request's events, 1 wei.
+    const replay = await chain.explainSponsorRevert(relayer, refusing, crypto.randomUUID(), to);
+    expect(replay?.errorName).toBeUndefined();
+    expect(replay?.text).toMatch(/the same call succeeds against the state after block/);
+    expect(chain.endpoints[0]).toMatchObject({ chainId: fx.deployment.chainId + 1, otherChain: true });
+    // Asked of endpoint 1 alone too (its chain id not fresh again, as after a survey long ago): passed all the same.
+    chain.breaker.noteChainId(0, fx.deployment.chainId, performance.now() - CHAIN_ID_FRESH_MS);
+    expect((await chain.walletsSponsored(from, to))?.wallets.map((w) => w.wallet)).not.toContain(paid);
+    chain.breaker.noteChainId(0, fx.deployment.chainId, performance.now() - CHAIN_ID_FRESH_MS);
+    expect((await chain.findSponsoredEvents([requestId], { throughBlock: to }))?.has(requestId)).toBe(false);
+    chain.breaker.noteChainId(0, fx.deployment.chainId, performance.now() - CHAIN_ID_FRESH_MS);
+    expect((await chain.balances([relayer])).get(relayer)).toBeGreaterThan(1n);
+    expect(chain.endpoints[0]).toMatchObject({ otherChain: true });
+  });
 });
